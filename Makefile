@@ -1,0 +1,112 @@
+# GPT-2 trainer: CUDA + cuBLASLt (+ NCCL, MPI when found).
+#
+#   make train_gpt2cu            the trainer (PRECISION=FP16 by default; BF16, FP32)
+#   make test_gpt2cu             the whole-model check against the PyTorch reference
+#   make data                    the tokenizer and the tinyshakespeare shards
+#   make test                    CPU unit tests, plus GPU tests when a GPU is visible
+#   make cuda-checks             the per-kernel checks in dev/cuda
+#   make clean
+#
+# Variables you may set: PRECISION, GPU_ARCH (e.g. 90, 80), NO_MPI=1, NO_NCCL=1, CI=true,
+# NVCC, NCCL_INCLUDE/NCCL_LIB, MPI_INCLUDE/MPI_LIB, PCRE2_CFLAGS/PCRE2_LIBS.
+
+NVCC       ?= nvcc
+CXX        ?= g++
+PRECISION  ?= FP16
+SHARED_DIR ?= ../shared
+
+# --- GPU architecture: the visible GPU's compute capability, else 90 (never probed when CI=true)
+ifeq ($(CI),true)
+  GPU_ARCH ?= 90
+else
+  GPU_ARCH ?= $(shell (nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null || true) | head -n 1 | tr -d '.[:space:]')
+endif
+ifeq ($(strip $(GPU_ARCH)),)
+  override GPU_ARCH := 90
+endif
+# sm_90a unlocks wgmma/setmaxnreg; code built for it runs only on Hopper, which is what 90 means here.
+ifeq ($(GPU_ARCH),90)
+  GENCODE := -gencode arch=compute_90a,code=sm_90a
+else
+  GENCODE := -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH)
+endif
+
+ifeq ($(filter $(PRECISION),FP16 BF16 FP32),)
+  $(error PRECISION must be FP16, BF16 or FP32, not '$(PRECISION)')
+endif
+
+CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
+NVCC_FLAGS  = -O3 --use_fast_math -std=c++17 $(GENCODE) -lineinfo \
+              -Xcompiler -Wall -Xcompiler -Wno-unknown-pragmas --expt-relaxed-constexpr \
+              -DENABLE_$(PRECISION)
+NVCC_LIBS   = -lcublas -lcublasLt
+
+# --- NCCL: multi-GPU support is compiled in when nccl.h is found
+ifneq ($(NO_NCCL),1)
+  NCCL_INCLUDE ?= $(firstword $(foreach d,/usr/include $(CUDA_HOME)/include /usr/local/include,$(if $(wildcard $(d)/nccl.h),$(d))))
+  ifneq ($(NCCL_INCLUDE),)
+    NVCC_FLAGS += -DUSE_NCCL -I$(NCCL_INCLUDE)
+    NVCC_LIBS  += $(if $(NCCL_LIB),-L$(NCCL_LIB)) -lnccl
+    FOUND += NCCL
+  endif
+endif
+# --- MPI (OpenMPI at the Debian/Ubuntu paths, or wherever MPI_INCLUDE/MPI_LIB point)
+ifneq ($(NO_MPI),1)
+  MPI_INCLUDE ?= $(firstword $(foreach d,/usr/lib/x86_64-linux-gnu/openmpi/include /usr/lib/aarch64-linux-gnu/openmpi/include /usr/include/openmpi /usr/local/include,$(if $(wildcard $(d)/mpi.h),$(d))))
+  MPI_LIB     ?= $(firstword $(foreach d,/usr/lib/x86_64-linux-gnu/openmpi/lib /usr/lib/aarch64-linux-gnu/openmpi/lib /usr/local/lib,$(if $(wildcard $(d)/libmpi.so),$(d))))
+  ifneq ($(and $(MPI_INCLUDE),$(MPI_LIB)),)
+    NVCC_FLAGS += -DUSE_MPI -I$(MPI_INCLUDE)
+    NVCC_LIBS  += -L$(MPI_LIB) -lmpi
+    FOUND += MPI
+  endif
+endif
+
+# --- host-only code (tokenizer, unit tests): plain C++
+CXXFLAGS    ?= -O2 -std=c++17 -Wall -Wextra
+PCRE2_CFLAGS ?= $(shell pkg-config --cflags libpcre2-8 2>/dev/null)
+PCRE2_LIBS   ?= $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2-8)
+
+LLMC_HEADERS := $(wildcard llmc/*.h llmc/*.cuh)
+UNIT_SRCS    := $(wildcard dev/unit/test_*.cpp)
+UNIT_BINS    := $(patsubst dev/unit/%.cpp,build/unit/%,$(UNIT_SRCS))
+CUDA_CHECKS  := $(patsubst %.cu,%_check,$(wildcard dev/cuda/*.cu))
+
+.PHONY: all data test unit cuda-checks clean info
+all: train_gpt2cu test_gpt2cu data/tokenize
+
+info:
+	@echo "PRECISION=$(PRECISION) GPU_ARCH=$(GPU_ARCH) found: $(or $(FOUND),nothing optional)"
+
+train_gpt2cu: train_gpt2.cu $(LLMC_HEADERS)
+	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
+
+test_gpt2cu: test_gpt2.cu train_gpt2.cu $(LLMC_HEADERS)
+	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
+
+dev/cuda/%_check: dev/cuda/%.cu $(LLMC_HEADERS) dev/cuda/check.cuh
+	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
+
+cuda-checks: $(CUDA_CHECKS)
+
+data/tokenize: data/tokenize.cpp $(wildcard data/*.h) llmc/tokenizer.h llmc/shards.h
+	$(CXX) $(CXXFLAGS) $(PCRE2_CFLAGS) $< $(PCRE2_LIBS) -o $@
+
+build/unit/%: dev/unit/%.cpp dev/unit/check.h $(LLMC_HEADERS) $(wildcard data/*.h)
+	@mkdir -p build/unit
+	$(CXX) $(CXXFLAGS) $(PCRE2_CFLAGS) -I. $< $(PCRE2_LIBS) -lpthread -o $@
+
+unit: $(UNIT_BINS)
+
+# The default dataset: tinyshakespeare tokenized into dev_data/tinyshakespeare_{train,val}.bin
+TINYSHAKESPEARE ?= $(SHARED_DIR)/data/tinyshakespeare.txt
+data: data/tokenize
+	@mkdir -p dev_data
+	./data/tokenize $(TINYSHAKESPEARE) -o dev_data/tinyshakespeare
+	./data/tokenize --export-decoder dev_data/gpt2_tokenizer.bin
+
+# CPU unit tests always; GPU tests (test_gpt2cu, dev/cuda checks) only where a GPU is visible.
+test: $(UNIT_BINS) data/tokenize
+	@bash dev/run_tests.sh $(UNIT_BINS)
+
+clean:
+	rm -rf build train_gpt2cu test_gpt2cu data/tokenize $(CUDA_CHECKS)

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs the tests `make test` asks for and prints one summary line "N passed, N failed".
+#   CPU: every unit-test program given as an argument (dev/unit/test_*.cpp, built by make).
+#   GPU: when nvidia-smi sees a GPU, test_gpt2cu (against the PyTorch reference state, which
+#        dev/reference.py writes; skipped with a note when it is missing) and the dev/cuda checks.
+set -u
+cd "$(dirname "$0")/.."
+passed=0; failed=0
+run_one() {  # a program that ends with "N passed, N failed"
+    local out rc
+    out=$("$@" 2>&1); rc=$?
+    echo "$out" | grep -E '^(FAIL|PASS)' | grep -v '^PASS' || true
+    local line; line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
+    if [ -z "$line" ]; then
+        echo "FAIL $*: exited $rc without a summary line"; echo "$out" | tail -n 5; failed=$((failed + 1)); return
+    fi
+    local p f; p=${line%% passed*}; f=${line#*, }; f=${f%% failed*}
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "FAIL $*: exit code $rc"; fi
+    passed=$((passed + p)); failed=$((failed + f))
+    printf '  %-40s %s\n' "$1" "$line"
+}
+echo "CPU unit tests:"
+for t in "$@"; do run_one "$t"; done
+if nvidia-smi -L >/dev/null 2>&1; then
+    echo "GPU tests:"
+    for c in dev/cuda/*_check; do [ -x "$c" ] && run_one "$c"; done
+    if [ -f dev_data/reference_state.bin ] && [ -x ./test_gpt2cu ]; then
+        run_one ./test_gpt2cu
+    else
+        echo "  test_gpt2cu skipped: run 'make test_gpt2cu' and 'python3 dev/reference.py' first"
+    fi
+else
+    echo "GPU tests skipped: no GPU visible (nvidia-smi sees none)"
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
