@@ -1,0 +1,64 @@
+// The option table parser (llmc/options.h), LR schedules (llmc/schedule.h) and the fp16 loss
+// scaler (llmc/loss_scale.h).
+#include <cmath>
+#include "llmc/options.h"
+#include "llmc/schedule.h"
+#include "llmc/loss_scale.h"
+#include "dev/unit/check.h"
+
+struct Cfg { int b = 4; long long d = 0; float lr = 1e-3f; std::string name = "x"; bool flag = false; };
+static std::vector<Option> table(Cfg* c) {
+    return {{"batch", 'b', OPT_INT, &c->b, "batch", 1, 64}, {"total", 'd', OPT_INT64, &c->d, "tokens", 0, 1e12},
+            {"lr", 'l', OPT_FLOAT, &c->lr, "lr", 0, 1}, {"name", 0, OPT_STRING, &c->name, "name"},
+            {"flag", 'f', OPT_FLAG, &c->flag, "flag"}};
+}
+static bool parse(std::vector<const char*> args, Cfg* c, std::string* err, bool* help = nullptr) {
+    args.insert(args.begin(), "prog");
+    bool h;
+    return options_parse(table(c), (int)args.size(), args.data(), help ? help : &h, err);
+}
+
+int main() {
+    Cfg c; std::string err;
+    CHECK(parse({"-b", "8", "--total=524288", "--lr", "3e-4", "--name", "abc", "-f"}, &c, &err) && c.b == 8 &&
+          c.d == 524288 && std::fabs(c.lr - 3e-4f) < 1e-9 && c.name == "abc" && c.flag, "parses long, short, = and flags");
+    auto rejects = [](std::vector<const char*> args, const std::string& expect, const char* name) {
+        Cfg c; std::string err;
+        bool ok = parse(args, &c, &err);
+        check_report(!ok && err.find(expect) != std::string::npos && err.find('\n') == std::string::npos, name, "got '" + err + "'");
+    };
+    rejects({"--nope"}, "unknown option '--nope'", "unknown long option");
+    rejects({"-z", "1"}, "unknown option '-z'", "unknown short option");
+    rejects({"-b"}, "option --batch needs a value", "missing value");
+    rejects({"-b", "abc"}, "option --batch: 'abc' is not an integer", "non-integer");
+    rejects({"-b", "2.5"}, "is not an integer", "fraction for an integer");
+    rejects({"--lr", "x1"}, "is not a number", "non-number");
+    rejects({"--lr", "nan"}, "is not a number", "nan rejected");
+    rejects({"-b", "0"}, "out of range [1, 64]", "below range");
+    rejects({"-b", "65"}, "out of range", "above range");
+    rejects({"--flag=1"}, "takes no value", "flag with a value");
+    bool help = false;
+    CHECK(parse({"-b", "2", "--help"}, &c, &err, &help) && help, "--help detected");
+
+    LRSchedule s; s.lr = 1.0f; s.warmup = 10; s.max_steps = 110; s.final_frac = 0.1f;
+    CHECK(std::fabs(lr_at(s, 0) - 0.1f) < 1e-6 && std::fabs(lr_at(s, 9) - 1.0f) < 1e-6, "warmup is linear to the peak");
+    CHECK(std::fabs(lr_at(s, 60) - 0.55f) < 1e-5, "cosine midpoint");
+    CHECK(std::fabs(lr_at(s, 110) - 0.1f) < 1e-6 && std::fabs(lr_at(s, 500) - 0.1f) < 1e-6, "cosine ends at the final fraction");
+    s.kind = "linear";
+    CHECK(std::fabs(lr_at(s, 35) - (0.1f + 0.9f * 0.75f)) < 1e-5, "linear decay");
+    s.kind = "constant";
+    CHECK(lr_at(s, 80) == 1.0f, "constant");
+    CHECK(!lr_schedule_kind_valid("exp") && lr_schedule_kind_valid("cosine"), "schedule names");
+
+    LossScaler ls = LossScaler::make(true);
+    CHECK(ls.scale == 65536.0f, "loss scale starts at 2^16");
+    CHECK(ls.update(true) && ls.scale == 32768.0f, "overflow halves and skips");
+    for (int i = 0; i < 999; i++) ls.update(false);
+    CHECK(ls.scale == 32768.0f, "no growth before 1000 clean steps");
+    CHECK(!ls.update(false) && ls.scale == 65536.0f, "doubles after 1000 clean steps");
+    ls.update(false); ls.update(true);
+    CHECK(ls.clean_steps == 0 && ls.scale == 32768.0f, "overflow resets the clean count");
+    LossScaler off = LossScaler::make(false);
+    CHECK(off.scale == 1.0f && !off.update(false) && off.update(true) && off.scale == 1.0f, "disabled scaler stays at 1");
+    return check_finish();
+}

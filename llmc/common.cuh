@@ -1,0 +1,151 @@
+// Shared by every CUDA file of the project (trainer, test, dev/cuda checks):
+//   - floatX, the one floating type of weights/activations/gradients, chosen at compile time;
+//   - cudaCheck / cublasCheck / ncclCheck: every CUDA, cuBLAS and NCCL call is checked;
+//   - launchCheck(): called after every kernel launch, so a bad launch is reported where it happened;
+//   - Packed128: 16-byte vector loads/stores, the access width that saturates HBM;
+//   - Context: stream, cuBLASLt handle + workspace, device properties. No mutable globals.
+#pragma once
+#include <cstdio>
+#include <cstdlib>
+#include <cstdint>
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cublas_v2.h>
+#include <cublasLt.h>
+#ifdef USE_NCCL
+#include <nccl.h>
+#endif
+
+// ----------------------------------------------------------------------------------------------
+// Precision. FP16 is the default (Makefile PRECISION=FP16|BF16|FP32 defines one of these).
+// Accumulations that need range (LayerNorm statistics, softmax, loss, norms, optimizer state)
+// are fp32 whatever floatX is.
+#if defined(ENABLE_FP32)
+typedef float floatX;
+#define PRECISION_NAME "fp32"
+constexpr cudaDataType_t CUBLAS_FLOATX = CUDA_R_32F;
+#elif defined(ENABLE_BF16)
+typedef __nv_bfloat16 floatX;
+#define PRECISION_NAME "bf16"
+constexpr cudaDataType_t CUBLAS_FLOATX = CUDA_R_16BF;
+#else
+#ifndef ENABLE_FP16
+#define ENABLE_FP16
+#endif
+typedef __half floatX;
+#define PRECISION_NAME "fp16"
+constexpr cudaDataType_t CUBLAS_FLOATX = CUDA_R_16F;
+#endif
+// Only the fp16 build needs loss scaling: bf16 has fp32's exponent range, fp32 is fp32.
+constexpr bool USES_LOSS_SCALING = sizeof(floatX) == 2 && CUBLAS_FLOATX == CUDA_R_16F;
+
+// ----------------------------------------------------------------------------------------------
+// Error checking: print where, what, and exit. These are for CUDA/library failures (bugs or a
+// broken machine), not for user errors, which get their own one-line messages.
+inline void cuda_check(cudaError_t err, const char* file, int line) {
+    if (err != cudaSuccess) {
+        fprintf(stderr, "CUDA error at %s:%d: %s\n", file, line, cudaGetErrorString(err));
+        exit(EXIT_FAILURE);
+    }
+}
+inline void cublas_check(cublasStatus_t status, const char* file, int line) {
+    if (status != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "cuBLAS error at %s:%d: %s\n", file, line, cublasGetStatusString(status));
+        exit(EXIT_FAILURE);
+    }
+}
+#define cudaCheck(err) cuda_check((err), __FILE__, __LINE__)
+#define cublasCheck(status) cublas_check((status), __FILE__, __LINE__)
+// After a <<<...>>> launch: catches bad configurations (too many threads, too much shared memory).
+#define launchCheck() cuda_check(cudaGetLastError(), __FILE__, __LINE__)
+#ifdef USE_NCCL
+inline void nccl_check(ncclResult_t status, const char* file, int line) {
+    if (status != ncclSuccess) {
+        fprintf(stderr, "NCCL error at %s:%d: %s\n", file, line, ncclGetErrorString(status));
+        exit(EXIT_FAILURE);
+    }
+}
+#define ncclCheck(status) nccl_check((status), __FILE__, __LINE__)
+#endif
+
+inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+// ----------------------------------------------------------------------------------------------
+// Packed128: 16 bytes of T viewed as an array, loaded/stored with one 128-bit instruction.
+// Kernels that stream tensors use it so every thread moves 16 bytes per access.
+template <class T>
+struct alignas(16) Packed128 {
+    static constexpr int size = 16 / sizeof(T);
+    T v[size];
+    __device__ T& operator[](int i) { return v[i]; }
+    __device__ const T& operator[](int i) const { return v[i]; }
+};
+typedef Packed128<floatX> x128;
+typedef Packed128<float> f128;
+
+template <class T>
+__device__ inline Packed128<T> load128(const T* p) { return *reinterpret_cast<const Packed128<T>*>(p); }
+// Streaming load: the data is read once, don't keep it in L1/L2 at the expense of reused data.
+template <class T>
+__device__ inline Packed128<T> load128cs(const T* p) {
+    int4 r = __ldcs(reinterpret_cast<const int4*>(p));
+    return *reinterpret_cast<Packed128<T>*>(&r);
+}
+template <class T>
+__device__ inline void store128(T* p, const Packed128<T>& x) { *reinterpret_cast<Packed128<T>*>(p) = x; }
+
+// Reductions over a warp (32 lanes) with shuffles; every lane gets the result.
+__device__ inline float warp_sum(float x) {
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffff, x, o);
+    return x;
+}
+__device__ inline float warp_max(float x) {
+    for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, o));
+    return x;
+}
+// Sum over a whole block (blockDim.x a multiple of 32, at most 1024); every thread gets it.
+// `shared` must hold 32 floats. Ends with a barrier so `shared` can be reused right away.
+__device__ inline float block_sum(float x, float* shared) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    x = warp_sum(x);
+    if (lane == 0) shared[warp] = x;
+    __syncthreads();
+    x = lane < warps ? shared[lane] : 0.0f;
+    x = warp_sum(x);
+    __syncthreads();
+    return x;
+}
+
+// ----------------------------------------------------------------------------------------------
+// The run context: everything a launcher needs besides its tensors. One per process/GPU.
+struct Context {
+    int device = 0;
+    cudaDeviceProp props{};
+    cudaStream_t stream = nullptr;        // the compute stream: every kernel of a step runs on it
+    cublasLtHandle_t lt = nullptr;
+    void* lt_workspace = nullptr;         // cuBLASLt scratch; 32 MiB is what Hopper kernels ask for
+    size_t lt_workspace_size = 0;
+    struct MatmulPlanCache* plans = nullptr;  // algorithm choices per matmul shape (matmul.cuh)
+    float* scratch = nullptr;             // fp32 partial sums of the deterministic reductions
+    size_t scratch_elems = 0;
+};
+
+// context_create / context_destroy live in matmul.cuh: the context is mostly cuBLASLt state.
+
+// ----------------------------------------------------------------------------------------------
+// Host helpers for tests and checks: fp32 <-> floatX copies between host and device.
+inline void copy_to_device_as_floatX(floatX* dst, const float* src, size_t n) {
+    floatX* tmp = (floatX*)malloc(n * sizeof(floatX));
+    if (!tmp) { fprintf(stderr, "out of host memory (%zu elements)\n", n); exit(EXIT_FAILURE); }
+    for (size_t i = 0; i < n; i++) tmp[i] = (floatX)src[i];
+    cudaCheck(cudaMemcpy(dst, tmp, n * sizeof(floatX), cudaMemcpyHostToDevice));
+    free(tmp);
+}
+inline void copy_from_device_as_float(float* dst, const floatX* src, size_t n) {
+    floatX* tmp = (floatX*)malloc(n * sizeof(floatX));
+    if (!tmp) { fprintf(stderr, "out of host memory (%zu elements)\n", n); exit(EXIT_FAILURE); }
+    cudaCheck(cudaMemcpy(tmp, src, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) dst[i] = (float)tmp[i];
+    free(tmp);
+}

@@ -1,0 +1,65 @@
+// The global gradient norm and the per-step decision made from it, on the device:
+//   norm  = ||grads|| / loss_scale                  (the unscaled gradient's L2 norm)
+//   skip  = norm is inf or nan                      (fp16 overflow somewhere: don't update)
+//   mult  = min(1, max_norm / norm) / loss_scale    (what AdamW multiplies each gradient by)
+// Keeping the decision on the device means no host round-trip sits between backward and the
+// update; the host reads the norm afterwards only to log it and to steer the loss scale.
+#pragma once
+#include "common.cuh"
+
+struct StepScalars {
+    float grad_norm;        // unscaled global norm (inf/nan when the gradients overflowed)
+    float grad_multiplier;  // clip factor / loss scale
+    int skip;               // 1: leave the weights and the optimizer state as they are
+};
+
+// ----------------------------------------------------------------------------------------------
+// Kernels
+
+// partials (gridDim.x) <- each block's sum of squares over a fixed strided set of 16-byte chunks.
+// The chunk -> block assignment depends only on n and the grid size, so the sum is reproducible.
+__global__ void norm_squared_partial_kernel(float* partials, const floatX* g, size_t n) {
+    __shared__ float shared[32];
+    float acc = 0.0f;
+    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * x128::size; i < n;
+         i += (size_t)gridDim.x * blockDim.x * x128::size) {
+        x128 v = load128(g + i);
+        for (int k = 0; k < x128::size; k++) { float x = (float)v[k]; acc += x * x; }
+    }
+    acc = block_sum(acc, shared);
+    if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+// sumsq <- sum of partials (P), one block, fixed order.
+__global__ void sum_partials_kernel(float* sumsq, const float* partials, int P) {
+    __shared__ float shared[32];
+    float acc = 0.0f;
+    for (int i = threadIdx.x; i < P; i += blockDim.x) acc += partials[i];
+    acc = block_sum(acc, shared);
+    if (threadIdx.x == 0) *sumsq = acc;
+}
+
+__global__ void step_decision_kernel(StepScalars* out, const float* sumsq, float loss_scale, float max_norm) {
+    const float norm = sqrtf(*sumsq) / loss_scale;
+    const int skip = !isfinite(norm);
+    const float clip = (max_norm > 0.0f && norm > max_norm) ? max_norm / norm : 1.0f;
+    *out = {norm, skip ? 0.0f : clip / loss_scale, skip};
+}
+
+// ----------------------------------------------------------------------------------------------
+// Launchers
+
+// sumsq (one float on the device) = sum of g[i]^2 over g (n), n a multiple of x128::size.
+inline void norm_squared(Context* ctx, float* sumsq, const floatX* g, size_t n) {
+    const int blocks = 2 * ctx->props.multiProcessorCount;
+    norm_squared_partial_kernel<<<blocks, 512, 0, ctx->stream>>>(ctx->scratch, g, n);
+    launchCheck();
+    sum_partials_kernel<<<1, 1024, 0, ctx->stream>>>(sumsq, ctx->scratch, blocks);
+    launchCheck();
+}
+
+// out <- the step decision from the global sum of squares (see the top of this file).
+inline void step_decision(Context* ctx, StepScalars* out, const float* sumsq, float loss_scale, float max_norm) {
+    step_decision_kernel<<<1, 1, 0, ctx->stream>>>(out, sumsq, loss_scale, max_norm);
+    launchCheck();
+}

@@ -1,0 +1,101 @@
+// Command-line options from ONE table: the same entries drive the parser and --help, so the
+// usage text cannot drift from what is accepted. Host-only; unit-tested on the CPU.
+//
+//   --name value   --name=value   -n value   (flags: --name / -n, no value)
+// Every error is one line: "option --lr: 'abc' is not a number", "unknown option '--foo'", ...
+#pragma once
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+enum OptionType { OPT_INT, OPT_INT64, OPT_FLOAT, OPT_STRING, OPT_FLAG };
+
+struct Option {
+    const char* name;   // long name without the dashes
+    char short_name;    // 0: none
+    OptionType type;
+    void* target;       // int*, long long*, float*, std::string*, bool*
+    const char* help;
+    double min = -INFINITY, max = INFINITY;  // accepted range of a number
+};
+
+inline std::string option_value_string(const Option& o) {
+    char buf[64];
+    switch (o.type) {
+        case OPT_INT: snprintf(buf, sizeof buf, "%d", *(int*)o.target); return buf;
+        case OPT_INT64: snprintf(buf, sizeof buf, "%lld", *(long long*)o.target); return buf;
+        case OPT_FLOAT: snprintf(buf, sizeof buf, "%g", *(float*)o.target); return buf;
+        case OPT_STRING: return "'" + *(std::string*)o.target + "'";
+        case OPT_FLAG: return *(bool*)o.target ? "on" : "off";
+    }
+    return "";
+}
+
+inline void options_help(FILE* f, const char* usage, const std::vector<Option>& opts) {
+    fprintf(f, "%s\n\nOptions (default in brackets):\n", usage);
+    for (const Option& o : opts) {
+        std::string names = std::string("  --") + o.name;
+        if (o.short_name) names += std::string(", -") + o.short_name;
+        if (o.type != OPT_FLAG) names += o.type == OPT_STRING ? " S" : " N";
+        fprintf(f, "%-30s %s [%s]\n", names.c_str(), o.help, option_value_string(o).c_str());
+    }
+    fprintf(f, "  --help, -h                     print this and exit\n");
+}
+
+// Sets one option from its text value; false + err on a bad value.
+inline bool option_set(const Option& o, const std::string& flag, const std::string& text, std::string* err) {
+    if (o.type == OPT_STRING) { *(std::string*)o.target = text; return true; }
+    const char* s = text.c_str();
+    char* end = nullptr;
+    errno = 0;
+    const double v = o.type == OPT_FLOAT ? strtod(s, &end) : (double)strtoll(s, &end, 10);
+    if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
+        *err = "option " + flag + ": '" + text + "' is not " + (o.type == OPT_FLOAT ? "a number" : "an integer");
+        return false;
+    }
+    if (v < o.min || v > o.max) {
+        char buf[128];
+        snprintf(buf, sizeof buf, "option %s: %s is out of range [%g, %g]", flag.c_str(), text.c_str(), o.min, o.max);
+        *err = buf;
+        return false;
+    }
+    if (o.type == OPT_INT) *(int*)o.target = (int)v;
+    else if (o.type == OPT_INT64) *(long long*)o.target = (long long)v;
+    else *(float*)o.target = (float)v;
+    return true;
+}
+
+// Parses argv[1..argc). Returns false + err on any problem; *help is set when -h/--help appears.
+inline bool options_parse(const std::vector<Option>& opts, int argc, const char* const* argv, bool* help, std::string* err) {
+    *help = false;
+    for (int i = 1; i < argc; i++) {
+        std::string arg = argv[i], value;
+        bool has_value = false;
+        const Option* opt = nullptr;
+        if (arg == "-h" || arg == "--help") { *help = true; return true; }
+        if (arg.rfind("--", 0) == 0) {
+            std::string name = arg.substr(2);
+            size_t eq = name.find('=');
+            if (eq != std::string::npos) { value = name.substr(eq + 1); name = name.substr(0, eq); has_value = true; }
+            for (const Option& o : opts) if (name == o.name) opt = &o;
+        } else if (arg.size() == 2 && arg[0] == '-') {
+            for (const Option& o : opts) if (o.short_name && arg[1] == o.short_name) opt = &o;
+        }
+        if (!opt) { *err = "unknown option '" + arg + "' (see --help)"; return false; }
+        const std::string flag = std::string("--") + opt->name;
+        if (opt->type == OPT_FLAG) {
+            if (has_value) { *err = "option " + flag + " takes no value"; return false; }
+            *(bool*)opt->target = true;
+            continue;
+        }
+        if (!has_value) {
+            if (i + 1 >= argc) { *err = "option " + flag + " needs a value"; return false; }
+            value = argv[++i];
+        }
+        if (!option_set(*opt, flag, value, err)) return false;
+    }
+    return true;
+}
