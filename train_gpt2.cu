@@ -37,8 +37,9 @@
 // Activations: everything forward saves for backward, plus backward's scratch, in ONE allocation.
 struct Activations {
     // (L, ...) one slice per block
-    floatX *ln1, *qkv, *atty, *att, *residual2, *ln2, *fch, *fch_gelu, *residual3;
+    floatX *ln1, *qkv, *atty, *residual2, *ln2, *fch, *fch_gelu, *residual3;
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
+    float *att;                // attention's saved state (attention_state_elems per block)
     // once per model
     floatX *encoded;           // (B,T,C) embedding output = block 0's input
     floatX *lnf;               // (B,T,C)
@@ -50,7 +51,7 @@ struct Activations {
     floatX *dresidual;         // (B,T,C) gradient of the residual stream, accumulated block by block
     floatX *dbtc;              // (B,T,C) gradient of an LN output / attention output
     floatX *dbig;              // (B,T,4C) gradient of fch, or of qkv (3C)
-    floatX *att_scratch;       // attention_scratch_elems
+    void *att_scratch;         // attention_scratch_bytes
     void* memory;
     size_t bytes;
 };
@@ -61,7 +62,7 @@ struct BlockActs {
     floatX* ln1; float *ln1_mean, *ln1_rstd;
     floatX* qkv;                        // (B,T,3C)
     floatX* atty;                       // (B,T,C) attention output, heads concatenated
-    floatX* att;                        // attention's saved state
+    float* att;                         // attention's saved state
     floatX* residual2;                  // (B,T,C) input + attention branch
     floatX* ln2; float *ln2_mean, *ln2_rstd;
     floatX* fch;                        // (B,T,4C) fc output before GELU
@@ -70,7 +71,7 @@ struct BlockActs {
 };
 inline BlockActs block_acts(const Activations& a, const GPT2Config& c, int B, int T, int l) {
     const size_t btc = (size_t)B * T * c.channels, bt = (size_t)B * T;
-    const size_t att = attention_saved_elems(B, T, c.num_heads);
+    const size_t att = attention_state_elems(B, T, c.num_heads);
     return {l == 0 ? a.encoded : a.residual3 + (l - 1) * btc,
             a.ln1 + l * btc, a.ln1_mean + l * bt, a.ln1_rstd + l * bt,
             a.qkv + l * 3 * btc, a.atty + l * btc, a.att + l * att, a.residual2 + l * btc,
@@ -84,7 +85,7 @@ inline void activations_alloc(Activations* a, const GPT2Config& c, int B, int T)
     const size_t X = sizeof(floatX), F = sizeof(float);
     const Item items[] = {
         {(void**)&a->ln1, L * btc * X}, {(void**)&a->qkv, L * 3 * btc * X}, {(void**)&a->atty, L * btc * X},
-        {(void**)&a->att, L * attention_saved_elems(B, T, c.num_heads) * X},
+        {(void**)&a->att, L * attention_state_elems(B, T, c.num_heads) * F},
         {(void**)&a->residual2, L * btc * X}, {(void**)&a->ln2, L * btc * X},
         {(void**)&a->fch, L * 4 * btc * X}, {(void**)&a->fch_gelu, L * 4 * btc * X}, {(void**)&a->residual3, L * btc * X},
         {(void**)&a->ln1_mean, L * bt * F}, {(void**)&a->ln1_rstd, L * bt * F},
@@ -92,7 +93,7 @@ inline void activations_alloc(Activations* a, const GPT2Config& c, int B, int T)
         {(void**)&a->encoded, btc * X}, {(void**)&a->lnf, btc * X}, {(void**)&a->lnf_mean, bt * F}, {(void**)&a->lnf_rstd, bt * F},
         {(void**)&a->logits, bt * c.padded_vocab_size * X}, {(void**)&a->losses, bt * F}, {(void**)&a->proj_out, btc * X},
         {(void**)&a->dresidual, btc * X}, {(void**)&a->dbtc, btc * X}, {(void**)&a->dbig, 4 * btc * X},
-        {(void**)&a->att_scratch, attention_scratch_elems(B, T, c.channels, c.num_heads) * X},
+        {(void**)&a->att_scratch, attention_scratch_bytes(B, T, c.channels, c.num_heads)},
     };
     auto align = [](size_t n) { return (n + 255) / 256 * 256; };  // every tensor 256-byte aligned
     a->bytes = 0;
@@ -280,7 +281,7 @@ void gpt2_backward(GPT2* m, Context* ctx, const GradReadyFn& ready) {
         layernorm_backward(ctx, a.dresidual, dw.ln2w, dw.ln2b, a.dbtc, x.residual2, w.ln2w, x.ln2_mean, x.ln2_rstd, BT, C);
         // dresidual = d(residual2). Attention branch.
         matmul_backward(ctx, a.dbtc, dw.attprojw, dw.attprojb, a.dresidual, x.atty, w.attprojw, BT, C, C);
-        attention_backward(ctx, a.dbig, a.dbtc, x.qkv, x.att, a.att_scratch, B, T, C, NH);
+        attention_backward(ctx, a.dbig, a.dbtc, x.qkv, x.atty, x.att, a.att_scratch, B, T, C, NH);
         matmul_backward(ctx, a.dbtc, dw.qkvw, dw.qkvb, a.dbig, x.ln1, w.qkvw, BT, C, 3 * C);
         layernorm_backward(ctx, a.dresidual, dw.ln1w, dw.ln1b, a.dbtc, x.input, w.ln1w, x.ln1_mean, x.ln1_rstd, BT, C);
         // dresidual = d(block input). Block l's gradients are final.

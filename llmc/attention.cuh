@@ -1,7 +1,9 @@
-// Causal multi-head self-attention: the straightforward version, through cuBLAS batched matmuls
-// and a materialized (B, NH, T, T) probability matrix. Correct and on tensor cores, but it moves
-// T x T matrices through memory; the flash-attention kernel replaces it as the default and this
-// stays as the reference the fast one is checked against.
+// Causal multi-head self-attention.
+//   attention_forward / attention_backward: what the model calls. fp16/bf16 builds use flash
+//   attention (flash_attention.cuh); FP32 builds (for checking) use the reference below.
+//   attention_reference_*: the straightforward version, through cuBLAS batched matmuls and a
+//   materialized (B, NH, T, T) probability matrix. Correct and on tensor cores, but it moves
+//   T x T matrices through memory. dev/cuda/attention.cu checks flash attention against it.
 //
 //   qkv (B,T,3C) = [q | k | v], head h at channels h*hs..(h+1)*hs of each, hs = C/NH
 //   att = softmax(q k^T / sqrt(hs), causal)      (B,NH,T,T), saved for backward
@@ -10,6 +12,7 @@
 #include <cmath>
 #include "common.cuh"
 #include "matmul.cuh"
+#include "flash_attention.cuh"
 
 // ----------------------------------------------------------------------------------------------
 // Kernels
@@ -83,13 +86,11 @@ __global__ void softmax_causal_backward_kernel(floatX* datt, const floatX* att, 
 // ----------------------------------------------------------------------------------------------
 // Launchers
 
-// Elements of the per-layer state the forward saves for the backward: the probabilities.
-inline size_t attention_saved_elems(int B, int T, int NH) { return (size_t)B * NH * T * T; }
-// Scratch (shared by all layers): q, k, v, y and their gradients, and one dscores matrix.
-inline size_t attention_scratch_elems(int B, int T, int C, int NH) { return 7 * (size_t)B * T * C + (size_t)B * NH * T * T; }
+// Scratch of the reference (shared by all layers): q, k, v, y and their gradients, one dscores matrix.
+inline size_t attention_reference_scratch_elems(int B, int T, int C, int NH) { return 7 * (size_t)B * T * C + (size_t)B * NH * T * T; }
 
 // out (B,T,C), att (B,NH,T,T) <- causal self-attention of qkv (B,T,3C).
-inline void attention_forward(Context* ctx, floatX* out, floatX* att, const floatX* qkv, floatX* scratch,
+inline void attention_reference_forward(Context* ctx, floatX* out, floatX* att, const floatX* qkv, floatX* scratch,
                               int B, int T, int C, int NH) {
     const int hs = C / NH;
     const size_t n = (size_t)B * T * C, blocks = ceil_div(n / x128::size, 256);
@@ -110,7 +111,7 @@ inline void attention_forward(Context* ctx, floatX* out, floatX* att, const floa
 
 // dqkv (B,T,3C) <- gradient of the attention given dout (B,T,C); qkv and att as saved by forward.
 // Overwrites dqkv.
-inline void attention_backward(Context* ctx, floatX* dqkv, floatX* dout, const floatX* qkv, const floatX* att,
+inline void attention_reference_backward(Context* ctx, floatX* dqkv, floatX* dout, const floatX* qkv, const floatX* att,
                                floatX* scratch, int B, int T, int C, int NH) {
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -130,3 +131,31 @@ inline void attention_backward(Context* ctx, floatX* dqkv, floatX* dout, const f
     attention_unpermute_qkv_kernel<<<blocks, 256, 0, ctx->stream>>>(dqkv, dq, dk, dv, B, T, NH, hs);
     launchCheck();
 }
+
+// ----------------------------------------------------------------------------------------------
+// What the model uses. `state` is what forward saves per layer for backward, fp32: the per-row
+// log-sum-exp (B,NH,T) for flash attention; the probabilities (B,NH,T,T) in FP32 builds.
+#if defined(ENABLE_FP32)
+inline size_t attention_state_elems(int B, int T, int NH) { return (size_t)B * NH * T * T; }
+inline size_t attention_scratch_bytes(int B, int T, int C, int NH) { return attention_reference_scratch_elems(B, T, C, NH) * sizeof(floatX); }
+inline void attention_forward(Context* ctx, floatX* out, float* state, const floatX* qkv, void* scratch, int B, int T, int C, int NH) {
+    attention_reference_forward(ctx, out, state, qkv, (floatX*)scratch, B, T, C, NH);
+}
+inline void attention_backward(Context* ctx, floatX* dqkv, floatX* dout, const floatX* qkv, const floatX* out,
+                               const float* state, void* scratch, int B, int T, int C, int NH) {
+    (void)out;
+    attention_reference_backward(ctx, dqkv, dout, qkv, state, (floatX*)scratch, B, T, C, NH);
+}
+#else
+inline size_t attention_state_elems(int B, int T, int NH) { return (size_t)B * NH * T; }
+inline size_t attention_scratch_bytes(int B, int T, int C, int NH) { (void)C; return (size_t)B * NH * T * sizeof(float); }
+inline void attention_forward(Context* ctx, floatX* out, float* state, const floatX* qkv, void* scratch, int B, int T, int C, int NH) {
+    (void)scratch; (void)C;
+    flash_attention_forward(ctx, out, state, qkv, B, T, NH);
+}
+inline void attention_backward(Context* ctx, floatX* dqkv, floatX* dout, const floatX* qkv, const floatX* out,
+                               const float* state, void* scratch, int B, int T, int C, int NH) {
+    (void)C;
+    flash_attention_backward(ctx, dqkv, (float*)scratch, dout, qkv, out, state, B, T, NH);
+}
+#endif

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds, HERE (no GPU needed), every binary the device run uses, into build/<precision>/, so the
+# device machine's time goes to running, not compiling. Carry `build` with the device call.
+#   dev/device/build.sh [FP16 BF16 FP32]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+precisions=${*:-FP16 BF16 FP32}
+for p in $precisions; do
+    d=build/$(echo "$p" | tr A-Z a-z)
+    mkdir -p "$d"
+    make -B -j"$(nproc)" CI=true PRECISION="$p" train_gpt2cu test_gpt2cu cuda-checks >/dev/null
+    mv train_gpt2cu test_gpt2cu "$d"/
+    for c in dev/cuda/*_check; do [ -f "$c" ] && mv "$c" "$d"/; done
+    strip "$d"/* 2>/dev/null || true
+done
+make -j"$(nproc)" data/tokenize >/dev/null && cp data/tokenize build/tokenize
+du -sh build
