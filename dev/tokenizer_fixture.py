@@ -1,0 +1,107 @@
+"""Reference token ids for the C++ GPT-2 encoder (data/bpe.h), made with tiktoken.
+
+tiktoken is built from the LOCAL vocabulary files (no download), then:
+  python3 dev/tokenizer_fixture.py
+      writes dev/unit/fixtures/tokenizer_text.txt, tokenizer_ids.txt and
+      tinyshakespeare_ids.txt ("<count> <FNV-1a 64 hash of the ids as little-endian uint32>")
+  python3 dev/tokenizer_fixture.py --compare FILE [FILE...]
+      runs `data/tokenize --ids FILE` and reports "identical: N tokens" or the first difference
+Vocabulary: $GPT2_VOCAB_DIR, else ../shared/data/gpt2. Run from the repository root.
+"""
+import os
+import struct
+import subprocess
+import sys
+
+import tiktoken
+import tiktoken.load
+
+VOCAB = os.environ.get("GPT2_VOCAB_DIR") or "../shared/data/gpt2"
+SHAKESPEARE = "../shared/data/tinyshakespeare.txt"
+FIXTURES = "dev/unit/fixtures"
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+# Exercises each branch of the pre-tokenization pattern and multi-byte BPE.
+TEST_TEXT = (
+    "Hello, world! The café's crème brûlée costs 3.14 €, or 1234567 ¥ in 2024.\n"
+    "I'm sure you'll see they'RE here; we've done it, she'd say, it's Bob's and 'tis old.\n"
+    "Ünïcödé: naïve façade, Ελληνικά, русский, עברית, العربية, हिन्दी.\n"
+    "日本語のテキストと中文文本，한국어 텍스트。\n"
+    "Emoji: 👋🌍 🤖 👨‍👩‍👧 🇺🇸 ✅\n"
+    "Spaces:   three,     five,\ttab,\t\ttwo tabs,  \t mixed, non\u00a0breaking, ideo\u3000graphic.\n"
+    "Trailing spaces   \n"
+    "\n\n\nThree newlines above. Windows line\r\nend.\n"
+    "<|endoftext|> is plain text here, as are <|fim_prefix|> and <s></s>.\n"
+    "Punctuation runs: ... !!! ??? --- *** ((())) [[]] {{}} ,,, ;;; ::: /// \\\\ ~~~ ``` '''\n"
+    "Numbers: 0 00 007 1,000,000 3.14159 1e-10 -42 +7 ½ ² Ⅻ ١٢٣ 42nd v2.0\n"
+    "Code: def f(x): return x**2 + 1  # comment\n    if (a && b) { c->d = e[0]; }\n"
+    "URL https://example.com/path?q=1&r=2 and e-mail a.b@c.org\n"
+    "       \n"
+    "End with spaces and no newline   "
+)
+
+
+def gpt2_encoding():
+    ranks = tiktoken.load.data_gym_to_mergeable_bpe_ranks(
+        os.path.join(VOCAB, "vocab.bpe"), os.path.join(VOCAB, "encoder.json"))
+    return tiktoken.Encoding(name="gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
+                             special_tokens={"<|endoftext|>": 50256})
+
+
+def encode_file(enc, path):
+    # bytes, then decode: text mode would turn "\r\n" into "\n"
+    with open(path, "rb") as f:
+        return enc.encode_ordinary(f.read().decode("utf-8"))
+
+
+def fnv1a64(ids):
+    h = 0xCBF29CE484222325
+    for byte in struct.pack(f"<{len(ids)}I", *ids):
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def write_fixtures(enc):
+    os.makedirs(FIXTURES, exist_ok=True)
+    with open(os.path.join(FIXTURES, "tokenizer_text.txt"), "wb") as f:
+        f.write(TEST_TEXT.encode("utf-8"))
+    ids = enc.encode_ordinary(TEST_TEXT)
+    with open(os.path.join(FIXTURES, "tokenizer_ids.txt"), "w") as f:
+        f.write(" ".join(map(str, ids)) + "\n")
+    shakespeare = encode_file(enc, SHAKESPEARE)
+    with open(os.path.join(FIXTURES, "tinyshakespeare_ids.txt"), "w") as f:
+        f.write(f"{len(shakespeare)} {fnv1a64(shakespeare)}\n")
+    print(f"wrote {FIXTURES}: test text {len(ids)} tokens, tinyshakespeare {len(shakespeare)} tokens")
+
+
+def compare(enc, paths):
+    ok = True
+    for path in paths:
+        try:
+            want = encode_file(enc, path)
+        except UnicodeDecodeError as e:
+            print(f"{path}: not UTF-8, tiktoken cannot encode it ({e})")
+            ok = False
+            continue
+        run = subprocess.run(["./data/tokenize", "--ids", path], capture_output=True, text=True)
+        if run.returncode != 0:
+            print(f"{path}: data/tokenize failed: {run.stderr.strip()}")
+            ok = False
+            continue
+        got = [int(t) for t in run.stdout.split()]
+        diff = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+        if got == want:
+            print(f"{path}: identical: {len(want)} tokens")
+            continue
+        ok = False
+        ctx = enc.decode(want[max(0, diff - 5):diff + 5])
+        print(f"{path}: first difference at token {diff}: got {got[diff:diff + 5]}, "
+              f"tiktoken {want[diff:diff + 5]} (near {ctx!r}); {len(got)} vs {len(want)} tokens")
+    return ok
+
+
+if __name__ == "__main__":
+    encoding = gpt2_encoding()
+    if sys.argv[1:2] == ["--compare"]:
+        sys.exit(0 if compare(encoding, sys.argv[2:]) else 1)
+    write_fixtures(encoding)

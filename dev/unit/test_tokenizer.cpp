@@ -1,0 +1,156 @@
+// The GPT-2 encoder (data/bpe.h) against tiktoken's ids (dev/tokenizer_fixture.py wrote the
+// fixtures), decode roundtrips, the decoder file (llmc/tokenizer.h), and error messages.
+// Run from the repository root; the vocabulary is read from $GPT2_VOCAB_DIR, else
+// ../shared/data/gpt2.
+#include "data/bpe.h"
+#include "llmc/tokenizer.h"
+#include "dev/unit/check.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+static const char* kFixtures = "dev/unit/fixtures";
+static const char* kShakespeare = "../shared/data/tinyshakespeare.txt";
+
+static std::string vocab_dir() {
+    const char* env = getenv("GPT2_VOCAB_DIR");
+    return env && *env ? env : "../shared/data/gpt2";
+}
+
+static std::vector<int> read_ids(const std::string& path) {
+    std::ifstream in(path);
+    std::vector<int> ids;
+    for (int id; in >> id;) ids.push_back(id);
+    return ids;
+}
+
+// FNV-1a 64 over the ids as little-endian uint32, as dev/tokenizer_fixture.py computes it.
+static uint64_t fnv1a64(const std::vector<int>& ids) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int id : ids)
+        for (int k = 0; k < 4; k++) h = (h ^ (((uint32_t)id >> (8 * k)) & 0xFF)) * 0x100000001b3ull;
+    return h;
+}
+
+static std::string decode_all(const Gpt2Encoder& enc, const std::vector<int>& ids) {
+    std::string s;
+    for (int id : ids) s += enc.decoder()[id];
+    return s;
+}
+
+static bool one_line_naming(const std::string& err, const std::string& name) {
+    return err.find(name) != std::string::npos && err.find('\n') == std::string::npos;
+}
+
+static void test_fixture_text(Gpt2Encoder& enc) {
+    std::string text, err;
+    std::vector<int> got, want = read_ids(std::string(kFixtures) + "/tokenizer_ids.txt");
+    bool ok = read_file(std::string(kFixtures) + "/tokenizer_text.txt", &text, &err) &&
+              enc.encode(text, &got, &err);
+    CHECK(ok && !want.empty(), "encode the fixture text");
+    size_t diff = 0;
+    while (diff < got.size() && diff < want.size() && got[diff] == want[diff]) diff++;
+    check_report(got == want, "fixture text: ids identical to tiktoken",
+                 "first difference at token " + std::to_string(diff) + " (" + std::to_string(got.size()) +
+                 " vs " + std::to_string(want.size()) + " tokens)");
+    CHECK(decode_all(enc, got) == text, "fixture text: decode(encode(x)) == x");
+    std::vector<int> eot_ids;
+    CHECK(enc.encode("<|endoftext|>", &eot_ids, &err) && eot_ids.size() > 1 &&
+          std::find(eot_ids.begin(), eot_ids.end(), 50256) == eot_ids.end(),
+          "<|endoftext|> in text is ordinary text");
+    CHECK_EQ(enc.eot(), 50256, "<|endoftext|> id");
+}
+
+static void test_shakespeare(Gpt2Encoder& enc, const std::string& text) {
+    std::vector<int> ids;
+    std::string err;
+    CHECK(enc.encode(text, &ids, &err), "encode tinyshakespeare");
+    std::ifstream in(std::string(kFixtures) + "/tinyshakespeare_ids.txt");
+    size_t want_n = 0;
+    uint64_t want_hash = 0;
+    in >> want_n >> want_hash;
+    CHECK_EQ(ids.size(), want_n, "tinyshakespeare: token count matches tiktoken");
+    CHECK_EQ(fnv1a64(ids), want_hash, "tinyshakespeare: ids hash matches tiktoken");
+    CHECK(decode_all(enc, ids) == text, "tinyshakespeare: decode(encode(x)) == x");
+}
+
+// Exports the decoder table, loads it the trainer's way, and checks it byte for byte.
+static void test_decoder_file(Gpt2Encoder& enc, const std::string& dir, const std::string& text) {
+    std::string path = dir + "/tokenizer.bin", err;
+    CHECK(tokenizer_write(path, enc.decoder(), enc.eot(), &err), "export the decoder file");
+    TokenizerDecoder dec;
+    CHECK(dec.load(path, &err), "load the decoder file");
+    CHECK_EQ(dec.vocab_size(), 50257, "decoder vocab_size");
+    CHECK_EQ(dec.eot(), 50256, "decoder eot");
+    bool same = dec.vocab_size() == enc.vocab_size();
+    for (int id = 0; same && id < dec.vocab_size(); id++) same = dec.decode(id) == enc.decoder()[id];
+    CHECK(same, "every token's bytes survive the export");
+    CHECK(dec.decode(-1).empty() && dec.decode(50257).empty(), "out-of-range ids decode to \"\"");
+    std::vector<int> ids;
+    CHECK(enc.encode(text, &ids, &err) && decode_tokens(dec, ids.data(), ids.size()) == text,
+          "decode_tokens(encode(x)) == x through the file");
+    // A damaged file is refused with one line naming it.
+    std::string cut = dir + "/cut.bin";
+    std::string bytes;
+    read_file(path, &bytes, &err);
+    std::ofstream(cut, std::ios::binary).write(bytes.data(), bytes.size() / 2);
+    CHECK(!dec.load(cut, &err) && one_line_naming(err, cut) && err.find("truncated") != std::string::npos,
+          "a truncated decoder file is rejected");
+    printf("  %s\n", err.c_str());
+    remove(path.c_str());
+    remove(cut.c_str());
+}
+
+static void test_errors(Gpt2Encoder& enc, const std::string& dir) {
+    std::string bad = dir + "/bad_utf8.txt", err;
+    std::ofstream(bad, std::ios::binary) << "caf\xc3\xa9 ok\n\xff oops";
+    std::vector<int> ids = {1, 2, 3};
+    CHECK(!enc.encode_file(bad, &ids, &err) && one_line_naming(err, bad) &&
+          err.find("invalid UTF-8 at byte offset 9") != std::string::npos && ids.size() == 3,
+          "invalid UTF-8 is rejected naming the file and offset");
+    printf("  %s\n", err.c_str());
+    remove(bad.c_str());
+    Gpt2Encoder missing;
+    std::string nodir = dir + "/no_vocab_here";
+    CHECK(!missing.load(nodir, &err) && one_line_naming(err, nodir + "/encoder.json"),
+          "a missing vocabulary directory gives one line naming the file");
+    printf("  %s\n", err.c_str());
+}
+
+// Prints the speed; a shared or slow machine must not fail the tests, so nothing is checked.
+static void report_speed(const std::string& vocab, const std::string& text) {
+    Gpt2Encoder enc;
+    std::string err;
+    std::vector<int> ids;
+    if (!enc.load(vocab, &err)) return;
+    for (int pass = 0; pass < 2; pass++) {  // the first pass fills the cache, the second reuses it
+        ids.clear();
+        auto t0 = std::chrono::steady_clock::now();
+        enc.encode(text, &ids, &err);
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        printf("INFO encode speed on tinyshakespeare, one core, %s cache: %.2f M tokens/s\n",
+               pass == 0 ? "cold" : "warm", ids.size() / s / 1e6);
+    }
+}
+
+int main() {
+    Gpt2Encoder enc;
+    std::string err, shakespeare;
+    const std::string vocab = vocab_dir();
+    if (!enc.load(vocab, &err)) { check_report(false, "load the vocabulary", err); return check_finish(); }
+    check_report(true, "load the vocabulary");
+    if (!read_file(kShakespeare, &shakespeare, &err)) check_report(false, "read tinyshakespeare", err);
+    char tmpl[] = "/tmp/test_tokenizer_XXXXXX";
+    if (!mkdtemp(tmpl)) { check_report(false, "mkdtemp", strerror(errno)); return check_finish(); }
+    const std::string dir = tmpl;
+    test_fixture_text(enc);
+    test_shakespeare(enc, shakespeare);
+    test_decoder_file(enc, dir, shakespeare);
+    test_errors(enc, dir);
+    CHECK(rmdir(dir.c_str()) == 0, "temp directory cleaned up");
+    report_speed(vocab, shakespeare);
+    return check_finish();
+}
