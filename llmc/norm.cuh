@@ -1,7 +1,8 @@
 // The global gradient norm and the per-step decision made from it, on the device:
 //   norm  = ||grads|| / loss_scale                  (the unscaled gradient's L2 norm)
 //   skip  = norm is inf or nan                      (fp16 overflow somewhere: don't update)
-//   mult  = min(1, max_norm / norm) / loss_scale    (what AdamW multiplies each gradient by)
+//   mult  = min(1, max_norm / (norm + 1e-6)) / loss_scale   (what AdamW multiplies each gradient by;
+//           torch.nn.utils.clip_grad_norm_'s rule, the +1e-6 included)
 // Keeping the decision on the device means no host round-trip sits between backward and the
 // update; the host reads the norm afterwards only to log it and to steer the loss scale.
 #pragma once
@@ -42,7 +43,7 @@ __global__ void sum_partials_kernel(float* sumsq, const float* partials, int P) 
 __global__ void step_decision_kernel(StepScalars* out, const float* sumsq, float loss_scale, float max_norm) {
     const float norm = sqrtf(*sumsq) / loss_scale;
     const int skip = !isfinite(norm);
-    const float clip = (max_norm > 0.0f && norm > max_norm) ? max_norm / norm : 1.0f;
+    const float clip = max_norm > 0.0f ? fminf(1.0f, max_norm / (norm + 1e-6f)) : 1.0f;
     *out = {norm, skip ? 0.0f : clip / loss_scale, skip};
 }
 

@@ -1,0 +1,112 @@
+"""Binary file formats shared by the dev/ scripts (numpy only, no torch needed).
+
+Model file (llm.c compatible, little-endian):
+  256 x int32 header: [0]=20240326 magic, [1]=3 version (fp32 params), [2]=maxT, [3]=V,
+                      [4]=L, [5]=NH, [6]=C, [7]=Vp (V padded to a multiple of 128), rest 0
+  then float32 parameters, each tensor contiguous row-major, in PARAM_ORDER with the shapes
+  from param_shapes(). Linear weights use PyTorch's (out, in) layout.
+
+Token shard (llm.c, little-endian):
+  256 x int32 header: [0]=20240520 magic, [1]=1 version, [2]=number of tokens; then uint16 tokens.
+"""
+import numpy as np
+
+MODEL_MAGIC, MODEL_VERSION = 20240326, 3
+TOKENS_MAGIC, TOKENS_VERSION = 20240520, 1
+HEADER_INTS = 256
+
+# The order of the parameter tensors in the file; the CUDA trainer reads them in this order.
+PARAM_ORDER = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+               "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
+
+
+def padded_vocab(V, multiple=128):
+    """V rounded up to a multiple of 128 (50257 -> 50304), so the vocab matmuls tile evenly."""
+    return (V + multiple - 1) // multiple * multiple
+
+
+def param_shapes(config):
+    """Shapes of all parameters, per-layer tensors stacked along a leading L dimension."""
+    V, maxT, L, C = config["V"], config["maxT"], config["L"], config["C"]
+    Vp = config.get("Vp", padded_vocab(V))
+    return {
+        "wte": (Vp, C), "wpe": (maxT, C),
+        "ln1w": (L, C), "ln1b": (L, C),
+        "qkvw": (L, 3 * C, C), "qkvb": (L, 3 * C),
+        "attprojw": (L, C, C), "attprojb": (L, C),
+        "ln2w": (L, C), "ln2b": (L, C),
+        "fcw": (L, 4 * C, C), "fcb": (L, 4 * C),
+        "fcprojw": (L, C, 4 * C), "fcprojb": (L, C),
+        "lnfw": (C,), "lnfb": (C,),
+    }
+
+
+def to_numpy_f32(t):
+    """A torch tensor (any device) or array-like as a contiguous little-endian float32 array."""
+    if hasattr(t, "detach"):
+        t = t.detach().cpu().float().numpy()
+    return np.ascontiguousarray(t, dtype="<f4")
+
+
+def write_tensors(f, tensors, shapes):
+    """Writes named tensors to an open binary file in PARAM_ORDER, checking each shape."""
+    for name in PARAM_ORDER:
+        a = to_numpy_f32(tensors[name])
+        if a.shape != tuple(shapes[name]):
+            raise ValueError(f"{name}: shape {a.shape}, expected {tuple(shapes[name])}")
+        f.write(a.tobytes())
+
+
+def write_model(path, params, config):
+    """params: dict name -> tensor (wte already padded to Vp rows); config: maxT, V, L, NH, C."""
+    Vp = padded_vocab(config["V"])
+    header = np.zeros(HEADER_INTS, dtype="<i4")
+    header[:8] = [MODEL_MAGIC, MODEL_VERSION, config["maxT"], config["V"],
+                  config["L"], config["NH"], config["C"], Vp]
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        write_tensors(f, params, param_shapes(dict(config, Vp=Vp)))
+
+
+def read_model(path):
+    """Returns (config, params) with params a dict name -> float32 numpy array.
+    Raises ValueError with a one-line message when the file is not a valid fp32 model file."""
+    with open(path, "rb") as f:
+        header = np.frombuffer(f.read(HEADER_INTS * 4), dtype="<i4")
+        data = f.read()
+    if header.size != HEADER_INTS:
+        raise ValueError(f"{path}: too short for the {HEADER_INTS}-int32 header")
+    if header[0] != MODEL_MAGIC:
+        raise ValueError(f"{path}: bad magic {header[0]} (expected {MODEL_MAGIC}, a model file)")
+    if header[1] != MODEL_VERSION:
+        raise ValueError(f"{path}: version {header[1]} not supported (expected {MODEL_VERSION}, fp32)")
+    maxT, V, L, NH, C, Vp = (int(v) for v in header[2:8])
+    if min(maxT, V, L, NH, C) <= 0 or C % NH != 0 or Vp < V:
+        raise ValueError(f"{path}: bad sizes maxT={maxT} V={V} L={L} NH={NH} C={C} Vp={Vp}")
+    config = dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp)
+    shapes = param_shapes(config)
+    expected = sum(int(np.prod(s)) for s in shapes.values()) * 4
+    if len(data) != expected:
+        raise ValueError(f"{path}: {len(data)} parameter bytes, expected {expected} for this config")
+    flat = np.frombuffer(data, dtype="<f4")
+    params, offset = {}, 0
+    for name in PARAM_ORDER:
+        n = int(np.prod(shapes[name]))
+        params[name] = flat[offset:offset + n].reshape(shapes[name]).copy()
+        offset += n
+    return config, params
+
+
+def read_tokens(path, count=None):
+    """Reads an llm.c token shard; returns the first `count` tokens (all when None) as int32."""
+    with open(path, "rb") as f:
+        header = np.frombuffer(f.read(HEADER_INTS * 4), dtype="<i4")
+        if header.size != HEADER_INTS or header[0] != TOKENS_MAGIC or header[1] != TOKENS_VERSION:
+            raise ValueError(f"{path}: not a token shard (magic {TOKENS_MAGIC}, version {TOKENS_VERSION})")
+        n = int(header[2])
+        if count is not None and count > n:
+            raise ValueError(f"{path}: has {n} tokens, need {count}")
+        tokens = np.frombuffer(f.read(2 * (n if count is None else count)), dtype="<u2")
+    if tokens.size != (n if count is None else count):
+        raise ValueError(f"{path}: truncated, header says {n} tokens")
+    return tokens.astype(np.int32)

@@ -1,0 +1,225 @@
+"""Plain-PyTorch fp32 GPT-2: the reference that test_gpt2.cu is checked against.
+
+Writes <out>/reference_model.bin (the initial weights, llm.c model format, see model_file.py)
+and <out>/reference_state.bin (a batch, its logits, loss, gradients and the training losses):
+  256 x int32 header: [0]=20240327 magic, [1]=3 version, [2]=B, [3]=T, [4]=num_steps,
+                      [5..10] float32 bit patterns: lr, beta1, beta2, eps, weight_decay, grad_clip
+  x (B*T int32), y (B*T int32), logits (B*T*V float32, unpadded), loss (1 float32),
+  gradients at the initial weights (float32, model-file order and shapes, wte padded to Vp rows),
+  losses of num_steps training steps on the same batch (num_steps float32).
+
+The model is written functionally over the stacked parameter tensors of the model file, so
+what the script trains is exactly what it writes: no re-layout between PyTorch and C++.
+"""
+import argparse, math, os, sys, time
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_file import PARAM_ORDER, padded_vocab, param_shapes, write_model, read_model, \
+    read_tokens, write_tensors, HEADER_INTS
+
+CONFIGS = {  # descriptor -> (L, NH, C, maxT); V is always GPT-2's 50257
+    "d12": (12, 12, 768, 1024), "d24": (24, 16, 1024, 1024),
+    "d36": (36, 20, 1280, 1024), "d48": (48, 25, 1600, 1024),
+    "tiny": (2, 4, 64, 64),
+}
+STATE_MAGIC, STATE_VERSION = 20240327, 3
+
+
+def make_config(name):
+    L, NH, C, maxT = CONFIGS[name]
+    return dict(L=L, NH=NH, C=C, maxT=maxT, V=50257)
+
+
+def init_params(config, seed):
+    """GPT-2's init, drawn on the CPU from torch.manual_seed(seed) so it is reproducible."""
+    torch.manual_seed(seed)
+    L, C, V = config["L"], config["C"], config["V"]
+    shapes = param_shapes(config)
+    # The two projections that write into the residual stream get std scaled by 1/sqrt(2L),
+    # so the variance of the residual stream does not grow with depth (2 adds per layer).
+    residual_std = 0.02 / math.sqrt(2 * L)
+    p = {}
+    for name in PARAM_ORDER:
+        shape = shapes[name]
+        if name in ("lnfw", "ln1w", "ln2w"):
+            p[name] = torch.ones(shape)                 # LayerNorm gain 1
+        elif name.endswith("b"):
+            p[name] = torch.zeros(shape)                # biases and LayerNorm shifts 0
+        elif name in ("attprojw", "fcprojw"):
+            p[name] = torch.randn(shape) * residual_std
+        else:                                           # wte, wpe, qkvw, fcw
+            p[name] = torch.randn(shape) * 0.02
+    # Vp padding: the vocab dimension is padded to a multiple of 128 so the CUDA matmuls tile
+    # evenly. Rows V..Vp-1 are never a token and their logits are never used, so they stay
+    # zero: zero gradient, zero Adam update, and weight decay of zero is zero.
+    p["wte"][V:] = 0
+    return p
+
+
+def forward(p, config, idx):
+    """idx (B,T) int64 -> logits (B,T,V). Plain fp32 ops, math attention (no SDPA)."""
+    B, T = idx.shape
+    L, NH, C, V = config["L"], config["NH"], config["C"], config["V"]
+    hs = C // NH
+    causal = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()
+    # wte is used twice (tied weights): here as the token embedding and below as the output
+    # projection. Autograd sums both contributions into wte.grad: a scatter-add into the rows
+    # of the input tokens plus the dense lm-head gradient; the CUDA trainer must add both too.
+    x = p["wte"][idx] + p["wpe"][:T]
+    for l in range(L):
+        h = F.layer_norm(x, (C,), p["ln1w"][l], p["ln1b"][l], eps=1e-5)
+        qkv = F.linear(h, p["qkvw"][l], p["qkvb"][l])                  # (B,T,3C) = [q | k | v]
+        q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in qkv.split(C, dim=-1))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))         # (B,NH,T,T)
+        att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)   # position t sees 0..t
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)                  # heads back side by side
+        x = x + F.linear(y, p["attprojw"][l], p["attprojb"][l])
+        h = F.layer_norm(x, (C,), p["ln2w"][l], p["ln2b"][l], eps=1e-5)
+        h = F.gelu(F.linear(h, p["fcw"][l], p["fcb"][l]), approximate="tanh")
+        x = x + F.linear(h, p["fcprojw"][l], p["fcprojb"][l])
+    x = F.layer_norm(x, (C,), p["lnfw"], p["lnfb"], eps=1e-5)
+    return x @ p["wte"][:V].t()                                         # padded rows excluded
+
+
+def clip_grad_norm(params, max_norm):
+    """torch.nn.utils.clip_grad_norm_'s rule (scale all grads by min(1, max_norm/(norm+1e-6))),
+    but with the global norm summed in float64: on the CPU torch's fp32 vector_norm of a 38M
+    element tensor (wte's grad) comes out ~0.3% low, which visibly changes the later losses."""
+    grads = [p.grad for p in params]
+    norm = torch.sqrt(sum(g.double().pow(2).sum() for g in grads))
+    scale = torch.clamp(max_norm / (norm + 1e-6), max=1.0).float()
+    for g in grads:
+        g.mul_(scale)
+    return norm
+
+
+def hf_cross_check(p, config, x, logits):
+    """Loads the same weights into transformers' GPT2LMHeadModel and compares logits."""
+    try:
+        from transformers import GPT2Config, GPT2LMHeadModel
+    except ImportError:
+        print("HF cross-check skipped: transformers is not importable")
+        return
+    L, V = config["L"], config["V"]
+    hf_config = GPT2Config(n_positions=config["maxT"], n_embd=config["C"], n_layer=L,
+                           n_head=config["NH"], vocab_size=V, activation_function="gelu_new",
+                           resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                           layer_norm_epsilon=1e-5, tie_word_embeddings=True)
+    hf_config._attn_implementation = "eager"  # HF's plain softmax attention, not SDPA
+    model = GPT2LMHeadModel(hf_config).to(x.device).eval()
+    # HF's Conv1D stores weights as (in, out): the transpose of our Linear (out, in).
+    ours = {"transformer.wte.weight": p["wte"][:V], "transformer.wpe.weight": p["wpe"],
+            "transformer.ln_f.weight": p["lnfw"], "transformer.ln_f.bias": p["lnfb"]}
+    for l in range(L):
+        for hf, name, transpose in [("ln_1.weight", "ln1w", 0), ("ln_1.bias", "ln1b", 0),
+                                    ("attn.c_attn.weight", "qkvw", 1), ("attn.c_attn.bias", "qkvb", 0),
+                                    ("attn.c_proj.weight", "attprojw", 1), ("attn.c_proj.bias", "attprojb", 0),
+                                    ("ln_2.weight", "ln2w", 0), ("ln_2.bias", "ln2b", 0),
+                                    ("mlp.c_fc.weight", "fcw", 1), ("mlp.c_fc.bias", "fcb", 0),
+                                    ("mlp.c_proj.weight", "fcprojw", 1), ("mlp.c_proj.bias", "fcprojb", 0)]:
+            t = p[name][l]
+            ours[f"transformer.h.{l}.{hf}"] = t.t() if transpose else t
+    hf_params = dict(model.named_parameters())  # lm_head.weight is tied to wte: listed once
+    assert set(hf_params) == set(ours), f"HF parameter names differ: {set(hf_params) ^ set(ours)}"
+    with torch.no_grad():
+        for name, t in ours.items():
+            hf_params[name].copy_(t)
+        hf_logits = model(x).logits
+    err = (hf_logits - logits).abs().max().item()
+    print(f"HF cross-check: max abs logits error {err:.3e} (transformers GPT2LMHeadModel)")
+    assert err < 1e-4, f"HF logits differ from the reference by {err}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default="d12", choices=list(CONFIGS))
+    ap.add_argument("-B", type=int, default=4)
+    ap.add_argument("-T", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--tokens", default=None, help="llm.c token shard for the batch (else random)")
+    ap.add_argument("--out", default="dev_data")
+    args = ap.parse_args()
+    beta1, beta2, eps, weight_decay, grad_clip = 0.9, 0.95, 1e-8, 0.1, 1.0
+    B, T = args.B, args.T
+
+    config = make_config(args.config)
+    V, Vp = config["V"], padded_vocab(config["V"])
+    if not (1 <= T <= config["maxT"] and B >= 1 and args.steps >= 1):
+        sys.exit(f"need 1 <= T <= {config['maxT']} for {args.config}, B >= 1 and steps >= 1")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.backends.cuda.matmul.allow_tf32 = False   # keep every matmul true fp32
+    torch.backends.cudnn.allow_tf32 = False
+    print(f"config {args.config}: L={config['L']} NH={config['NH']} C={config['C']} "
+          f"maxT={config['maxT']} V={V} Vp={Vp}; B={B} T={T} steps={args.steps} lr={args.lr} "
+          f"seed={args.seed} device={device}")
+
+    # The batch: B*T+1 consecutive tokens; y is x shifted by one, as in language modelling.
+    if args.tokens:
+        tokens = torch.from_numpy(read_tokens(args.tokens, B * T + 1)).long()
+        if tokens.max() >= V:
+            sys.exit(f"{args.tokens}: token id {tokens.max().item()} is not below V={V}")
+    else:
+        tokens = torch.randint(0, V, (B * T + 1,), generator=torch.Generator().manual_seed(args.seed))
+    x = tokens[:-1].view(B, T).to(device)
+    y = tokens[1:].view(B, T).to(device)
+
+    cpu_params = init_params(config, args.seed)
+    os.makedirs(args.out, exist_ok=True)
+    model_path = os.path.join(args.out, "reference_model.bin")
+    write_model(model_path, cpu_params, config)
+    _, back = read_model(model_path)  # the file must give back exactly what was written
+    assert all(np.array_equal(back[n], cpu_params[n].numpy()) for n in PARAM_ORDER), "roundtrip"
+
+    # A copy: the optimizer updates params in place, cpu_params keep the initial weights.
+    params = {n: t.clone().to(device).requires_grad_(True) for n, t in cpu_params.items()}
+    # Weight decay only on the matrices (embeddings and Linear weights; per-layer ones are
+    # stacked to 3-D here), none on biases and LayerNorm params, as GPT-2 trainers do.
+    decay_names = ("wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw")
+    decay = [params[n] for n in decay_names]
+    no_decay = [t for n, t in params.items() if n not in decay_names]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=args.lr, betas=(beta1, beta2), eps=eps,
+                                  foreach=False, fused=False)
+
+    t0 = time.time()
+    losses = []
+    for step in range(args.steps):
+        logits = forward(params, config, x)
+        loss = F.cross_entropy(logits.view(-1, V), y.view(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if step == 0:  # the initial state the CUDA test compares against
+            logits0, loss0 = logits.detach().cpu(), loss.item()
+            grads0 = {n: t.grad.detach().cpu().clone() for n, t in params.items()}
+            print(f"initial loss {loss0:.6f} (ln V = {math.log(V):.6f})")
+        norm = clip_grad_norm(params.values(), grad_clip)
+        optimizer.step()
+        losses.append(loss.item())
+        print(f"step {step}: loss {losses[-1]:.6f}  grad norm {norm.item():.6f}")
+    print(f"{args.steps} steps in {time.time() - t0:.1f} s")
+
+    header = np.zeros(HEADER_INTS, dtype="<i4")
+    header[:5] = [STATE_MAGIC, STATE_VERSION, B, T, args.steps]
+    header[5:11] = np.array([args.lr, beta1, beta2, eps, weight_decay, grad_clip], dtype="<f4").view("<i4")
+    state_path = os.path.join(args.out, "reference_state.bin")
+    with open(state_path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(x.cpu().numpy().astype("<i4").tobytes())
+        f.write(y.cpu().numpy().astype("<i4").tobytes())
+        f.write(logits0.numpy().astype("<f4").tobytes())          # (B,T,V), unpadded
+        f.write(np.array([loss0], dtype="<f4").tobytes())
+        write_tensors(f, grads0, param_shapes(config))             # wte grad has Vp rows
+        f.write(np.array(losses, dtype="<f4").tobytes())
+    print(f"wrote {model_path} and {state_path}")
+
+    hf_cross_check({n: t.to(device) for n, t in cpu_params.items()}, config, x, logits0.to(device))
+
+
+if __name__ == "__main__":
+    main()
