@@ -191,14 +191,15 @@ void gpt2_init_random(GPT2* m, Context* ctx, uint64_t seed) {
 bool gpt2_init_from_file(GPT2* m, Context* ctx, const std::string& path, std::string* err) {
     std::vector<float> host(m->layout.total);
     if (!model_file_read_params(path, m->cfg, host.data(), err)) return false;
-    cudaCheck(cudaMemcpy(m->master, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpyAsync(m->master, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, ctx->stream));
     gpt2_sync_params_from_master(m, ctx);
     return true;
 }
 
 // The weights as fp32 on the host, layer-major (for writing model files and for tests).
-void gpt2_params_to_host(GPT2* m, std::vector<float>* out) {
+void gpt2_params_to_host(GPT2* m, Context* ctx, std::vector<float>* out) {
     out->resize(m->layout.total);
+    cudaCheck(cudaStreamSynchronize(ctx->stream));
     cudaCheck(cudaMemcpy(out->data(), m->master, out->size() * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
@@ -297,7 +298,7 @@ void gpt2_update(GPT2* m, Context* ctx, AdamWHyper h, float loss_scale, float ma
     const GPT2Config& c = m->cfg;
     norm_squared(ctx, m->d_sumsq, m->grads, m->layout.total);
     step_decision(ctx, m->d_step, m->d_sumsq, loss_scale, max_norm);
-    h.t = ++m->adam_t;
+    adamw_set_step(&h, ++m->adam_t);
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         const size_t first = param_offset(c, m->layout, t, 0);
         adamw_update(ctx, m->params, m->master, m->grads, m->adam_m, m->adam_v, first, m->layout.block_elems,
@@ -401,6 +402,10 @@ bool build_model(GPT2* m, Context* ctx, const TrainConfig& tc, std::string* err)
     GPT2Config cfg;
     const bool fresh = config_from_descriptor(tc.model, &cfg);
     if (!fresh && !model_file_read_header(tc.model, &cfg, err)) return false;
+    if (!attention_supports(cfg.channels, cfg.num_heads)) {
+        *err = "model " + tc.model + ": head size " + std::to_string(cfg.channels / cfg.num_heads) + " is not supported by this build's attention (needs 64)";
+        return false;
+    }
     if (tc.T > cfg.max_seq_len) {
         *err = "option --seq-len: " + std::to_string(tc.T) + " exceeds the model's maximum sequence length " + std::to_string(cfg.max_seq_len);
         return false;

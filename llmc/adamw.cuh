@@ -12,8 +12,15 @@
 
 struct AdamWHyper {
     float lr, beta1, beta2, eps, weight_decay;
-    int t;  // 1-based step count, for the bias corrections
+    int t;               // 1-based step count
+    float bc1 = 1, bc2 = 1;  // bias corrections 1 - beta^t, computed on the host in double: a
+                         // per-element powf (fast-math __powf) is off by ~5e-5 relative
 };
+inline void adamw_set_step(AdamWHyper* h, int t) {
+    h->t = t;
+    h->bc1 = (float)(1.0 - pow((double)h->beta1, t));
+    h->bc2 = (float)(1.0 - pow((double)h->beta2, t));
+}
 
 // ----------------------------------------------------------------------------------------------
 // Kernels
@@ -36,9 +43,8 @@ __global__ void adamw_kernel(floatX* params, float* master, const floatX* grads,
     const float vj = h.beta2 * v[j] + (1.0f - h.beta2) * g * g;
     m[j] = mj;
     v[j] = vj;
-    const float bc1 = 1.0f - powf(h.beta1, (float)h.t), bc2 = 1.0f - powf(h.beta2, (float)h.t);
     float w = master[j];
-    w -= h.lr * ((mj / bc1) / (sqrtf(vj / bc2) + h.eps) + weight_decay * w);
+    w -= h.lr * ((mj / h.bc1) / (sqrtf(vj / h.bc2) + h.eps) + weight_decay * w);
     master[j] = w;
     params[idx] = (floatX)w;
 }

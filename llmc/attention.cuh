@@ -136,6 +136,7 @@ inline void attention_reference_backward(Context* ctx, floatX* dqkv, floatX* dou
 // What the model uses. `state` is what forward saves per layer for backward, fp32: the per-row
 // log-sum-exp (B,NH,T) for flash attention; the probabilities (B,NH,T,T) in FP32 builds.
 #if defined(ENABLE_FP32)
+inline bool attention_supports(int C, int NH) { return C % NH == 0; }
 inline size_t attention_state_elems(int B, int T, int NH) { return (size_t)B * NH * T * T; }
 inline size_t attention_scratch_bytes(int B, int T, int C, int NH) { return attention_reference_scratch_elems(B, T, C, NH) * sizeof(floatX); }
 inline void attention_forward(Context* ctx, floatX* out, float* state, const floatX* qkv, void* scratch, int B, int T, int C, int NH) {
@@ -147,10 +148,12 @@ inline void attention_backward(Context* ctx, floatX* dqkv, floatX* dout, const f
     attention_reference_backward(ctx, dqkv, dout, qkv, state, (floatX*)scratch, B, T, C, NH);
 }
 #else
+inline bool attention_supports(int C, int NH) { return C == NH * flash::HS; }
 inline size_t attention_state_elems(int B, int T, int NH) { return (size_t)B * NH * T; }
 inline size_t attention_scratch_bytes(int B, int T, int C, int NH) { (void)C; return (size_t)B * NH * T * sizeof(float); }
 inline void attention_forward(Context* ctx, floatX* out, float* state, const floatX* qkv, void* scratch, int B, int T, int C, int NH) {
-    (void)scratch; (void)C;
+    (void)scratch;
+    if (C != NH * flash::HS) { fprintf(stderr, "flash attention needs head size %d, got C/NH = %d/%d\n", flash::HS, C, NH); exit(EXIT_FAILURE); }
     flash_attention_forward(ctx, out, state, qkv, B, T, NH);
 }
 inline void attention_backward(Context* ctx, floatX* dqkv, floatX* dout, const floatX* qkv, const floatX* out,

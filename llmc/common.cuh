@@ -135,16 +135,20 @@ struct Context {
 
 // ----------------------------------------------------------------------------------------------
 // Host helpers for tests and checks: fp32 <-> floatX copies between host and device.
+// Both synchronize the device first: results of every stream are final before they are read.
 inline void copy_to_device_as_floatX(floatX* dst, const float* src, size_t n) {
+    cudaCheck(cudaDeviceSynchronize());
     floatX* tmp = (floatX*)malloc(n * sizeof(floatX));
     if (!tmp) { fprintf(stderr, "out of host memory (%zu elements)\n", n); exit(EXIT_FAILURE); }
     for (size_t i = 0; i < n; i++) tmp[i] = (floatX)src[i];
     cudaCheck(cudaMemcpy(dst, tmp, n * sizeof(floatX), cudaMemcpyHostToDevice));
+    cudaCheck(cudaDeviceSynchronize());
     free(tmp);
 }
 inline void copy_from_device_as_float(float* dst, const floatX* src, size_t n) {
     floatX* tmp = (floatX*)malloc(n * sizeof(floatX));
     if (!tmp) { fprintf(stderr, "out of host memory (%zu elements)\n", n); exit(EXIT_FAILURE); }
+    cudaCheck(cudaDeviceSynchronize());
     cudaCheck(cudaMemcpy(tmp, src, n * sizeof(floatX), cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < n; i++) dst[i] = (float)tmp[i];
     free(tmp);

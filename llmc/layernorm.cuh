@@ -65,6 +65,7 @@ __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const f
     float* dw_acc = smem_f + (size_t)warp * 2 * C;
     float* db_acc = dw_acc + C;
     for (int c = lane; c < 2 * C; c += 32) dw_acc[c] = 0.0f;
+    __syncwarp();  // the loop below hands columns to lanes differently
     for (int row = blockIdx.x * LN_WARPS + warp; row < N; row += gridDim.x * LN_WARPS) {
         const size_t base = (size_t)row * C;
         const float m = mean[row], s = rstd[row];

@@ -6,6 +6,7 @@
 // computed as the column-major product out^T (OC, BT) = W^T... i.e. A = W (read transposed),
 // B = inp. Each launcher below spells out its m, n, k.
 #pragma once
+#include <algorithm>
 #include <map>
 #include <tuple>
 #include "common.cuh"
@@ -208,7 +209,8 @@ inline void context_create(Context* ctx, int device) {
     ctx->device = device;
     cudaCheck(cudaSetDevice(device));
     cudaCheck(cudaGetDeviceProperties(&ctx->props, device));
-    cudaCheck(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+    // a blocking stream: plain cudaMemcpy (legacy default stream) waits for its work, and vice versa
+    cudaCheck(cudaStreamCreate(&ctx->stream));
     cublasCheck(cublasLtCreate(&ctx->lt));
     ctx->lt_workspace_size = 32 << 20;
     cudaCheck(cudaMalloc(&ctx->lt_workspace, ctx->lt_workspace_size));

@@ -34,7 +34,9 @@ if has checks; then
     done
 fi
 if has tok; then
-    cp build/tokenize data/tokenize && python3 dev/tokenizer_fixture.py --compare ../shared/data/tinyshakespeare.txt dev/unit/fixtures/tokenizer_text.txt > "$OUT/tokenizer.log" 2>&1
+    # ../shared does not travel to the device machine: the data comes carried in .devdata
+    cp build/tokenize data/tokenize && GPT2_VOCAB_DIR=.devdata/gpt2 python3 dev/tokenizer_fixture.py --compare \
+        .devdata/tinyshakespeare.txt dev/unit/fixtures/tokenizer_text.txt > "$OUT/tokenizer.log" 2>&1
     summary+=("tokenizer vs tiktoken: $(tail -n 2 "$OUT/tokenizer.log" | tr '\n' ' ')")
 fi
 if has bench; then
@@ -43,6 +45,9 @@ if has bench; then
         build/$p/train_gpt2cu --bench -b 64 -t 1024 --bench-warmup 5 --bench-steps 20 > "$OUT/bench_$p.log" 2>&1
         summary+=("bench $p: $(grep ^RESULT "$OUT/bench_$p.log" || tail -n 2 "$OUT/bench_$p.log")")
     done
+    python3 dev/cuda/sdpa_bench.py --dtype fp16 > "$OUT/sdpa_fp16.log" 2>&1
+    summary+=("$(cat "$OUT/sdpa_fp16.log")")
+    summary+=("$(grep -h 'TIME.*attention' "$OUT"/attention_check_fp16.log)")
 fi
 echo "================ summary"
 printf '%s\n' "${summary[@]}"

@@ -1,0 +1,159 @@
+// Checks llmc/norm.cuh and llmc/adamw.cuh against CPU references:
+//   - norm_squared + step_decision: sum of squares, norm, clip multiplier, skip (clipping active
+//     and not); an inf / a nan in the gradients -> skip=1, and AdamW then leaves params, master,
+//     m and v bitwise untouched;
+//   - adamw_update vs a float64 PyTorch-formula AdamW with grad multiplier = clip / loss_scale:
+//     with and without decay; with a shard [lo,hi) narrower than the tensor; the strided
+//     multi-instance launch (count > 1) with a shard cutting across instances. Elements outside
+//     what is updated must stay bitwise untouched;
+//   - timing (GB/s) of norm_squared and adamw_update over 124M parameters.
+// Run: make dev/cuda/adamw_check && ./dev/cuda/adamw_check   (PRECISION=BF16|FP32 for others)
+#include "check.cuh"
+#include "../../llmc/adamw.cuh"
+
+static const size_t P = 40000;  // elements of the whole (flat) parameter buffer
+
+// Sum of squares, norm and decision on a host copy of g vs the device.
+static void check_norm(Context* ctx, std::vector<float> g, float loss_scale, float max_norm, const char* what) {
+    floatX* d_g = to_device(g);
+    float* d_sumsq = dalloc<float>(1);
+    StepScalars* d_step = dalloc<StepScalars>(1);
+    poison(d_sumsq, 1); poison(d_step, 1);
+    norm_squared(ctx, d_sumsq, d_g, g.size());
+    step_decision(ctx, d_step, d_sumsq, loss_scale, max_norm);
+    double ss = 0;
+    for (float x : g) ss += (double)x * x;
+    const double norm = std::sqrt(ss) / loss_scale, clip = (max_norm > 0 && norm > max_norm) ? max_norm / norm : 1.0;
+    const StepScalars s = from_device_raw(d_step, 1)[0];
+    const std::string tag = std::string("norm ") + what;
+    check_close(tag + " sumsq", from_device_raw(d_sumsq, 1), {ss}, 1e-5);
+    check_close(tag + " grad_norm", {s.grad_norm}, {norm}, 1e-5);
+    check_close(tag + " grad_multiplier", {s.grad_multiplier}, {clip / loss_scale}, 1e-5);
+    check_true(tag + " skip", s.skip == 0, "skip=" + std::to_string(s.skip) + (clip < 1 ? " (clipping)" : " (no clipping)"));
+}
+
+struct AdamCase { const char* name; size_t first, stride, n; int count; size_t lo, hi; bool decay; int inject; };  // inject: 0, 1 = an inf, 2 = a nan gradient
+
+static void check_adamw(Context* ctx, const AdamCase& k) {
+    AdamWHyper h{0.05f, 0.9f, 0.999f, 1e-8f, 0.1f, 0};
+    adamw_set_step(&h, 5);
+    const float loss_scale = 128.0f, mult = 0.7f / loss_scale;  // clip 0.7
+    std::vector<float> master = randn(P, 0.1f), grads = randn(P, 100.0f), m = randn(P, 0.1f), v = randu(P, 1e-4f, 0.1f);
+    std::vector<float> params = master;
+    if (k.inject) grads[k.first + 3] = k.inject == 1 ? INFINITY : NAN;
+    const size_t S = k.hi - k.lo;  // master/m/v hold the shard only
+    floatX *d_params = to_device(params), *d_grads = to_device(grads);
+    float* d_master = to_device_raw(std::vector<float>(master.begin() + k.lo, master.begin() + k.hi));
+    float* d_m = to_device_raw(std::vector<float>(m.begin() + k.lo, m.begin() + k.hi));
+    float* d_v = to_device_raw(std::vector<float>(v.begin() + k.lo, v.begin() + k.hi));
+    StepScalars* d_step = dalloc<StepScalars>(1);
+    if (k.inject) {  // the decision as the trainer makes it
+        float* d_sumsq = dalloc<float>(1);
+        norm_squared(ctx, d_sumsq, d_grads, P);
+        step_decision(ctx, d_step, d_sumsq, loss_scale, 1.0f);
+    } else {
+        StepScalars s{1.0f, mult, 0};
+        cudaCheck(cudaMemcpy(d_step, &s, sizeof(s), cudaMemcpyHostToDevice));
+    }
+    const std::vector<unsigned char> params0 = bytes_of(d_params, P * sizeof(floatX));
+    const std::vector<unsigned char> state0[3] = {bytes_of(d_master, S * 4), bytes_of(d_m, S * 4), bytes_of(d_v, S * 4)};
+    adamw_update(ctx, d_params, d_master, d_grads, d_m, d_v, k.first, k.stride, k.n, k.count, k.lo, k.hi, h, k.decay, d_step);
+    const std::string tag = std::string("adamw ") + k.name;
+    if (k.inject) {
+        const StepScalars s = from_device_raw(d_step, 1)[0];
+        check_true(std::string("norm with ") + (k.inject == 1 ? "an inf" : "a nan") + " gradient: skip", s.skip == 1 && !std::isfinite(s.grad_norm),
+                   "skip=" + std::to_string(s.skip) + " grad_norm=" + std::to_string(s.grad_norm));
+        const bool same = bytes_of(d_params, P * sizeof(floatX)) == params0 && bytes_of(d_master, S * 4) == state0[0] &&
+                          bytes_of(d_m, S * 4) == state0[1] && bytes_of(d_v, S * 4) == state0[2];
+        check_true(tag + " params/master/m/v untouched", same, "bitwise identical after a skipped step");
+        return;
+    }
+    // reference, over the updated set: instances y = 0..count-1, elements i, inside [lo, hi)
+    std::vector<char> updated(P, 0);
+    std::vector<double> ref_master(master.begin(), master.end()), ref_m(m.begin(), m.end()), ref_v(v.begin(), v.end());
+    const double bc1 = 1 - std::pow((double)h.beta1, h.t), bc2 = 1 - std::pow((double)h.beta2, h.t);
+    const double wd = k.decay ? h.weight_decay : 0.0;
+    for (int y = 0; y < k.count; y++)
+        for (size_t i = 0; i < k.n; i++) {
+            const size_t idx = k.first + y * k.stride + i;
+            if (idx < k.lo || idx >= k.hi) continue;
+            updated[idx] = 1;
+            const double g = (double)grads[idx] * mult, w = master[idx];
+            ref_m[idx] = h.beta1 * ref_m[idx] + (1 - h.beta1) * g;
+            ref_v[idx] = h.beta2 * ref_v[idx] + (1 - h.beta2) * g * g;
+            ref_master[idx] = w - h.lr * ((ref_m[idx] / bc1) / (std::sqrt(ref_v[idx] / bc2) + h.eps) + wd * w);
+        }
+    const std::vector<float> got_p = from_device(d_params, P), got_master = from_device_raw(d_master, S);
+    const std::vector<float> got_m = from_device_raw(d_m, S), got_v = from_device_raw(d_v, S);
+    // updated elements: the update (master - master0) vs the reference's, m, v; and params must
+    // be exactly the kernel's own new master rounded to floatX
+    std::vector<float> o_upd, o_m, o_v;
+    std::vector<double> r_upd, r_m, r_v;
+    const std::vector<unsigned char> params1 = bytes_of(d_params, P * sizeof(floatX));
+    size_t changed_outside = 0, params_mismatch = 0;
+    const size_t X = sizeof(floatX);
+    for (size_t idx = 0; idx < P; idx++) {
+        if (!updated[idx]) {
+            changed_outside += memcmp(&params0[idx * X], &params1[idx * X], X) != 0;
+            if (idx >= k.lo && idx < k.hi)
+                changed_outside += got_master[idx - k.lo] != master[idx] || got_m[idx - k.lo] != m[idx] ||
+                                   got_v[idx - k.lo] != v[idx];
+            continue;
+        }
+        const size_t j = idx - k.lo;
+        o_upd.push_back(got_master[j] - master[idx]); r_upd.push_back(ref_master[idx] - master[idx]);
+        o_m.push_back(got_m[j]); r_m.push_back(ref_m[idx]);
+        o_v.push_back(got_v[j]); r_v.push_back(ref_v[idx]);
+        params_mismatch += got_p[idx] != round_x(got_master[j]);
+    }
+    check_close(tag + " update (master - master0)", o_upd, r_upd, 1e-5);
+    check_close(tag + " m", o_m, r_m, 1e-5);
+    check_close(tag + " v", o_v, r_v, 1e-5);
+    check_true(tag + " params == (floatX) master", params_mismatch == 0, std::to_string(params_mismatch) + " mismatches");
+    check_true(tag + " outside untouched", changed_outside == 0, std::to_string(changed_outside) + " elements changed");
+}
+
+int main() {
+    Context ctx;
+    context_create(&ctx, 0);
+    check_begin(ctx, "adamw");
+    // ---- norm and step decision (loss scale 1024; max_norm 0 disables clipping)
+    check_norm(&ctx, randn(1 << 20), 1024.0f, 0.5f, "(clipping)");
+    check_norm(&ctx, randn(1 << 20), 1024.0f, 0.0f, "(max_norm=0)");
+    check_norm(&ctx, randn(1000000, 0.01f), 1.0f, 1000.0f, "(below max_norm)");
+
+    // ---- AdamW: {name, first, stride, n, count, lo, hi, decay, inject}
+    const AdamCase cases[] = {
+        {"full shard, decay", 1000, 0, 5000, 1, 0, P, true, 0},
+        {"full shard, no decay", 1000, 0, 5000, 1, 0, P, false, 0},
+        {"shard [2500,4500) inside the tensor", 1000, 0, 5000, 1, 2500, 4500, true, 0},
+        {"4 strided instances, shard [4000,20000)", 300, 7000, 5000, 4, 4000, 20000, true, 0},
+        {"4 strided instances, full shard, no decay", 300, 7000, 5000, 4, 0, P, false, 0},
+        {"skip (inf gradient)", 300, 7000, 5000, 4, 0, P, true, 1},
+        {"skip (nan gradient)", 1000, 0, 5000, 1, 0, P, true, 2},
+    };
+    for (const AdamCase& k : cases) check_adamw(&ctx, k);
+
+    // ---- timing over GPT-2 small's 124M parameters
+    if (timing_enabled()) {
+        const size_t n = 124475904;  // 124M, a multiple of 16
+        floatX *params = random_device<floatX>(&ctx, n, -0.1f, 0.1f), *grads = random_device<floatX>(&ctx, n, -1, 1);
+        float *master = random_device<float>(&ctx, n, -0.1f, 0.1f), *m = random_device<float>(&ctx, n, -0.01f, 0.01f);
+        float *v = random_device<float>(&ctx, n, 0.0f, 0.01f), *sumsq = dalloc<float>(1);
+        StepScalars* step = dalloc<StepScalars>(1);
+        AdamWHyper h{6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0};
+        adamw_set_step(&h, 1);
+        const double X = sizeof(floatX);
+        time_ms(&ctx, "norm_squared + step_decision n=124M", X * n, 0, [&] {
+            norm_squared(&ctx, sumsq, grads, n);
+            step_decision(&ctx, step, sumsq, 1.0f, 1.0f);
+        });
+        // grads, master, m, v read; params, master, m, v written
+        time_ms(&ctx, "adamw_update n=124M", (2 * X + 24.0) * n, 0, [&] {
+            adamw_update(&ctx, params, master, grads, m, v, 0, 0, n, 1, 0, n, h, true, step);
+        });
+    }
+
+    context_destroy(&ctx);
+    return check_finish();
+}
