@@ -9,13 +9,17 @@
 #define TESTING
 #include "train_gpt2.cu"
 
+// logits, grads: ||ours - ref|| / ||ref||; loss and each training loss: |ours - ref| / ref.
+// Measured on an H200 (2026-11-30): fp32 4e-6 / 4e-6 / 1.4e-6 (losses); fp16 1.4e-3 / 1.6e-3 /
+// 1.7e-3; bf16 1.1e-2 / 1.3e-2 / 5.1e-3. Ten steps that memorize one batch amplify rounding
+// differences step by step, hence the looser bound on the trajectory than on one step.
 struct Tolerances { float logits, loss, grads, losses; };
 #if defined(ENABLE_FP32)
-constexpr Tolerances TOL = {1e-4f, 1e-5f, 2e-3f, 1e-4f};
+constexpr Tolerances TOL = {1e-4f, 1e-5f, 2e-3f, 1e-5f};
 #elif defined(ENABLE_BF16)
-constexpr Tolerances TOL = {3e-2f, 1e-2f, 1.5e-1f, 3e-2f};
+constexpr Tolerances TOL = {3e-2f, 1e-2f, 1.5e-1f, 1.5e-2f};
 #else
-constexpr Tolerances TOL = {1e-2f, 3e-3f, 6e-2f, 1e-2f};
+constexpr Tolerances TOL = {1e-2f, 3e-3f, 6e-2f, 5e-3f};
 #endif
 
 static int passed = 0, failed = 0;
@@ -137,11 +141,11 @@ int main(int argc, char** argv) {
     for (int s = 0; s < ref.steps; s++) {
         StepResult r = gpt2_train_step(&m, &ctx, 1, [&](int, int** in, int** tg) { *in = ref.x.data(); *tg = ref.y.data(); },
                                        h, &scaler, ref.grad_clip, GradReadyFn());
-        const double d = fabs(r.loss - ref.losses[s]);
+        const double d = fabs(r.loss - ref.losses[s]) / ref.losses[s];
         worst = std::max(worst, d);
         printf("     step %2d: loss %.6f (reference %.6f) norm %.4f%s\n", s, r.loss, ref.losses[s], r.grad_norm, r.skipped ? " SKIPPED" : "");
     }
-    report(worst < TOL.losses, "losses", worst / ref.losses[0], worst, TOL.losses);
+    report(worst < TOL.losses, "losses", worst, worst * ref.losses[0], TOL.losses);
 
     gpt2_free(&m);
     context_destroy(&ctx);
