@@ -28,6 +28,7 @@
 #include "llmc/adamw.cuh"
 #include "llmc/loss_scale.h"
 #include "llmc/checkpoint.h"
+#include "llmc/comm.cuh"
 #include "llmc/dataloader.h"
 #include "llmc/options.h"
 #include "llmc/schedule.h"
@@ -109,12 +110,14 @@ struct GPT2 {
     GPT2Config cfg;
     ParamLayout layout;
     int B = 0, T = 0;                 // the micro-batch the activations are sized for
-    floatX* params = nullptr;         // (layout.total) the weights the kernels read
-    floatX* grads = nullptr;          // (layout.total)
-    float* master = nullptr;          // fp32 weights of [shard_lo, shard_hi); == params in FP32 builds
+    size_t padded = 0;                // layout.total rounded up to world * 8 (equal ZeRO-1 shards)
+    floatX* params = nullptr;         // (padded) the weights the kernels read; padding stays 0
+    floatX* grads = nullptr;          // (padded)
+    float* master = nullptr;          // fp32 weights of [shard_lo, shard_hi); == params in FP32 DDP builds
     float* adam_m = nullptr;          // [shard_lo, shard_hi)
     float* adam_v = nullptr;
-    size_t shard_lo = 0, shard_hi = 0;// the optimizer's range: everything on one GPU
+    size_t shard_lo = 0, shard_hi = 0;// the optimizer's range: all on one GPU and in DDP, 1/world in ZeRO-1
+    size_t shard = 0;                 // ZeRO-1: padded / world
     Activations acts{};
     int* d_inputs = nullptr;          // (B,T)
     int* d_targets = nullptr;         // (B,T)
@@ -123,21 +126,27 @@ struct GPT2 {
     float* d_sumsq = nullptr;         // the gradients' sum of squares
     StepScalars* d_step = nullptr;
     int adam_t = 0;                   // AdamW steps taken
+    std::vector<cudaEvent_t> step_events;  // phase timing of gpt2_train_step
 };
 
-// Allocates everything for cfg and micro-batch (B,T). The weights are left to gpt2_init_* .
-void gpt2_build(GPT2* m, const GPT2Config& cfg, int B, int T) {
+// Allocates everything for cfg and micro-batch (B,T); with zero = 1 the optimizer state only for
+// rank's shard of `world`. The weights are left to gpt2_init_*.
+void gpt2_build(GPT2* m, const GPT2Config& cfg, int B, int T, int rank = 0, int world = 1, int zero = 0) {
     m->cfg = cfg; m->layout = param_layout(cfg); m->B = B; m->T = T;
-    const size_t n = m->layout.total;
-    m->shard_lo = 0; m->shard_hi = n;
+    m->padded = ceil_div(m->layout.total, (size_t)world * 8) * world * 8;
+    m->shard = m->padded / world;
+    m->shard_lo = zero ? (size_t)rank * m->shard : 0;
+    m->shard_hi = zero ? std::min(m->shard_lo + m->shard, m->layout.total) : m->layout.total;
+    const size_t n = m->padded, ns = m->shard_hi - m->shard_lo;
     cudaCheck(cudaMalloc(&m->params, n * sizeof(floatX)));
     cudaCheck(cudaMalloc(&m->grads, n * sizeof(floatX)));
-    if (sizeof(floatX) == sizeof(float)) m->master = (float*)m->params;  // fp32: the weights are the master copy
-    else cudaCheck(cudaMalloc(&m->master, n * sizeof(float)));
-    cudaCheck(cudaMalloc(&m->adam_m, n * sizeof(float)));
-    cudaCheck(cudaMalloc(&m->adam_v, n * sizeof(float)));
-    cudaCheck(cudaMemset(m->adam_m, 0, n * sizeof(float)));
-    cudaCheck(cudaMemset(m->adam_v, 0, n * sizeof(float)));
+    cudaCheck(cudaMemset(m->params, 0, n * sizeof(floatX)));
+    if (sizeof(floatX) == sizeof(float) && !zero) m->master = (float*)m->params;  // fp32: the weights are the master copy
+    else cudaCheck(cudaMalloc(&m->master, ns * sizeof(float)));
+    cudaCheck(cudaMalloc(&m->adam_m, ns * sizeof(float)));
+    cudaCheck(cudaMalloc(&m->adam_v, ns * sizeof(float)));
+    cudaCheck(cudaMemset(m->adam_m, 0, ns * sizeof(float)));
+    cudaCheck(cudaMemset(m->adam_v, 0, ns * sizeof(float)));
     cudaCheck(cudaMemset(m->grads, 0, n * sizeof(floatX)));
     activations_alloc(&m->acts, cfg, B, T);
     cudaCheck(cudaMalloc(&m->d_inputs, (size_t)B * T * sizeof(int)));
@@ -156,22 +165,27 @@ void gpt2_free(GPT2* m) {
     cudaCheck(cudaFree(m->d_inputs)); cudaCheck(cudaFree(m->d_targets));
     token_buckets_free(&m->buckets);
     cudaCheck(cudaFree(m->d_loss_sum)); cudaCheck(cudaFree(m->d_sumsq)); cudaCheck(cudaFree(m->d_step));
+    for (cudaEvent_t e : m->step_events) cudaCheck(cudaEventDestroy(e));
 }
 
-// params (floatX) <- master (fp32), for the whole model.
-void gpt2_sync_params_from_master(GPT2* m, Context* ctx) {
-    if ((void*)m->master != (void*)m->params) {
-        cast_from_master(ctx, m->params, m->master, m->layout.total);
-    }
+// Sets the weights from all of them in fp32 on the device (layout.total): the floatX copy, and
+// this rank's shard of the master copy.
+void gpt2_set_weights(GPT2* m, Context* ctx, const float* full) {
+    cast_from_master(ctx, m->params, full, m->layout.total);
+    if ((void*)m->master != (void*)m->params)
+        cudaCheck(cudaMemcpyAsync(m->master, full + m->shard_lo, (m->shard_hi - m->shard_lo) * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, ctx->stream));
     cudaCheck(cudaStreamSynchronize(ctx->stream));
 }
 
 // GPT-2's initialization from a seed: N(0, 0.02) for embeddings and matmul weights, the two
 // residual projections scaled by 1/sqrt(2L) (each block adds to the residual stream twice, so
-// this keeps its variance from growing with depth), zero biases, LayerNorm weight 1.
+// this keeps its variance from growing with depth), zero biases, LayerNorm weight 1. The same
+// seed gives the same weights on every rank.
 void gpt2_init_random(GPT2* m, Context* ctx, uint64_t seed) {
     const GPT2Config& c = m->cfg;
-    float* w = m->master;  // initialize the fp32 master copy, then cast
+    float* w;  // all weights in fp32, then cast and sharded
+    cudaCheck(cudaMalloc(&w, m->layout.total * sizeof(float)));
     for (int t = 0; t < NUM_PARAM_TENSORS; t++)
         for (size_t l = 0; l < param_tensor_count(c, t); l++) {
             float* p = w + param_offset(c, m->layout, t, (int)l);
@@ -184,23 +198,20 @@ void gpt2_init_random(GPT2* m, Context* ctx, uint64_t seed) {
         }
     // the padding rows of wte (tokens V..Vp-1) never occur: keep them 0
     fill(ctx, w + (size_t)c.vocab_size * c.channels, (size_t)(c.padded_vocab_size - c.vocab_size) * c.channels, 0.0f);
-    gpt2_sync_params_from_master(m, ctx);
+    gpt2_set_weights(m, ctx, w);
+    cudaCheck(cudaFree(w));
 }
 
 // Loads the weights of a model file whose header matched m->cfg.
 bool gpt2_init_from_file(GPT2* m, Context* ctx, const std::string& path, std::string* err) {
     std::vector<float> host(m->layout.total);
     if (!model_file_read_params(path, m->cfg, host.data(), err)) return false;
-    cudaCheck(cudaMemcpyAsync(m->master, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, ctx->stream));
-    gpt2_sync_params_from_master(m, ctx);
+    float* w;
+    cudaCheck(cudaMalloc(&w, host.size() * sizeof(float)));
+    cudaCheck(cudaMemcpyAsync(w, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, ctx->stream));
+    gpt2_set_weights(m, ctx, w);
+    cudaCheck(cudaFree(w));
     return true;
-}
-
-// The weights as fp32 on the host, layer-major (for writing model files and for tests).
-void gpt2_params_to_host(GPT2* m, Context* ctx, std::vector<float>* out) {
-    out->resize(m->layout.total);
-    cudaCheck(cudaStreamSynchronize(ctx->stream));
-    cudaCheck(cudaMemcpy(out->data(), m->master, out->size() * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
 // Uploads a micro-batch (inputs/targets in pageable host memory, B*T each; see TokenBuckets for
@@ -293,10 +304,12 @@ void gpt2_backward(GPT2* m, Context* ctx, const GradReadyFn& ready) {
 }
 
 // ----------------------------------------------------------------------------------------------
-// Update: norm, decision, AdamW per parameter tensor (decay on the 2-D ones only).
-void gpt2_update(GPT2* m, Context* ctx, AdamWHyper h, float loss_scale, float max_norm) {
+// Update: norm, decision, AdamW per parameter tensor (decay on the 2-D ones only). In ZeRO-1 the
+// norm is summed over the ranks' shards and the updated shards are all-gathered afterwards.
+void gpt2_update(GPT2* m, Context* ctx, const Comm* comm, int zero, AdamWHyper h, float loss_scale, float max_norm) {
     const GPT2Config& c = m->cfg;
-    norm_squared(ctx, m->d_sumsq, m->grads, m->layout.total);
+    norm_squared(ctx, m->d_sumsq, m->grads + m->shard_lo, m->shard_hi - m->shard_lo);
+    if (zero) comm_sum_floats(comm, m->d_sumsq, 1, ctx->stream);
     step_decision(ctx, m->d_step, m->d_sumsq, loss_scale, max_norm);
     adamw_set_step(&h, ++m->adam_t);
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
@@ -305,27 +318,47 @@ void gpt2_update(GPT2* m, Context* ctx, AdamWHyper h, float loss_scale, float ma
                      param_tensor_elems(c, t), (int)param_tensor_count(c, t), m->shard_lo, m->shard_hi,
                      h, param_tensor_decays(t), m->d_step);
     }
+    if (zero) comm_allgather_params(comm, m->params, m->shard, ctx->stream);
 }
 
 // What one step reports back to the host (read after the step's single synchronization).
-struct StepResult { float loss, grad_norm; bool skipped; };
+struct StepResult {
+    float loss, grad_norm;
+    bool skipped;
+    float fwd_ms = 0, bwd_ms = 0, exposed_ms = 0, update_ms = 0, comm_ms = 0;  // compute-stream phases
+    double comm_bytes = 0;
+};
 
 // One optimizer step over `accum` micro-batches: next_batch(i) must fill inputs/targets (B*T
-// each, host) for micro-step i. The loss is the mean over all accum*B*T tokens.
+// each, host) for micro-step i. The loss is the mean over all accum*B*T tokens of all ranks.
+// With a reducer (several GPUs) the last micro-step's backward hands it every finished range.
 StepResult gpt2_train_step(GPT2* m, Context* ctx, int accum, const std::function<void(int, int**, int**)>& next_batch,
-                           const AdamWHyper& h, LossScaler* scaler, float max_norm, const GradReadyFn& ready) {
-    const int BT = m->B * m->T;
-    cudaCheck(cudaMemsetAsync(m->grads, 0, m->layout.total * sizeof(floatX), ctx->stream));
+                           const AdamWHyper& h, LossScaler* scaler, float max_norm, const Comm* comm = nullptr,
+                           GradReducer* reducer = nullptr) {
+    const int BT = m->B * m->T, world = comm ? comm->world : 1;
+    std::vector<cudaEvent_t>& ev = m->step_events;  // step start, [2 per micro-step], wait end, update end
+    while (ev.size() < (size_t)(2 * accum + 3)) { ev.emplace_back(); cudaCheck(cudaEventCreate(&ev.back())); }
+    cudaCheck(cudaEventRecord(ev[0], ctx->stream));
+    cudaCheck(cudaMemsetAsync(m->grads, 0, m->padded * sizeof(floatX), ctx->stream));
     cudaCheck(cudaMemsetAsync(m->d_loss_sum, 0, sizeof(float), ctx->stream));
     const float dloss = scaler->scale / ((float)BT * accum);  // d(mean loss)/d(token loss), times the loss scale
+    if (reducer) grad_reducer_begin_step(reducer);
+    GradReadyFn ready;
+    if (reducer) ready = [reducer](ElemRange r) { grad_reducer_ready(reducer, r); };
     for (int i = 0; i < accum; i++) {
         int *inputs, *targets;
         next_batch(i, &inputs, &targets);
         gpt2_set_batch(m, ctx, inputs, targets);
         gpt2_forward(m, ctx, true, dloss);
+        cudaCheck(cudaEventRecord(ev[2 * i + 1], ctx->stream));
         gpt2_backward(m, ctx, i == accum - 1 ? ready : GradReadyFn());
+        cudaCheck(cudaEventRecord(ev[2 * i + 2], ctx->stream));
     }
-    gpt2_update(m, ctx, h, scaler->scale, max_norm);
+    if (reducer) grad_reducer_finish(reducer);
+    cudaCheck(cudaEventRecord(ev[2 * accum + 1], ctx->stream));
+    gpt2_update(m, ctx, comm, reducer ? reducer->zero : 0, h, scaler->scale, max_norm);
+    if (comm) comm_sum_floats(comm, m->d_loss_sum, 1, ctx->stream);
+    cudaCheck(cudaEventRecord(ev[2 * accum + 2], ctx->stream));
     StepScalars s;
     float loss_sum;
     cudaCheck(cudaMemcpyAsync(&s, m->d_step, sizeof s, cudaMemcpyDeviceToHost, ctx->stream));
@@ -333,7 +366,16 @@ StepResult gpt2_train_step(GPT2* m, Context* ctx, int accum, const std::function
     cudaCheck(cudaStreamSynchronize(ctx->stream));
     if (s.skip) m->adam_t--;  // a skipped step did not advance Adam's bias corrections
     scaler->update(s.skip != 0);
-    return {loss_sum / ((float)BT * accum), s.grad_norm, s.skip != 0};
+    StepResult r{loss_sum / ((float)BT * accum * world), s.grad_norm, s.skip != 0};
+    for (int i = 0; i < accum; i++) {
+        float f, b;
+        cudaCheck(cudaEventElapsedTime(&f, ev[2 * i], ev[2 * i + 1]));
+        cudaCheck(cudaEventElapsedTime(&b, ev[2 * i + 1], ev[2 * i + 2]));
+        r.fwd_ms += f; r.bwd_ms += b;
+    }
+    cudaCheck(cudaEventElapsedTime(&r.update_ms, ev[2 * accum + 1], ev[2 * accum + 2]));
+    if (reducer) { r.exposed_ms = reducer->exposed_ms(); r.comm_ms = reducer->comm_ms(); r.comm_bytes = reducer->bytes; }
+    return r;
 }
 
 #ifndef TESTING
@@ -343,11 +385,14 @@ struct TrainConfig {
     std::string model = "d12";                      // descriptor or model file
     std::string train = "dev_data/tinyshakespeare_train.bin";
     int B = 8, T = 1024;
-    long long total_batch = 0;                      // tokens per step; 0: B*T (one micro-step)
+    long long total_batch = 0;                      // tokens per step over all GPUs; 0: B*T*GPUs
     LRSchedule sched;
     int max_steps = -1;                             // -1: one epoch of the training data
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f, grad_clip = 1.0f;
     int seed = 42;
+    int zero = 0;                                   // ZeRO stage: 0 (DDP) or 1
+    float bucket_mb = 16.0f;                        // gradient all-reduce bucket size
+    std::string rendezvous = "tcp";                 // NCCL id exchange of an env-var launch
     bool bench = false;
     int bench_warmup = 5, bench_steps = 20;
 };
@@ -370,35 +415,38 @@ std::vector<Option> train_options(TrainConfig* c) {
         {"weight-decay", 'c', OPT_FLOAT, &c->weight_decay, "AdamW weight decay (2-D weights only)", 0, 10},
         {"grad-clip", 0, OPT_FLOAT, &c->grad_clip, "clip the global gradient norm to this (0: off)", 0, 1e9},
         {"seed", 0, OPT_INT, &c->seed, "seed of the initialization and of --bench tokens", 0, 2147483647},
+        {"zero", 'z', OPT_INT, &c->zero, "0: DDP (all-reduce); 1: ZeRO-1 (optimizer state sharded over GPUs)", 0, 1},
+        {"bucket-mb", 0, OPT_FLOAT, &c->bucket_mb, "gradient reduction bucket, MiB (0: one per block)", 0, 1e6},
+        {"rendezvous", 0, OPT_STRING, &c->rendezvous, "without mpirun: tcp (MASTER_ADDR/MASTER_PORT) or file:PATH"},
         {"bench", 0, OPT_FLAG, &c->bench, "benchmark on random tokens: no data files needed"},
         {"bench-warmup", 0, OPT_INT, &c->bench_warmup, "--bench: untimed steps first", 0, 1e6},
         {"bench-steps", 0, OPT_INT, &c->bench_steps, "--bench: timed steps", 1, 1e6},
     };
 }
 
-// Returns 0 to go on, 1 to exit successfully (--help), -1 on an error (already printed).
-int parse_train_config(TrainConfig* c, int argc, char** argv) {
+// Returns 0 to go on, 1 to exit successfully (--help), -1 on an error (printed by rank 0).
+int parse_train_config(TrainConfig* c, int argc, char** argv, const Comm& comm) {
     std::vector<Option> opts = train_options(c);
     bool help = false;
     std::string err;
-    const char* usage = "usage: train_gpt2cu [options]    (GPT-2 training, " PRECISION_NAME " build)";
-    if (!options_parse(opts, argc, argv, &help, &err)) { fprintf(stderr, "error: %s\n", err.c_str()); return -1; }
-    if (help) { options_help(stdout, usage, opts); return 1; }
-    if (!lr_schedule_kind_valid(c->sched.kind)) {
-        fprintf(stderr, "error: option --lr-schedule: '%s' is not one of cosine, linear, constant\n", c->sched.kind.c_str());
+    const char* usage = "usage: [mpirun -np N] train_gpt2cu [options]    (GPT-2 training, " PRECISION_NAME " build)";
+    if (!options_parse(opts, argc, argv, &help, &err)) {
+        if (comm.rank == 0) fprintf(stderr, "error: %s\n", err.c_str());
         return -1;
     }
-    const long long bt = (long long)c->B * c->T;
+    if (help) { if (comm.rank == 0) options_help(stdout, usage, opts); return 1; }
+    if (!lr_schedule_kind_valid(c->sched.kind)) err = "option --lr-schedule: '" + c->sched.kind + "' is not one of cosine, linear, constant";
+    const long long bt = (long long)c->B * c->T * comm.world;
     if (c->total_batch == 0) c->total_batch = bt;
-    if (c->total_batch % bt != 0) {
-        fprintf(stderr, "error: option --total-batch-tokens: %lld is not a multiple of B*T = %lld\n", c->total_batch, bt);
-        return -1;
-    }
+    if (err.empty() && c->total_batch % bt != 0)
+        err = "option --total-batch-tokens: " + std::to_string(c->total_batch) + " is not a multiple of B*T*GPUs = " +
+              std::to_string(c->B) + "*" + std::to_string(c->T) + "*" + std::to_string(comm.world) + " = " + std::to_string(bt);
+    if (!err.empty()) { if (comm.rank == 0) fprintf(stderr, "error: %s\n", err.c_str()); return -1; }
     return 0;
 }
 
 // The model: a descriptor builds a fresh one, anything else is read as a model file.
-bool build_model(GPT2* m, Context* ctx, const TrainConfig& tc, std::string* err) {
+bool build_model(GPT2* m, Context* ctx, const TrainConfig& tc, const Comm& comm, std::string* err) {
     GPT2Config cfg;
     const bool fresh = config_from_descriptor(tc.model, &cfg);
     if (!fresh && !model_file_read_header(tc.model, &cfg, err)) return false;
@@ -410,75 +458,100 @@ bool build_model(GPT2* m, Context* ctx, const TrainConfig& tc, std::string* err)
         *err = "option --seq-len: " + std::to_string(tc.T) + " exceeds the model's maximum sequence length " + std::to_string(cfg.max_seq_len);
         return false;
     }
-    gpt2_build(m, cfg, tc.B, tc.T);
+    gpt2_build(m, cfg, tc.B, tc.T, comm.rank, comm.world, tc.zero);
     if (fresh) { gpt2_init_random(m, ctx, tc.seed); return true; }
     return gpt2_init_from_file(m, ctx, tc.model, err);
 }
 
-// The step loop shared by training and --bench. `next` fills one micro-batch.
-int run_steps(GPT2* m, Context* ctx, const TrainConfig& tc, int steps, int timed_from,
-              const std::function<bool(int**, int**)>& next) {
-    const int accum = (int)(tc.total_batch / ((long long)tc.B * tc.T));
+// The step loop shared by training and --bench. `next` fills one micro-batch of this rank.
+int run_steps(GPT2* m, Context* ctx, const Comm& comm, GradReducer* reducer, const TrainConfig& tc, int steps,
+              int timed_from, const std::function<bool(int**, int**)>& next) {
+    const int accum = (int)(tc.total_batch / ((long long)tc.B * tc.T * comm.world));
     LossScaler scaler = LossScaler::make(USES_LOSS_SCALING);
     LRSchedule sched = tc.sched;
     sched.max_steps = steps;
     const double flops_tok = flops_per_token(m->cfg, tc.T);
-    const double peak = peak_flops(ctx->props.major, ctx->props.minor, ctx->props.name, sizeof(floatX) == 4);
+    const double peak = comm.world * peak_flops(ctx->props.major, ctx->props.minor, ctx->props.name, sizeof(floatX) == 4);
     cudaEvent_t t0, t1;
     cudaCheck(cudaEventCreate(&t0)); cudaCheck(cudaEventCreate(&t1));
     std::vector<float> timed_ms;
+    std::vector<StepResult> timed;
     bool data_ok = true;
     for (int step = 0; step < steps && data_ok; step++) {
         AdamWHyper h{lr_at(sched, step), tc.beta1, tc.beta2, tc.eps, tc.weight_decay, 0};
         cudaCheck(cudaEventRecord(t0, ctx->stream));
         StepResult r = gpt2_train_step(m, ctx, accum, [&](int, int** in, int** tg) { data_ok = data_ok && next(in, tg); },
-                                       h, &scaler, tc.grad_clip, GradReadyFn());
+                                       h, &scaler, tc.grad_clip, &comm, reducer);
         cudaCheck(cudaEventRecord(t1, ctx->stream));
         cudaCheck(cudaEventSynchronize(t1));
         float ms;
         cudaCheck(cudaEventElapsedTime(&ms, t0, t1));
-        if (step >= timed_from) timed_ms.push_back(ms);
+        if (step >= timed_from) { timed_ms.push_back(ms); timed.push_back(r); }
         const double tok_s = tc.total_batch / (ms / 1e3);
-        printf("step %4d/%d | loss %.6f | norm %.4f | lr %.2e | scale %.0f%s | %.2f ms | %.0f tok/s | MFU %.1f%%\n",
-               step + 1, steps, r.loss, r.grad_norm, h.lr, scaler.scale, r.skipped ? " (skipped)" : "", ms, tok_s,
-               peak > 0 ? 100.0 * flops_tok * tok_s / peak : 0.0);
-    }
-    if (!data_ok) return 1;
-    if (!timed_ms.empty()) {
-        std::sort(timed_ms.begin(), timed_ms.end());
-        const double med = timed_ms[timed_ms.size() / 2], tok_s = tc.total_batch / (med / 1e3);
-        size_t free_b, total_b;
-        cudaCheck(cudaMemGetInfo(&free_b, &total_b));
-        printf("RESULT precision=%s model=L%dC%d B=%d T=%d accum=%d steps=%zu median_ms=%.3f tok_per_s=%.0f mfu=%.2f device_mem_gb=%.2f\n",
-               PRECISION_NAME, m->cfg.num_layers, m->cfg.channels, tc.B, tc.T, accum, timed_ms.size(), med, tok_s,
-               peak > 0 ? 100.0 * flops_tok * tok_s / peak : 0.0, (total_b - free_b) / 1e9);
+        if (comm.rank == 0)
+            printf("step %4d/%d | loss %.6f | norm %.4f | lr %.2e | scale %.0f%s | %.2f ms (fwd %.1f bwd %.1f exposed comm %.2f"
+                   " opt %.2f) | %.0f tok/s | MFU %.1f%%\n",
+                   step + 1, steps, r.loss, r.grad_norm, h.lr, scaler.scale, r.skipped ? " (skipped)" : "", ms, r.fwd_ms,
+                   r.bwd_ms, r.exposed_ms, r.update_ms, tok_s, peak > 0 ? 100.0 * flops_tok * tok_s / peak : 0.0);
     }
     cudaCheck(cudaEventDestroy(t0)); cudaCheck(cudaEventDestroy(t1));
+    if (!data_ok) return 1;
+    if (!timed_ms.empty() && comm.rank == 0) {
+        std::vector<float> sorted = timed_ms;
+        std::sort(sorted.begin(), sorted.end());
+        const double med = sorted[sorted.size() / 2], tok_s = tc.total_batch / (med / 1e3);
+        double exposed = 0, comm_ms = 0, bytes = 0;
+        for (const StepResult& r : timed) { exposed += r.exposed_ms; comm_ms += r.comm_ms; bytes += r.comm_bytes; }
+        exposed /= timed.size(); comm_ms /= timed.size(); bytes /= timed.size();
+        // nccl-tests' bus bandwidth: what each link carries, comparable across GPU counts
+        const double algbw = comm_ms > 0 ? bytes / (comm_ms * 1e-3) / 1e9 : 0, busbw = algbw * 2.0 * (comm.world - 1) / comm.world;
+        size_t free_b, total_b;
+        cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+        printf("RESULT precision=%s model=L%dC%d gpus=%d zero=%d B=%d T=%d accum=%d total_batch=%lld steps=%zu median_ms=%.3f "
+               "tok_per_s=%.0f mfu=%.2f exposed_comm_ms=%.3f exposed_comm_pct=%.2f comm_ms=%.3f comm_mb=%.1f busbw_gbs=%.1f "
+               "device_mem_gb=%.2f\n",
+               PRECISION_NAME, m->cfg.num_layers, m->cfg.channels, comm.world, tc.zero, tc.B, tc.T, accum, tc.total_batch,
+               timed_ms.size(), med, tok_s, peak > 0 ? 100.0 * flops_tok * tok_s / peak : 0.0, exposed, 100.0 * exposed / med,
+               comm_ms, bytes / 1e6, busbw, (total_b - free_b) / 1e9);
+    }
     return 0;
 }
 
 int main(int argc, char** argv) {
+    Comm comm;
+    comm_launch(&comm, &argc, &argv);
     TrainConfig tc;
-    if (int r = parse_train_config(&tc, argc, argv)) return r > 0 ? 0 : 1;
+    if (int r = parse_train_config(&tc, argc, argv, comm)) { comm_free(&comm); return r > 0 ? 0 : 1; }
     std::string err;
     DataLoader loader;
-    if (!tc.bench && !dataloader_open(&loader, tc.train, tc.B, tc.T, 0, 1, 50257, &err)) {
-        fprintf(stderr, "error: %s\n", err.c_str());
-        if (tc.train == TrainConfig().train) fprintf(stderr, "prepare the default dataset with: make data\n");
-        return 1;
+    const int accum = (int)(tc.total_batch / ((long long)tc.B * tc.T * comm.world));
+    if (!tc.bench && !dataloader_open(&loader, tc.train, tc.B, tc.T, comm.rank, comm.world, accum, 50257, &err)) {
+        if (tc.train == TrainConfig().train) err += " (prepare the default dataset with: make data)";
+        comm_fail(&comm, err);
     }
+    int devices = 0;
+    cudaCheck(cudaGetDeviceCount(&devices));
     Context ctx;
-    context_create(&ctx, 0);
+    context_create(&ctx, comm.local_rank % devices);
+    if (!comm_init(&comm, tc.rendezvous, &err)) comm_fail(&comm, err);
     GPT2 model;
-    if (!build_model(&model, &ctx, tc, &err)) { fprintf(stderr, "error: %s\n", err.c_str()); return 1; }
-    printf("GPT-2 L=%d NH=%d C=%d (%zu parameters), %s, B=%d T=%d, %lld tokens/step, device %s\n",
-           model.cfg.num_layers, model.cfg.num_heads, model.cfg.channels, model.layout.total, PRECISION_NAME,
-           tc.B, tc.T, tc.total_batch, ctx.props.name);
+    if (!build_model(&model, &ctx, tc, comm, &err)) comm_fail(&comm, err);
+    GradReducer reducer;
+    if (comm.world > 1)
+        grad_reducer_init(&reducer, &comm, &ctx, model.grads, model.layout.total, model.shard, tc.zero, tc.bucket_mb, model.cfg.num_layers + 3);
+    if (comm.rank == 0)
+        printf("GPT-2 L=%d NH=%d C=%d (%zu parameters), %s, %d GPU(s) via %s%s, B=%d T=%d, %lld tokens/step, %s\n"
+               "memory per GPU: weights+grads %.2f GB, optimizer (fp32 master, m, v) %.2f GB%s, activations %.2f GB\n",
+               model.cfg.num_layers, model.cfg.num_heads, model.cfg.channels, model.layout.total, PRECISION_NAME, comm.world,
+               comm.launcher.c_str(), tc.zero ? ", ZeRO-1" : "", tc.B, tc.T, tc.total_batch, ctx.props.name,
+               2.0 * model.padded * sizeof(floatX) / 1e9, 3.0 * (model.shard_hi - model.shard_lo) * sizeof(float) / 1e9,
+               tc.zero ? " (this rank's shard)" : "", model.acts.bytes / 1e9);
     int rc;
     if (tc.bench) {
-        std::mt19937 rng(tc.seed);
+        std::mt19937 rng(tc.seed + 1000 * comm.rank);
         std::vector<int> in((size_t)tc.B * tc.T), tg(in.size());
-        rc = run_steps(&model, &ctx, tc, tc.bench_warmup + tc.bench_steps, tc.bench_warmup, [&](int** i, int** t) {
+        rc = run_steps(&model, &ctx, comm, comm.world > 1 ? &reducer : nullptr, tc, tc.bench_warmup + tc.bench_steps,
+                       tc.bench_warmup, [&](int** i, int** t) {
             for (size_t k = 0; k < in.size(); k++) { in[k] = rng() % model.cfg.vocab_size; tg[k] = rng() % model.cfg.vocab_size; }
             *i = in.data(); *t = tg.data();
             return true;
@@ -487,14 +560,16 @@ int main(int argc, char** argv) {
         size_t epoch_tokens = 0;
         for (size_t n : loader.file_tokens) epoch_tokens += n;
         const int steps = tc.max_steps > 0 ? tc.max_steps : (int)std::max<size_t>(1, epoch_tokens / tc.total_batch);
-        rc = run_steps(&model, &ctx, tc, steps, std::min(steps - 1, 1), [&](int** i, int** t) {
-            if (!dataloader_next(&loader, &err)) { fprintf(stderr, "error: %s\n", err.c_str()); return false; }
+        rc = run_steps(&model, &ctx, comm, comm.world > 1 ? &reducer : nullptr, tc, steps, std::min(steps - 1, 1), [&](int** i, int** t) {
+            if (!dataloader_next(&loader, &err)) comm_fail(&comm, err);
             *i = loader.inputs.data(); *t = loader.targets.data();
             return true;
         });
     }
+    if (comm.world > 1) grad_reducer_free(&reducer);
     gpt2_free(&model);
     context_destroy(&ctx);
+    comm_free(&comm);
     return rc;
 }
 #endif

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Multi-GPU verification on a 2-GPU machine (any N works; N = number of visible GPUs):
+#   1. correctness: 1 GPU vs N GPUs (DDP and ZeRO-1) at the same global batch, same init and
+#      data, 20 steps on tinyshakespeare; loss curves compared step by step (dev/compare_losses.py);
+#   2. throughput at T=1024 and a 524288-token global batch: 1 GPU, N GPUs with and without P2P,
+#      DDP and ZeRO-1 (--bench);
+#   3. the launch without MPI (RANK/WORLD_SIZE/LOCAL_RANK + TCP rendezvous).
+# Binaries prebuilt in build/<precision>/ (dev/device/build.sh); shards in dev_data (make data).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+N=$(nvidia-smi -L | wc -l)
+MPI="mpirun --allow-run-as-root -np $N --bind-to none -x NCCL_NVLS_ENABLE=0 -x NCCL_P2P_DISABLE"
+export NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=${NCCL_P2P_DISABLE:-0}
+sections=${*:-equal bench env}
+has() { [[ " $sections " == *" $1 "* ]]; }
+summary=()
+nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
+if has equal; then
+    for p in ${PRECISIONS:-fp32 bf16}; do
+        bin=build/$p/train_gpt2cu
+        args="-e d12 -b 4 -t 1024 -d $((4 * 1024 * 2 * N)) -x 20 -l 3e-4 --warmup 5 -i dev_data/tinyshakespeare_train.bin"
+        $bin $args > "$OUT/eq_${p}_1gpu.log" 2>&1
+        $MPI $bin $args > "$OUT/eq_${p}_${N}gpu.log" 2>&1
+        $MPI $bin $args --zero 1 > "$OUT/eq_${p}_${N}gpu_zero1.log" 2>&1
+        for v in ${N}gpu ${N}gpu_zero1; do
+            summary+=("equal $p 1gpu vs $v: $(python3 dev/compare_losses.py "$OUT/eq_${p}_1gpu.log" "$OUT/eq_${p}_$v.log")")
+        done
+    done
+fi
+if has bench; then
+    p=${BENCH_PRECISION:-bf16}
+    bin=build/$p/train_gpt2cu
+    args="--bench -b 64 -t 1024 -d 524288 --bench-warmup 2 --bench-steps 6"
+    $bin $args > "$OUT/bench_1gpu.log" 2>&1
+    summary+=("1 GPU:            $(grep ^RESULT "$OUT/bench_1gpu.log" || tail -n 3 "$OUT/bench_1gpu.log")")
+    for p2p in 0 1; do
+        for z in 0 1; do
+            f="$OUT/bench_${N}gpu_p2poff${p2p}_zero$z.log"
+            NCCL_P2P_DISABLE=$p2p $MPI $bin $args --zero $z > "$f" 2>&1
+            summary+=("$N GPU P2P_DISABLE=$p2p zero=$z: $(grep ^RESULT "$f" || tail -n 3 "$f")")
+        done
+    done
+fi
+if has env; then
+    for r in $(seq 0 $((N - 1))); do
+        RANK=$r WORLD_SIZE=$N LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 \
+            build/bf16/train_gpt2cu --bench -b 8 -t 1024 --bench-warmup 1 --bench-steps 3 > "$OUT/env_rank$r.log" 2>&1 &
+    done
+    wait
+    summary+=("env launch: $(grep -h ^RESULT "$OUT"/env_rank*.log || tail -n 3 "$OUT"/env_rank*.log)")
+fi
+echo "================ summary"
+printf '%s\n' "${summary[@]}"

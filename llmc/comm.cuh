@@ -1,0 +1,346 @@
+// Several GPUs: who am I (launch), the NCCL communicator, and the gradient reduction that runs
+// under backward.
+//
+// Launch, one process per GPU, three ways:
+//   mpirun -np N ./train_gpt2cu            MPI gives rank/size; the node-local rank picks the GPU
+//                                          (MPI_Comm_split_type SHARED); the NCCL id goes out by MPI_Bcast
+//   RANK/WORLD_SIZE/LOCAL_RANK (torchrun)  or SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (srun): no MPI
+//                                          needed; the NCCL id is exchanged over TCP with rank 0
+//                                          (MASTER_ADDR:MASTER_PORT) or through a file (--rendezvous file:PATH)
+//   nothing                                one GPU, no NCCL
+//
+// Gradient reduction (the reason this project exists): backward announces each finished range of
+// the one gradient buffer (block L-1 first, the embeddings last). The reducer merges adjacent
+// ranges into buckets of --bucket-mb and, for each full bucket, records an event on the compute
+// stream, makes the communication stream wait for it, and reduces the bucket IN PLACE there,
+// while the compute stream goes on with the blocks below. Before the optimizer the compute
+// stream waits for the last reduction; that wait, timed with two events, is the EXPOSED
+// communication: the part of the all-reduce that backward could not hide.
+//   DDP (--zero 0): ncclAllReduce(ncclAvg) of each bucket: every rank ends with the mean gradient.
+//   ZeRO-1 (--zero 1): rank r owns the contiguous shard [r*S, (r+1)*S) of the (padded) buffer and
+//     keeps master weights and Adam state for it only. Each bucket is reduced (ncclReduce, in
+//     place, grouped) to the owners of its pieces; after AdamW on its shard each rank all-gathers
+//     the updated weights.
+#pragma once
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+#include <chrono>
+#include <thread>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#ifdef USE_MPI
+#include <mpi.h>
+#endif
+#include "common.cuh"
+#include "model.h"
+
+struct Comm {
+    int rank = 0, world = 1, local_rank = 0;
+    std::string launcher = "single";  // "mpi", "env" or "single"
+    cudaStream_t stream = nullptr;    // the communication stream
+#ifdef USE_NCCL
+    ncclComm_t nccl = nullptr;
+#endif
+};
+
+inline int env_int(const char* name, int fallback) {
+    const char* v = getenv(name);
+    return v && *v ? atoi(v) : fallback;
+}
+
+// Finds rank, world size and local rank. Call first thing in main (MPI_Init may look at argv).
+inline void comm_launch(Comm* c, int* argc, char*** argv) {
+    (void)argc; (void)argv;
+    const bool under_mpirun = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
+#ifdef USE_MPI
+    if (under_mpirun) {
+        MPI_Init(argc, argv);
+        MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &c->world);
+        MPI_Comm local;  // the ranks that share this node: our index among them picks the GPU
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
+        MPI_Comm_rank(local, &c->local_rank);
+        MPI_Comm_free(&local);
+        c->launcher = "mpi";
+        return;
+    }
+#else
+    if (under_mpirun && env_int("OMPI_COMM_WORLD_SIZE", 1) > 1) {
+        // a build without MPI under mpirun: use mpirun's environment like the env-var launch
+        c->rank = env_int("OMPI_COMM_WORLD_RANK", 0);
+        c->world = env_int("OMPI_COMM_WORLD_SIZE", 1);
+        c->local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
+        c->launcher = "env";
+        return;
+    }
+#endif
+    if (getenv("WORLD_SIZE")) {
+        c->rank = env_int("RANK", 0); c->world = env_int("WORLD_SIZE", 1); c->local_rank = env_int("LOCAL_RANK", 0);
+        c->launcher = c->world > 1 ? "env" : "single";
+    } else if (getenv("SLURM_NTASKS") && env_int("SLURM_NTASKS", 1) > 1) {
+        c->rank = env_int("SLURM_PROCID", 0); c->world = env_int("SLURM_NTASKS", 1); c->local_rank = env_int("SLURM_LOCALID", 0);
+        c->launcher = "env";
+    }
+}
+
+// Every rank exits with this: MPI ranks must not outlive a failed one (mpirun would wait).
+[[noreturn]] inline void comm_fail(const Comm* c, const std::string& msg) {
+    fprintf(stderr, "rank %d: error: %s\n", c->rank, msg.c_str());
+#ifdef USE_MPI
+    if (c->launcher == "mpi") MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
+    exit(EXIT_FAILURE);
+}
+
+#ifdef USE_NCCL
+// ---------------------------------------------------------------------------------------------
+// NCCL id exchange without MPI.
+
+// Rank 0 listens on port and sends the id to world-1 peers; the others connect (retrying while
+// rank 0 starts) and read it. Times out after `timeout_s`.
+inline bool rendezvous_tcp(const Comm* c, ncclUniqueId* id, const std::string& host, int port, int timeout_s, std::string* err) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    if (c->rank == 0) {
+        int s = socket(AF_INET6, SOCK_STREAM, 0), one = 1, zero = 0;
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+        sockaddr_in6 addr{};
+        addr.sin6_family = AF_INET6; addr.sin6_addr = in6addr_any; addr.sin6_port = htons(port);
+        if (bind(s, (sockaddr*)&addr, sizeof addr) != 0 || listen(s, 1024) != 0) {
+            *err = "rendezvous: cannot listen on port " + std::to_string(port) + ": " + strerror(errno);
+            close(s);
+            return false;
+        }
+        for (int served = 0; served < c->world - 1;) {
+            pollfd p{s, POLLIN, 0};
+            if (poll(&p, 1, 1000) > 0) {
+                int peer = accept(s, nullptr, nullptr);
+                if (peer >= 0) { served += write(peer, id, sizeof *id) == (ssize_t)sizeof *id; close(peer); }
+            }
+            if (std::chrono::steady_clock::now() > deadline) {
+                *err = "rendezvous: only " + std::to_string(served) + " of " + std::to_string(c->world - 1) + " ranks connected within " + std::to_string(timeout_s) + " s";
+                close(s);
+                return false;
+            }
+        }
+        close(s);
+        return true;
+    }
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res) {
+        *err = "rendezvous: cannot resolve MASTER_ADDR '" + host + "'";
+        return false;
+    }
+    bool ok = false;
+    while (!ok && std::chrono::steady_clock::now() < deadline) {
+        int s = socket(res->ai_family, SOCK_STREAM, 0);
+        if (connect(s, res->ai_addr, res->ai_addrlen) == 0) {
+            size_t got = 0;
+            while (got < sizeof *id) { ssize_t n = read(s, (char*)id + got, sizeof *id - got); if (n <= 0) break; got += n; }
+            ok = got == sizeof *id;
+        }
+        close(s);
+        if (!ok) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    freeaddrinfo(res);
+    if (!ok) *err = "rendezvous: no NCCL id from " + host + ":" + std::to_string(port) + " within " + std::to_string(timeout_s) + " s";
+    return ok;
+}
+
+// Rank 0 writes the id to path (via a temporary name, so nobody reads half of it); the others
+// wait for the file. Use a path unique to the run: a file left by an earlier run would be read.
+inline bool rendezvous_file(const Comm* c, ncclUniqueId* id, const std::string& path, int timeout_s, std::string* err) {
+    if (c->rank == 0) {
+        const std::string tmp = path + ".tmp";
+        FILE* f = fopen(tmp.c_str(), "wb");
+        bool ok = f && fwrite(id, sizeof *id, 1, f) == 1;
+        if (f) ok = (fclose(f) == 0) && ok;
+        if (!ok || rename(tmp.c_str(), path.c_str()) != 0) { *err = "rendezvous: cannot write " + path + ": " + strerror(errno); return false; }
+        return true;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    while (std::chrono::steady_clock::now() < deadline) {
+        FILE* f = fopen(path.c_str(), "rb");
+        if (f) {
+            bool ok = fread(id, sizeof *id, 1, f) == 1;
+            fclose(f);
+            if (ok) return true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    *err = "rendezvous: " + path + " did not appear within " + std::to_string(timeout_s) + " s";
+    return false;
+}
+#endif
+
+// Creates the communication stream and, with several ranks, the NCCL communicator. The GPU must
+// be selected already. rendezvous: "tcp" (MASTER_ADDR/MASTER_PORT) or "file:PATH" (env launch).
+inline bool comm_init(Comm* c, const std::string& rendezvous, std::string* err) {
+    cudaCheck(cudaStreamCreate(&c->stream));
+    if (c->world == 1) return true;
+#ifdef USE_NCCL
+    ncclUniqueId id;
+    if (c->rank == 0) ncclCheck(ncclGetUniqueId(&id));
+    if (c->launcher == "mpi") {
+#ifdef USE_MPI
+        MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+#endif
+    } else if (rendezvous.rfind("file:", 0) == 0) {
+        if (!rendezvous_file(c, &id, rendezvous.substr(5), 120, err)) return false;
+    } else if (rendezvous == "tcp") {
+        const char* host = getenv("MASTER_ADDR");
+        if (!rendezvous_tcp(c, &id, host ? host : "127.0.0.1", env_int("MASTER_PORT", 29500), 120, err)) return false;
+    } else {
+        *err = "option --rendezvous: '" + rendezvous + "' is not tcp or file:PATH";
+        return false;
+    }
+    ncclCheck(ncclCommInitRank(&c->nccl, c->world, id, c->rank));
+    return true;
+#else
+    *err = "this build has no NCCL, so it runs on one GPU only (world size " + std::to_string(c->world) + ")";
+    return false;
+#endif
+}
+
+inline void comm_free(Comm* c) {
+#ifdef USE_NCCL
+    if (c->nccl) ncclCheck(ncclCommDestroy(c->nccl));
+#endif
+    if (c->stream) cudaCheck(cudaStreamDestroy(c->stream));
+#ifdef USE_MPI
+    if (c->launcher == "mpi") MPI_Finalize();
+#endif
+}
+
+#ifdef USE_NCCL
+#if defined(ENABLE_FP32)
+constexpr ncclDataType_t NCCL_FLOATX = ncclFloat;
+#elif defined(ENABLE_BF16)
+constexpr ncclDataType_t NCCL_FLOATX = ncclBfloat16;
+#else
+constexpr ncclDataType_t NCCL_FLOATX = ncclHalf;
+#endif
+#endif
+
+// x (n floats, device) = sum over ranks, on `stream`. No-op on one rank.
+inline void comm_sum_floats(const Comm* c, float* x, size_t n, cudaStream_t stream) {
+#ifdef USE_NCCL
+    if (c->world > 1) ncclCheck(ncclAllReduce(x, x, n, ncclFloat, ncclSum, c->nccl, stream));
+#else
+    (void)c; (void)x; (void)n; (void)stream;
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// The gradient reducer (see the top of this file). One per run; begin_step() .. ready()... finish().
+struct GradReducer {
+    const Comm* comm = nullptr;
+    Context* ctx = nullptr;
+    floatX* grads = nullptr;
+    size_t total = 0;          // real parameters
+    size_t shard = 0;          // ZeRO-1: elements per rank (the buffer is padded to world * shard)
+    int zero = 0;
+    size_t bucket_elems = 0;
+    size_t pend_lo = 0, pend_hi = 0;  // the bucket being filled: [pend_lo, pend_hi)
+    std::vector<cudaEvent_t> ready_ev, start_ev, end_ev;  // one per bucket of a step
+    int buckets = 0;           // issued this step
+    cudaEvent_t wait_begin = nullptr, wait_end = nullptr;
+    double bytes = 0;          // reduced this step
+
+    // Results of the last finished step, read after the host synchronized.
+    float exposed_ms() const {
+        float ms = 0;
+        if (buckets) cudaCheck(cudaEventElapsedTime(&ms, wait_begin, wait_end));
+        return ms;
+    }
+    float comm_ms() const {  // time the communication stream spent in collectives
+        float sum = 0;
+        for (int i = 0; i < buckets; i++) { float ms; cudaCheck(cudaEventElapsedTime(&ms, start_ev[i], end_ev[i])); sum += ms; }
+        return sum;
+    }
+};
+
+inline void grad_reducer_init(GradReducer* r, const Comm* comm, Context* ctx, floatX* grads, size_t total, size_t shard,
+                              int zero, double bucket_mb, int max_buckets) {
+    r->comm = comm; r->ctx = ctx; r->grads = grads; r->total = total; r->shard = shard; r->zero = zero;
+    r->bucket_elems = (size_t)(bucket_mb * 1024 * 1024 / sizeof(floatX));
+    for (auto* v : {&r->ready_ev, &r->start_ev, &r->end_ev}) {
+        v->resize(max_buckets);
+        for (auto& e : *v) cudaCheck(cudaEventCreate(&e));
+    }
+    cudaCheck(cudaEventCreate(&r->wait_begin));
+    cudaCheck(cudaEventCreate(&r->wait_end));
+}
+inline void grad_reducer_free(GradReducer* r) {
+    for (auto* v : {&r->ready_ev, &r->start_ev, &r->end_ev}) for (auto& e : *v) cudaCheck(cudaEventDestroy(e));
+    cudaCheck(cudaEventDestroy(r->wait_begin));
+    cudaCheck(cudaEventDestroy(r->wait_end));
+}
+
+inline void grad_reducer_begin_step(GradReducer* r) { r->buckets = 0; r->bytes = 0; r->pend_lo = r->pend_hi = 0; }
+
+// Issues the pending bucket on the communication stream, after what the compute stream has done so far.
+inline void grad_reducer_flush(GradReducer* r) {
+    if (r->pend_hi == r->pend_lo) return;
+    if (r->buckets == (int)r->ready_ev.size()) comm_fail(r->comm, "gradient reducer: more buckets than events");
+    const int i = r->buckets++;
+    const size_t lo = r->pend_lo, hi = std::min(r->pend_hi, r->total);
+    cudaCheck(cudaEventRecord(r->ready_ev[i], r->ctx->stream));
+    cudaCheck(cudaStreamWaitEvent(r->comm->stream, r->ready_ev[i], 0));
+    cudaCheck(cudaEventRecord(r->start_ev[i], r->comm->stream));
+#ifdef USE_NCCL
+    if (r->zero == 0) {
+        ncclCheck(ncclAllReduce(r->grads + lo, r->grads + lo, hi - lo, NCCL_FLOATX, ncclAvg, r->comm->nccl, r->comm->stream));
+    } else {
+        // each piece of the bucket goes to the rank that owns it, in place, averaged there
+        ncclCheck(ncclGroupStart());
+        for (size_t a = lo; a < hi;) {
+            const int owner = (int)(a / r->shard);
+            const size_t b = std::min(hi, (owner + 1) * r->shard);
+            ncclCheck(ncclReduce(r->grads + a, r->grads + a, b - a, NCCL_FLOATX, ncclAvg, owner, r->comm->nccl, r->comm->stream));
+            a = b;
+        }
+        ncclCheck(ncclGroupEnd());
+    }
+#endif
+    cudaCheck(cudaEventRecord(r->end_ev[i], r->comm->stream));
+    r->bytes += (double)(hi - lo) * sizeof(floatX);
+    r->pend_lo = r->pend_hi = 0;
+}
+
+// backward's seam: range [offset, offset+count) of the gradients is final. Ranges arrive from the
+// top of the buffer down, each adjacent to the one before, so a bucket is one contiguous range.
+inline void grad_reducer_ready(GradReducer* r, ElemRange range) {
+    if (r->pend_hi == r->pend_lo) { r->pend_lo = range.offset; r->pend_hi = range.offset + range.count; }
+    else {
+        if (range.offset + range.count != r->pend_lo) comm_fail(r->comm, "gradient reducer: ranges not adjacent");
+        r->pend_lo = range.offset;
+    }
+    if (r->pend_hi - r->pend_lo >= r->bucket_elems) grad_reducer_flush(r);
+}
+
+// After backward's last range: issue the rest, and make the compute stream wait for all of it
+// (the wait is bracketed by events: that interval is the exposed communication).
+inline void grad_reducer_finish(GradReducer* r) {
+    grad_reducer_flush(r);
+    if (r->buckets == 0) return;
+    cudaCheck(cudaEventRecord(r->wait_begin, r->ctx->stream));
+    cudaCheck(cudaStreamWaitEvent(r->ctx->stream, r->end_ev[r->buckets - 1], 0));
+    cudaCheck(cudaEventRecord(r->wait_end, r->ctx->stream));
+}
+
+// ZeRO-1, after the update: every rank's shard of the weights to every rank (in place).
+inline void comm_allgather_params(const Comm* c, floatX* params, size_t shard, cudaStream_t stream) {
+#ifdef USE_NCCL
+    if (c->world > 1) ncclCheck(ncclAllGather(params + (size_t)c->rank * shard, params, shard, NCCL_FLOATX, c->nccl, stream));
+#else
+    (void)c; (void)params; (void)shard; (void)stream;
+#endif
+}
