@@ -72,7 +72,7 @@ UNIT_BINS    := $(patsubst dev/unit/%.cpp,build/unit/%,$(UNIT_SRCS))
 CUDA_CHECKS  := $(patsubst %.cu,%_check,$(wildcard dev/cuda/*.cu))
 
 .PHONY: all data test unit cuda-checks clean info
-all: train_gpt2cu test_gpt2cu data/tokenize
+all: train_gpt2cu test_gpt2cu data/tokenize dev/interconnect
 
 info:
 	@echo "PRECISION=$(PRECISION) GPU_ARCH=$(GPU_ARCH) found: $(or $(FOUND),nothing optional)"
@@ -87,6 +87,9 @@ dev/cuda/%_check: dev/cuda/%.cu $(LLMC_HEADERS) dev/cuda/check.cuh
 	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
 
 cuda-checks: $(CUDA_CHECKS)
+
+dev/interconnect: dev/interconnect.cu llmc/common.cuh
+	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
 
 data/tokenize: data/tokenize.cpp $(wildcard data/*.h) llmc/tokenizer.h llmc/shards.h
 	$(CXX) $(CXXFLAGS) $(PCRE2_CFLAGS) $< $(PCRE2_LIBS) -o $@
@@ -109,4 +112,4 @@ test: $(UNIT_BINS) data/tokenize
 	@bash dev/run_tests.sh $(UNIT_BINS)
 
 clean:
-	rm -rf build train_gpt2cu test_gpt2cu data/tokenize $(CUDA_CHECKS)
+	rm -rf build train_gpt2cu test_gpt2cu data/tokenize dev/interconnect $(CUDA_CHECKS)

@@ -500,19 +500,21 @@ int run_steps(GPT2* m, Context* ctx, const Comm& comm, GradReducer* reducer, con
         std::vector<float> sorted = timed_ms;
         std::sort(sorted.begin(), sorted.end());
         const double med = sorted[sorted.size() / 2], tok_s = tc.total_batch / (med / 1e3);
-        double exposed = 0, comm_ms = 0, bytes = 0;
-        for (const StepResult& r : timed) { exposed += r.exposed_ms; comm_ms += r.comm_ms; bytes += r.comm_bytes; }
-        exposed /= timed.size(); comm_ms /= timed.size(); bytes /= timed.size();
+        double exposed = 0, comm_ms = 0, bytes = 0, fwd = 0, bwd = 0, opt = 0;
+        for (const StepResult& r : timed) {
+            exposed += r.exposed_ms; comm_ms += r.comm_ms; bytes += r.comm_bytes; fwd += r.fwd_ms; bwd += r.bwd_ms; opt += r.update_ms;
+        }
+        for (double* v : {&exposed, &comm_ms, &bytes, &fwd, &bwd, &opt}) *v /= timed.size();
         // nccl-tests' bus bandwidth: what each link carries, comparable across GPU counts
         const double algbw = comm_ms > 0 ? bytes / (comm_ms * 1e-3) / 1e9 : 0, busbw = algbw * 2.0 * (comm.world - 1) / comm.world;
         size_t free_b, total_b;
         cudaCheck(cudaMemGetInfo(&free_b, &total_b));
         printf("RESULT precision=%s model=L%dC%d gpus=%d zero=%d B=%d T=%d accum=%d total_batch=%lld steps=%zu median_ms=%.3f "
-               "tok_per_s=%.0f mfu=%.2f exposed_comm_ms=%.3f exposed_comm_pct=%.2f comm_ms=%.3f comm_mb=%.1f busbw_gbs=%.1f "
-               "device_mem_gb=%.2f\n",
+               "tok_per_s=%.0f mfu=%.2f fwd_ms=%.3f bwd_ms=%.3f opt_ms=%.3f exposed_comm_ms=%.3f exposed_comm_pct=%.2f "
+               "comm_ms=%.3f comm_mb=%.1f busbw_gbs=%.1f device_mem_gb=%.2f\n",
                PRECISION_NAME, m->cfg.num_layers, m->cfg.channels, comm.world, tc.zero, tc.B, tc.T, accum, tc.total_batch,
-               timed_ms.size(), med, tok_s, peak > 0 ? 100.0 * flops_tok * tok_s / peak : 0.0, exposed, 100.0 * exposed / med,
-               comm_ms, bytes / 1e6, busbw, (total_b - free_b) / 1e9);
+               timed_ms.size(), med, tok_s, peak > 0 ? 100.0 * flops_tok * tok_s / peak : 0.0, fwd, bwd, opt, exposed,
+               100.0 * exposed / med, comm_ms, bytes / 1e6, busbw, (total_b - free_b) / 1e9);
     }
     return 0;
 }

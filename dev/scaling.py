@@ -1,0 +1,231 @@
+"""The scaling table: is communication what makes more GPUs slow?
+
+Runs train_gpt2cu --bench for 1, 2, ... GPUs, several blocks (sequence lengths), reduction types
+(DDP, DDP with NCCL_P2P_DISABLE=1, ZeRO-1) and micro-batch settings:
+  seed:   4 sequences per GPU, no accumulation (the global batch grows with the GPUs);
+  global: a fixed 524288-token global batch, 64K tokens per micro-batch, accumulation as needed.
+Prints the table (markdown), ratios against the 1-GPU row of each group, exposed communication
+and achieved bus bandwidth; writes CSV and PNG; and puts next to every row what an alpha-beta
+model of ring all-reduce predicts from the 1-GPU row and the interconnect probe's fit.
+
+  python3 dev/scaling.py --bin build/bf16/train_gpt2cu --probe dev/interconnect --out dev/scaling
+  python3 dev/scaling.py --gpus 1 --predict 8,16,32 --link-gbs 50 --alpha-us 30
+      (measures only the 1-GPU rows, then predicts N GPUs whose slowest link (e.g. between
+       nodes) carries --link-gbs of bus bandwidth)
+Multi-node rows: pass --mpirun-args "--hostfile hosts" and --gpus 16 (the ranks span the nodes).
+"""
+import argparse
+import csv
+import os
+import re
+import subprocess
+import sys
+
+GLOBAL_BATCH = 524288
+MICRO_TOKENS = 65536
+TYPES = {"ddp": ("DDP", {}, []), "ddp_nop2p": ("DDP, P2P off", {"NCCL_P2P_DISABLE": "1"}, []),
+         "zero1": ("ZeRO-1", {}, ["--zero", "1"])}
+
+
+# ---------------------------------------------------------------------------------------------
+# The predictor (no GPU needed; dev/unit/test_predict.py tests it).
+def gpt2_ranges(L=12, C=768, Vp=50304, maxT=1024, bytes_per=2):
+    """Gradient ranges in the order backward finishes them: (name, bytes, fraction of backward
+    compute done when it is ready). Backward = lm head (+ LN_f), L equal blocks, the embeddings."""
+    block = 12 * C * C + 13 * C
+    head = 4 * C * Vp                            # lm-head dgrad + wgrad FLOPs per token
+    blk = 48 * C * C + 5 * maxT * C              # one block's backward FLOPs per token (incl. attention)
+    total = head + L * blk
+    out = [("lnf", 2 * C * bytes_per, head / total)]
+    for i in range(L):
+        out.append((f"block{L - 1 - i}", block * bytes_per, (head + (i + 1) * blk) / total))
+    out.append(("embeddings", (Vp + maxT) * C * bytes_per, 1.0))
+    return out
+
+
+def predict_step_ms(one_gpu, n, accum_n, alpha_us, busbw_gbs, bucket_mb=16.0, zero=False, ranges=None):
+    """Step time on n GPUs from a 1-GPU measurement.
+    one_gpu: dict with fwd, bwd, opt (ms) per MICRO-step for fwd/bwd and per step for opt.
+    Ring all-reduce of s bytes: alpha + s * 2(n-1)/n / busbw. Buckets go out when backward of the
+    last micro-step has produced them, one after another on the comm stream; what is left after
+    backward ends is exposed. ZeRO-1 adds the exposed all-gather of the weights after the update."""
+    ranges = ranges or gpt2_ranges()
+    f, b, opt = one_gpu["fwd"], one_gpu["bwd"], one_gpu["opt"]
+    compute = accum_n * (f + b) + opt
+    if n == 1:
+        return compute, 0.0
+    link = 2.0 * (n - 1) / n / (busbw_gbs * 1e9) * 1e3      # ms per byte
+    alpha = alpha_us * 1e-3
+    comm_free, pending, start_of_last_bwd = 0.0, 0, accum_n * (f + b) - b
+    t_ready = start_of_last_bwd
+    for _, nbytes, frac in ranges:
+        pending += nbytes
+        t_ready = start_of_last_bwd + frac * b
+        if pending >= bucket_mb * 2 ** 20 or frac == 1.0:
+            comm_free = max(comm_free, t_ready) + alpha + pending * link
+            pending = 0
+    exposed = max(0.0, comm_free - (start_of_last_bwd + b)) + alpha     # + the loss all-reduce
+    if zero:
+        total_bytes = sum(r[1] for r in ranges)
+        exposed += alpha + total_bytes * link / 2                       # all-gather moves half of an all-reduce
+    return compute + exposed, exposed
+
+
+# ---------------------------------------------------------------------------------------------
+# Running.
+def parse_result(text):
+    m = re.search(r"^RESULT (.*)$", text, re.M)
+    if not m:
+        return None
+    out = {}
+    for kv in m.group(1).split():
+        k, v = kv.split("=", 1)
+        try:
+            out[k] = float(v)
+        except ValueError:
+            out[k] = v
+    return out
+
+
+def run_config(a, n, T, mode, typ):
+    B = 4 if mode == "seed" else MICRO_TOKENS // T
+    d = B * T * n if mode == "seed" else GLOBAL_BATCH
+    label, env_extra, args_extra = TYPES[typ]
+    cmd = [a.bin, "--bench", "-b", str(B), "-t", str(T), "-d", str(d), "--bench-warmup", str(a.warmup),
+           "--bench-steps", str(a.steps), "-e", a.model] + args_extra
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0", **env_extra)
+    if n > 1:
+        pre = ["mpirun", "--allow-run-as-root", "-np", str(n), "--bind-to", "none", "-x", "NCCL_NVLS_ENABLE"]
+        pre += [x for k in env_extra for x in ("-x", k)] + a.mpirun_args.split()
+        cmd = pre + cmd
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    r = parse_result(p.stdout)
+    if r is None:
+        print(f"  FAILED: {' '.join(cmd)}\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}", file=sys.stderr)
+        return None
+    r.update(gpus=n, T=T, mode=mode, type=typ, label=label, B=B)
+    print(f"  {n} GPU {label:12s} T={T:5d} {mode:6s}: {r['median_ms']:9.2f} ms  {r['tok_per_s']:10.0f} tok/s  "
+          f"exposed {r['exposed_comm_pct']:.2f}%", flush=True)
+    return r
+
+
+def probe_fit(a, n, p2p_disable):
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0", NCCL_P2P_DISABLE="1" if p2p_disable else "0")
+    p = subprocess.run([a.probe, "--no-p2p-matrix", "--max-mb", "512"], env=env, capture_output=True, text=True)
+    m = re.search(r"ALLREDUCE_FIT .*alpha_us=([0-9.]+) busbw_gbs=([0-9.]+)", p.stdout)
+    if not m:
+        print(f"probe failed:\n{p.stdout[-800:]}{p.stderr[-800:]}", file=sys.stderr)
+        return None
+    return float(m.group(1)), float(m.group(2))
+
+
+def write_outputs(rows, out):
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    keys = ["model", "gpus", "T", "mode", "label", "B", "accum", "total_batch", "median_ms", "samples_per_s", "tok_per_s",
+            "ratio", "efficiency", "exposed_comm_pct", "busbw_gbs", "pred_tok_per_s", "pred_err_pct", "device_mem_gb"]
+    with open(out + ".csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    lines = ["| model | GPUs | block | micro-batch / global batch | type | step ms | samples/s | ratio to 1 GPU | efficiency "
+             "| exposed comm | busbw GB/s | predicted samples/s (err) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['gpus']} | {r['T']} | {r['B']} x {r['accum']:.0f} / {r['total_batch']:.0f} tok | "
+                     f"{r['label']} | {r['median_ms']:.1f} | {r['samples_per_s']:.0f} | {r['ratio']:.2f} | "
+                     f"{100 * r['efficiency']:.1f} % | {r['exposed_comm_pct']:.1f} % | {r['busbw_gbs']:.0f} | "
+                     f"{r['pred_tok_per_s'] / r['T']:.0f} ({r['pred_err_pct']:+.1f} %) |")
+    with open(out + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(11, 4.5))
+        multi = [r for r in rows if r["gpus"] > 1]
+        names = [f"{r['gpus']}g {r['label']}\nT={r['T']} {r['mode']}" for r in multi]
+        ax.bar(range(len(multi)), [100 * r["efficiency"] for r in multi], color="tab:blue", label="measured")
+        ax.plot(range(len(multi)), [100 * r["pred_tok_per_s"] / (r["gpus"] * r["base_tok_per_s"]) for r in multi], "o",
+                color="tab:orange", label="predicted (alpha-beta)")
+        ax.set_xticks(range(len(multi)))
+        ax.set_xticklabels(names, fontsize=6, rotation=60, ha="right")
+        ax.set_ylabel("scaling efficiency, % of N x 1 GPU")
+        ax.set_ylim(0, 110)
+        ax.axhline(100, color="gray", lw=0.5)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out + ".png", dpi=130)
+    except ImportError:
+        print("matplotlib not installed: no PNG")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default="./train_gpt2cu")
+    ap.add_argument("--probe", default="dev/interconnect")
+    ap.add_argument("--model", default="d12")
+    ap.add_argument("--gpus", default="")
+    ap.add_argument("--blocks", default="128,512,1024")
+    ap.add_argument("--modes", default="seed,global")
+    ap.add_argument("--types", default="ddp,ddp_nop2p,zero1")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--mpirun-args", default="")
+    ap.add_argument("--out", default="dev/scaling")
+    ap.add_argument("--predict", default="", help="GPU counts to predict from the 1-GPU rows (e.g. 8,16)")
+    ap.add_argument("--link-gbs", type=float, default=25.0, help="--predict: bus bandwidth of the slowest link, GB/s")
+    ap.add_argument("--alpha-us", type=float, default=30.0, help="--predict: all-reduce latency, us")
+    args = ap.parse_args()
+    visible = int(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU "))
+    gpus = [int(g) for g in args.gpus.split(",")] if args.gpus else [g for g in (1, 2, 4, 8) if g <= visible]
+    fits = {}
+    for n in gpus:
+        if n > 1:
+            for typ in args.types.split(","):
+                nop2p = typ == "ddp_nop2p"
+                if (n, nop2p) not in fits:
+                    fits[(n, nop2p)] = probe_fit(args, n, nop2p)
+                    print(f"probe {n} GPUs P2P_DISABLE={int(nop2p)}: alpha {fits[(n, nop2p)][0]:.1f} us, busbw {fits[(n, nop2p)][1]:.1f} GB/s")
+    rows = []
+    for T in [int(t) for t in args.blocks.split(",")]:
+        for mode in args.modes.split(","):
+            base = run_config(args, 1, T, mode, "ddp")
+            if base is None:
+                continue
+            one = {"fwd": base["fwd_ms"] / base["accum"], "bwd": base["bwd_ms"] / base["accum"], "opt": base["opt_ms"]}
+            group = [base]
+            for n in gpus[1:]:
+                for typ in args.types.split(","):
+                    r = run_config(args, n, T, mode, typ)
+                    if r:
+                        group.append(r)
+            for r in group:
+                n = int(r["gpus"])
+                if n == 1:
+                    pred_ms = base["median_ms"]
+                else:
+                    alpha, busbw = fits[(n, r["type"] == "ddp_nop2p")]
+                    pred_ms, _ = predict_step_ms(one, n, r["accum"], alpha, busbw, zero=r["type"] == "zero1",
+                                                 ranges=gpt2_ranges(maxT=T))
+                r["model"] = args.model
+                r["samples_per_s"] = r["tok_per_s"] / T
+                r["base_tok_per_s"] = base["tok_per_s"]
+                # the seed's ratio: throughput (samples/s) relative to the group's 1-GPU row
+                r["ratio"] = r["tok_per_s"] / base["tok_per_s"]
+                r["efficiency"] = r["ratio"] / n
+                r["pred_tok_per_s"] = r["total_batch"] / (pred_ms * 1e-3)
+                r["pred_err_pct"] = 100 * (r["pred_tok_per_s"] - r["tok_per_s"]) / r["tok_per_s"]
+                rows.append(r)
+            for n in [int(x) for x in args.predict.split(",") if x]:
+                accum = max(1, base["total_batch"] / (base["B"] * T * n)) if mode == "global" else 1
+                ms, exposed = predict_step_ms(one, n, accum, args.alpha_us, args.link_gbs, ranges=gpt2_ranges(maxT=T))
+                batch = GLOBAL_BATCH if mode == "global" else base["B"] * T * n
+                print(f"predicted {n:4d} GPUs T={T} {mode}: {ms:8.1f} ms/step, {batch / ms * 1e3:10.0f} tok/s, "
+                      f"efficiency {100 * batch / ms * 1e3 / (n * base['tok_per_s']):5.1f} %, exposed comm {exposed:.1f} ms "
+                      f"(link {args.link_gbs} GB/s, alpha {args.alpha_us} us)")
+    write_outputs(rows, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""Unit test of dev/scaling.py's alpha-beta predictor (no GPU, no third-party packages)."""
+import os
+import sys
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from scaling import gpt2_ranges, predict_step_ms  # noqa: E402
+
+passed = failed = 0
+def check(ok, name):
+    global passed, failed
+    passed, failed = passed + ok, failed + (not ok)
+    print(("PASS " if ok else "FAIL ") + name)
+
+one = {"fwd": 40.0, "bwd": 80.0, "opt": 1.0}
+r = gpt2_ranges()
+check(abs(sum(b for _, b, _ in r) - 2 * 124475904) < 1, "ranges cover every parameter once (bf16 bytes)")
+check(all(r[i][2] <= r[i + 1][2] for i in range(len(r) - 1)) and r[-1][2] == 1.0, "ranges ready in backward order")
+ms, exp = predict_step_ms(one, 1, 8, 10, 300)
+check(ms == 8 * 120 + 1 and exp == 0, "1 GPU: compute only")
+ms, exp = predict_step_ms(one, 2, 4, 10, 1e6)
+check(abs(ms - (4 * 120 + 1)) < 0.1 and exp < 0.1, "infinite bandwidth: perfect scaling")
+ms_fast, _ = predict_step_ms(one, 2, 4, 10, 300)
+ms_slow, exp_slow = predict_step_ms(one, 2, 4, 10, 1)
+check(ms_slow > ms_fast and exp_slow > 200, "slow link: communication exposed")
+_, exp_last = predict_step_ms(one, 2, 4, 0, 28.5)
+emb = r[-1][1] / 28.5e9 * 1e3
+check(exp_last >= emb * 0.99, "the embeddings' bucket, ready last, is always exposed")
+_, z = predict_step_ms(one, 2, 4, 10, 300, zero=True)
+_, d = predict_step_ms(one, 2, 4, 10, 300, zero=False)
+check(z > d, "ZeRO-1 adds the all-gather")
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
