@@ -27,82 +27,15 @@
 #include "llmc/norm.cuh"
 #include "llmc/adamw.cuh"
 #include "llmc/loss_scale.h"
+#include "llmc/activations.cuh"
 #include "llmc/checkpoint.h"
 #include "llmc/comm.cuh"
 #include "llmc/dataloader.h"
-#include "llmc/options.h"
-#include "llmc/schedule.h"
+#include "llmc/logger.h"
+#include "llmc/sampler.h"
 #include "llmc/timing.h"
-
-// ----------------------------------------------------------------------------------------------
-// Activations: everything forward saves for backward, plus backward's scratch, in ONE allocation.
-struct Activations {
-    // (L, ...) one slice per block
-    floatX *ln1, *qkv, *atty, *residual2, *ln2, *fch, *fch_gelu, *residual3;
-    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
-    float *att;                // attention's saved state (attention_state_elems per block)
-    // once per model
-    floatX *encoded;           // (B,T,C) embedding output = block 0's input
-    floatX *lnf;               // (B,T,C)
-    float *lnf_mean, *lnf_rstd;// (B,T)
-    floatX *logits;            // (B,T,Vp), overwritten in place by dlogits
-    float *losses;             // (B,T)
-    floatX *proj_out;          // (B,T,C) output of the two projection matmuls before the residual add
-    // backward scratch
-    floatX *dresidual;         // (B,T,C) gradient of the residual stream, accumulated block by block
-    floatX *dbtc;              // (B,T,C) gradient of an LN output / attention output
-    floatX *dbig;              // (B,T,4C) gradient of fch, or of qkv (3C)
-    void *att_scratch;         // attention_scratch_bytes
-    void* memory;
-    size_t bytes;
-};
-
-// One block's activations: the ONE place that slices them, used by forward and backward.
-struct BlockActs {
-    floatX* input;                      // (B,T,C) residual stream entering the block
-    floatX* ln1; float *ln1_mean, *ln1_rstd;
-    floatX* qkv;                        // (B,T,3C)
-    floatX* atty;                       // (B,T,C) attention output, heads concatenated
-    float* att;                         // attention's saved state
-    floatX* residual2;                  // (B,T,C) input + attention branch
-    floatX* ln2; float *ln2_mean, *ln2_rstd;
-    floatX* fch;                        // (B,T,4C) fc output before GELU
-    floatX* fch_gelu;                   // (B,T,4C)
-    floatX* residual3;                  // (B,T,C) block output
-};
-inline BlockActs block_acts(const Activations& a, const GPT2Config& c, int B, int T, int l) {
-    const size_t btc = (size_t)B * T * c.channels, bt = (size_t)B * T;
-    const size_t att = attention_state_elems(B, T, c.num_heads);
-    return {l == 0 ? a.encoded : a.residual3 + (l - 1) * btc,
-            a.ln1 + l * btc, a.ln1_mean + l * bt, a.ln1_rstd + l * bt,
-            a.qkv + l * 3 * btc, a.atty + l * btc, a.att + l * att, a.residual2 + l * btc,
-            a.ln2 + l * btc, a.ln2_mean + l * bt, a.ln2_rstd + l * bt,
-            a.fch + l * 4 * btc, a.fch_gelu + l * 4 * btc, a.residual3 + l * btc};
-}
-
-inline void activations_alloc(Activations* a, const GPT2Config& c, int B, int T) {
-    const size_t L = c.num_layers, btc = (size_t)B * T * c.channels, bt = (size_t)B * T;
-    struct Item { void** ptr; size_t bytes; };
-    const size_t X = sizeof(floatX), F = sizeof(float);
-    const Item items[] = {
-        {(void**)&a->ln1, L * btc * X}, {(void**)&a->qkv, L * 3 * btc * X}, {(void**)&a->atty, L * btc * X},
-        {(void**)&a->att, L * attention_state_elems(B, T, c.num_heads) * F},
-        {(void**)&a->residual2, L * btc * X}, {(void**)&a->ln2, L * btc * X},
-        {(void**)&a->fch, L * 4 * btc * X}, {(void**)&a->fch_gelu, L * 4 * btc * X}, {(void**)&a->residual3, L * btc * X},
-        {(void**)&a->ln1_mean, L * bt * F}, {(void**)&a->ln1_rstd, L * bt * F},
-        {(void**)&a->ln2_mean, L * bt * F}, {(void**)&a->ln2_rstd, L * bt * F},
-        {(void**)&a->encoded, btc * X}, {(void**)&a->lnf, btc * X}, {(void**)&a->lnf_mean, bt * F}, {(void**)&a->lnf_rstd, bt * F},
-        {(void**)&a->logits, bt * c.padded_vocab_size * X}, {(void**)&a->losses, bt * F}, {(void**)&a->proj_out, btc * X},
-        {(void**)&a->dresidual, btc * X}, {(void**)&a->dbtc, btc * X}, {(void**)&a->dbig, 4 * btc * X},
-        {(void**)&a->att_scratch, attention_scratch_bytes(B, T, c.channels, c.num_heads)},
-    };
-    auto align = [](size_t n) { return (n + 255) / 256 * 256; };  // every tensor 256-byte aligned
-    a->bytes = 0;
-    for (const Item& it : items) a->bytes += align(it.bytes);
-    cudaCheck(cudaMalloc(&a->memory, a->bytes));
-    char* p = (char*)a->memory;
-    for (const Item& it : items) { *it.ptr = p; p += align(it.bytes); }
-}
+#include "llmc/tokenizer.h"
+#include "llmc/train_config.h"
 
 // ----------------------------------------------------------------------------------------------
 // The model: parameters and the four parameter-shaped buffers, activations, per-step scalars.
@@ -131,13 +64,13 @@ struct GPT2 {
 
 // Allocates everything for cfg and micro-batch (B,T); with zero = 1 the optimizer state only for
 // rank's shard of `world`. The weights are left to gpt2_init_*.
-void gpt2_build(GPT2* m, const GPT2Config& cfg, int B, int T, int rank = 0, int world = 1, int zero = 0) {
+void gpt2_build(GPT2* m, const GPT2Config& cfg, int B, int T, int rank = 0, int world = 1, int zero = 0, int recompute = 0) {
     m->cfg = cfg; m->layout = param_layout(cfg); m->B = B; m->T = T;
     m->padded = ceil_div(m->layout.total, (size_t)world * 8) * world * 8;
     m->shard = m->padded / world;
     m->shard_lo = zero ? (size_t)rank * m->shard : 0;
     m->shard_hi = zero ? std::min(m->shard_lo + m->shard, m->layout.total) : m->layout.total;
-    const size_t n = m->padded, ns = m->shard_hi - m->shard_lo;
+    const size_t n = m->padded, ns = zero ? m->shard : m->layout.total;  // optimizer state: a whole shard
     cudaCheck(cudaMalloc(&m->params, n * sizeof(floatX)));
     cudaCheck(cudaMalloc(&m->grads, n * sizeof(floatX)));
     cudaCheck(cudaMemset(m->params, 0, n * sizeof(floatX)));
@@ -148,7 +81,8 @@ void gpt2_build(GPT2* m, const GPT2Config& cfg, int B, int T, int rank = 0, int 
     cudaCheck(cudaMemset(m->adam_m, 0, ns * sizeof(float)));
     cudaCheck(cudaMemset(m->adam_v, 0, ns * sizeof(float)));
     cudaCheck(cudaMemset(m->grads, 0, n * sizeof(floatX)));
-    activations_alloc(&m->acts, cfg, B, T);
+    if ((void*)m->master != (void*)m->params) cudaCheck(cudaMemset(m->master, 0, ns * sizeof(float)));
+    activations_alloc(&m->acts, cfg, B, T, recompute);
     cudaCheck(cudaMalloc(&m->d_inputs, (size_t)B * T * sizeof(int)));
     cudaCheck(cudaMalloc(&m->d_targets, (size_t)B * T * sizeof(int)));
     token_buckets_create(&m->buckets, B * T, cfg.padded_vocab_size);
@@ -214,6 +148,42 @@ bool gpt2_init_from_file(GPT2* m, Context* ctx, const std::string& path, std::st
     return true;
 }
 
+// The optimizer state of the whole model on the host (fp32, layer-major, layout.total each):
+// master weights, Adam m and v. In ZeRO-1 every rank holds a shard, so the shards are all-gathered
+// first (a collective: every rank must call this).
+void gpt2_gather_state(GPT2* m, Context* ctx, const Comm* comm, int zero, std::vector<float>* master,
+                       std::vector<float>* adam_m, std::vector<float>* adam_v) {
+    const size_t n = m->layout.total;
+    float* full = nullptr;
+    if (zero) cudaCheck(cudaMalloc(&full, m->padded * sizeof(float)));
+    const std::pair<const float*, std::vector<float>*> parts[3] = {{m->master, master}, {m->adam_m, adam_m}, {m->adam_v, adam_v}};
+    for (auto [src, dst] : parts) {
+        dst->resize(n);
+        if (zero) {
+#ifdef USE_NCCL
+            ncclCheck(ncclAllGather(src, full, m->shard, ncclFloat, comm->nccl, ctx->stream));
+#endif
+            src = full;
+        }
+        cudaCheck(cudaMemcpyAsync(dst->data(), src, n * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream));
+        cudaCheck(cudaStreamSynchronize(ctx->stream));
+    }
+    if (full) cudaCheck(cudaFree(full));
+}
+
+// The inverse, for resuming: every rank takes its part of the full host state.
+void gpt2_set_state(GPT2* m, Context* ctx, const std::vector<float>& master, const std::vector<float>& adam_m,
+                    const std::vector<float>& adam_v) {
+    float* w;
+    cudaCheck(cudaMalloc(&w, master.size() * sizeof(float)));
+    cudaCheck(cudaMemcpy(w, master.data(), master.size() * sizeof(float), cudaMemcpyHostToDevice));
+    gpt2_set_weights(m, ctx, w);
+    cudaCheck(cudaFree(w));
+    const size_t count = m->shard_hi - m->shard_lo;
+    cudaCheck(cudaMemcpy(m->adam_m, adam_m.data() + m->shard_lo, count * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(m->adam_v, adam_v.data() + m->shard_lo, count * sizeof(float), cudaMemcpyHostToDevice));
+}
+
 // Uploads a micro-batch (inputs/targets in pageable host memory, B*T each; see TokenBuckets for
 // why pageable) and groups the tokens for the deterministic embedding backward. Stream-ordered:
 // the previous micro-step's kernels finish before these buffers change on the device.
@@ -225,11 +195,12 @@ void gpt2_set_batch(GPT2* m, Context* ctx, const int* inputs, const int* targets
 }
 
 // ----------------------------------------------------------------------------------------------
-// Forward: logits for the uploaded batch. With targets, per-token losses (and loss_sum += their
-// sum); with dloss != 0 the logits are replaced by dloss * dloss/dlogits, ready for backward.
-void gpt2_forward(GPT2* m, Context* ctx, bool with_targets, float dloss) {
+// Forward: logits for the uploaded batch of B x T tokens (at most what was allocated; sampling
+// runs B=1). With targets, per-token losses (and loss_sum += their sum); with dloss != 0 the
+// logits are replaced by dloss * dloss/dlogits, ready for backward (which needs B, T = m->B, m->T).
+void gpt2_forward(GPT2* m, Context* ctx, int B, int T, bool with_targets, float dloss) {
     const GPT2Config& c = m->cfg;
-    const int B = m->B, T = m->T, C = c.channels, NH = c.num_heads, L = c.num_layers, BT = B * T;
+    const int C = c.channels, NH = c.num_heads, L = c.num_layers, BT = B * T;
     Activations& a = m->acts;
     HeadTailTensors<floatX> head = head_tail_tensors(m->params, c, m->layout);
 
@@ -287,6 +258,8 @@ void gpt2_backward(GPT2* m, Context* ctx, const GradReadyFn& ready) {
         BlockTensors<floatX> dw = block_tensors(m->grads, c, m->layout, l);
         BlockActs x = block_acts(a, c, B, T, l);
         // dresidual = d(residual3). MLP branch: fcproj, then fc with GELU' fused into the dgrad.
+        if (a.recompute >= 1) gelu_forward(ctx, x.fch_gelu, x.fch, (size_t)BT * 4 * C);
+        if (a.recompute >= 2) layernorm_apply(ctx, x.ln2, x.residual2, x.ln2_mean, x.ln2_rstd, w.ln2w, w.ln2b, BT, C);
         matmul_backward(ctx, a.dbig, dw.fcprojw, dw.fcprojb, a.dresidual, x.fch_gelu, w.fcprojw, BT, 4 * C, C,
                         /*pre_gelu=*/x.fch);
         matmul_backward(ctx, a.dbtc, dw.fcw, dw.fcb, a.dbig, x.ln2, w.fcw, BT, C, 4 * C);
@@ -294,6 +267,7 @@ void gpt2_backward(GPT2* m, Context* ctx, const GradReadyFn& ready) {
         // dresidual = d(residual2). Attention branch.
         matmul_backward(ctx, a.dbtc, dw.attprojw, dw.attprojb, a.dresidual, x.atty, w.attprojw, BT, C, C);
         attention_backward(ctx, a.dbig, a.dbtc, x.qkv, x.atty, x.att, a.att_scratch, B, T, C, NH);
+        if (a.recompute >= 2) layernorm_apply(ctx, x.ln1, x.input, x.ln1_mean, x.ln1_rstd, w.ln1w, w.ln1b, BT, C);
         matmul_backward(ctx, a.dbtc, dw.qkvw, dw.qkvb, a.dbig, x.ln1, w.qkvw, BT, C, 3 * C);
         layernorm_backward(ctx, a.dresidual, dw.ln1w, dw.ln1b, a.dbtc, x.input, w.ln1w, x.ln1_mean, x.ln1_rstd, BT, C);
         // dresidual = d(block input). Block l's gradients are final.
@@ -349,7 +323,7 @@ StepResult gpt2_train_step(GPT2* m, Context* ctx, int accum, const std::function
         int *inputs, *targets;
         next_batch(i, &inputs, &targets);
         gpt2_set_batch(m, ctx, inputs, targets);
-        gpt2_forward(m, ctx, true, dloss);
+        gpt2_forward(m, ctx, m->B, m->T, true, dloss);
         cudaCheck(cudaEventRecord(ev[2 * i + 1], ctx->stream));
         gpt2_backward(m, ctx, i == accum - 1 ? ready : GradReadyFn());
         cudaCheck(cudaEventRecord(ev[2 * i + 2], ctx->stream));
@@ -380,73 +354,26 @@ StepResult gpt2_train_step(GPT2* m, Context* ctx, int accum, const std::function
 
 #ifndef TESTING
 // ----------------------------------------------------------------------------------------------
-// The command line: ONE table drives both the parser and --help.
-struct TrainConfig {
-    std::string model = "d12";                      // descriptor or model file
-    std::string train = "dev_data/tinyshakespeare_train.bin";
-    int B = 8, T = 1024;
-    long long total_batch = 0;                      // tokens per step over all GPUs; 0: B*T*GPUs
-    LRSchedule sched;
-    int max_steps = -1;                             // -1: one epoch of the training data
-    float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f, grad_clip = 1.0f;
-    int seed = 42;
-    int zero = 0;                                   // ZeRO stage: 0 (DDP) or 1
-    float bucket_mb = 16.0f;                        // gradient all-reduce bucket size
-    std::string rendezvous = "tcp";                 // NCCL id exchange of an env-var launch
-    bool bench = false;
-    int bench_warmup = 5, bench_steps = 20;
+// A training run: what main sets up, and the phases of the loop.
+struct Run {
+    TrainConfig tc;
+    Comm comm;
+    Context ctx;
+    GPT2 model;
+    GradReducer reducer;
+    bool reduce = false;             // several GPUs: the reducer is in use
+    DataLoader train, val;
+    TokenizerDecoder tok;
+    bool have_tok = false;
+    Logger log;
+    LossScaler scaler;
+    uint64_t sample_rng = 0;
+    int step = 0, steps = 0, accum = 1;
 };
 
-std::vector<Option> train_options(TrainConfig* c) {
-    return {
-        {"model", 'e', OPT_STRING, &c->model, "d12|d24|d36|d48 (new model) or a model file to start from"},
-        {"train", 'i', OPT_STRING, &c->train, "training token shards (glob)"},
-        {"batch", 'b', OPT_INT, &c->B, "micro-batch size per GPU", 1, 4096},
-        {"seq-len", 't', OPT_INT, &c->T, "sequence length", 1, 65536},
-        {"total-batch-tokens", 'd', OPT_INT64, &c->total_batch, "tokens per optimizer step over all GPUs (0: B*T*GPUs)", 0, 1e12},
-        {"lr", 'l', OPT_FLOAT, &c->sched.lr, "peak learning rate", 0, 10},
-        {"warmup", 'w', OPT_INT, &c->sched.warmup, "linear warmup steps", 0, 1e9},
-        {"lr-schedule", 0, OPT_STRING, &c->sched.kind, "cosine|linear|constant decay after warmup"},
-        {"lr-final", 'q', OPT_FLOAT, &c->sched.final_frac, "final learning rate as a fraction of the peak", 0, 1},
-        {"max-steps", 'x', OPT_INT, &c->max_steps, "optimizer steps (-1: one epoch)", -1, 1e9},
-        {"beta1", 0, OPT_FLOAT, &c->beta1, "AdamW beta1", 0, 1},
-        {"beta2", 0, OPT_FLOAT, &c->beta2, "AdamW beta2", 0, 1},
-        {"eps", 0, OPT_FLOAT, &c->eps, "AdamW epsilon", 0, 1},
-        {"weight-decay", 'c', OPT_FLOAT, &c->weight_decay, "AdamW weight decay (2-D weights only)", 0, 10},
-        {"grad-clip", 0, OPT_FLOAT, &c->grad_clip, "clip the global gradient norm to this (0: off)", 0, 1e9},
-        {"seed", 0, OPT_INT, &c->seed, "seed of the initialization and of --bench tokens", 0, 2147483647},
-        {"zero", 'z', OPT_INT, &c->zero, "0: DDP (all-reduce); 1: ZeRO-1 (optimizer state sharded over GPUs)", 0, 1},
-        {"bucket-mb", 0, OPT_FLOAT, &c->bucket_mb, "gradient reduction bucket, MiB (0: one per block)", 0, 1e6},
-        {"rendezvous", 0, OPT_STRING, &c->rendezvous, "without mpirun: tcp (MASTER_ADDR/MASTER_PORT) or file:PATH"},
-        {"bench", 0, OPT_FLAG, &c->bench, "benchmark on random tokens: no data files needed"},
-        {"bench-warmup", 0, OPT_INT, &c->bench_warmup, "--bench: untimed steps first", 0, 1e6},
-        {"bench-steps", 0, OPT_INT, &c->bench_steps, "--bench: timed steps", 1, 1e6},
-    };
-}
-
-// Returns 0 to go on, 1 to exit successfully (--help), -1 on an error (printed by rank 0).
-int parse_train_config(TrainConfig* c, int argc, char** argv, const Comm& comm) {
-    std::vector<Option> opts = train_options(c);
-    bool help = false;
-    std::string err;
-    const char* usage = "usage: [mpirun -np N] train_gpt2cu [options]    (GPT-2 training, " PRECISION_NAME " build)";
-    if (!options_parse(opts, argc, argv, &help, &err)) {
-        if (comm.rank == 0) fprintf(stderr, "error: %s\n", err.c_str());
-        return -1;
-    }
-    if (help) { if (comm.rank == 0) options_help(stdout, usage, opts); return 1; }
-    if (!lr_schedule_kind_valid(c->sched.kind)) err = "option --lr-schedule: '" + c->sched.kind + "' is not one of cosine, linear, constant";
-    const long long bt = (long long)c->B * c->T * comm.world;
-    if (c->total_batch == 0) c->total_batch = bt;
-    if (err.empty() && c->total_batch % bt != 0)
-        err = "option --total-batch-tokens: " + std::to_string(c->total_batch) + " is not a multiple of B*T*GPUs = " +
-              std::to_string(c->B) + "*" + std::to_string(c->T) + "*" + std::to_string(comm.world) + " = " + std::to_string(bt);
-    if (!err.empty()) { if (comm.rank == 0) fprintf(stderr, "error: %s\n", err.c_str()); return -1; }
-    return 0;
-}
-
 // The model: a descriptor builds a fresh one, anything else is read as a model file.
-bool build_model(GPT2* m, Context* ctx, const TrainConfig& tc, const Comm& comm, std::string* err) {
+bool build_model(Run* r, std::string* err) {
+    const TrainConfig& tc = r->tc;
     GPT2Config cfg;
     const bool fresh = config_from_descriptor(tc.model, &cfg);
     if (!fresh && !model_file_read_header(tc.model, &cfg, err)) return false;
@@ -458,120 +385,254 @@ bool build_model(GPT2* m, Context* ctx, const TrainConfig& tc, const Comm& comm,
         *err = "option --seq-len: " + std::to_string(tc.T) + " exceeds the model's maximum sequence length " + std::to_string(cfg.max_seq_len);
         return false;
     }
-    gpt2_build(m, cfg, tc.B, tc.T, comm.rank, comm.world, tc.zero);
-    if (fresh) { gpt2_init_random(m, ctx, tc.seed); return true; }
-    return gpt2_init_from_file(m, ctx, tc.model, err);
+    gpt2_build(&r->model, cfg, tc.B, tc.T, r->comm.rank, r->comm.world, tc.zero, tc.recompute);
+    if (fresh) { gpt2_init_random(&r->model, &r->ctx, tc.seed); return true; }
+    return gpt2_init_from_file(&r->model, &r->ctx, tc.model, err);
 }
 
-// The step loop shared by training and --bench. `next` fills one micro-batch of this rank.
-int run_steps(GPT2* m, Context* ctx, const Comm& comm, GradReducer* reducer, const TrainConfig& tc, int steps,
-              int timed_from, const std::function<bool(int**, int**)>& next) {
-    const int accum = (int)(tc.total_batch / ((long long)tc.B * tc.T * comm.world));
-    LossScaler scaler = LossScaler::make(USES_LOSS_SCALING);
+// Mean validation loss over --val-batches batches (all ranks, each its slice), the same batches
+// every time.
+float evaluate(Run* r) {
+    GPT2* m = &r->model;
+    dataloader_reset(&r->val);
+    const int batches = r->tc.val_batches > 0 ? r->tc.val_batches : (int)dataloader_steps_per_epoch(&r->val);
+    cudaCheck(cudaMemsetAsync(m->d_loss_sum, 0, sizeof(float), r->ctx.stream));
+    std::string err;
+    for (int i = 0; i < batches; i++) {
+        if (!dataloader_next(&r->val, &err)) comm_fail(&r->comm, err);
+        gpt2_set_batch(m, &r->ctx, r->val.inputs.data(), r->val.targets.data());
+        gpt2_forward(m, &r->ctx, m->B, m->T, true, 0.0f);
+    }
+    comm_sum_floats(&r->comm, m->d_loss_sum, 1, r->ctx.stream);
+    float sum;
+    cudaCheck(cudaMemcpyAsync(&sum, m->d_loss_sum, sizeof sum, cudaMemcpyDeviceToHost, r->ctx.stream));
+    cudaCheck(cudaStreamSynchronize(r->ctx.stream));
+    return sum / ((float)batches * m->B * m->T * r->comm.world);
+}
+
+// A text sampled token by token from <|endoftext|> (rank 0 only; B=1 forwards of growing length,
+// the last T tokens when longer than T).
+std::string sample_text(Run* r) {
+    GPT2* m = &r->model;
+    const int V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
+    std::vector<int> toks = {r->tok.eot()};
+    std::vector<float> logits(Vp);
+    for (int i = 0; i < r->tc.sample_len; i++) {
+        const int t = std::min<int>((int)toks.size(), m->T);
+        cudaCheck(cudaMemcpyAsync(m->d_inputs, toks.data() + toks.size() - t, t * sizeof(int), cudaMemcpyHostToDevice, r->ctx.stream));
+        gpt2_forward(m, &r->ctx, 1, t, false, 0.0f);
+        copy_from_device_as_float(logits.data(), m->acts.logits + (size_t)(t - 1) * Vp, Vp);
+        toks.push_back(sample_top_k(logits.data(), V, r->tc.top_k, r->tc.temperature, &r->sample_rng));
+    }
+    return decode_tokens(r->tok, toks.data() + 1, toks.size() - 1);
+}
+
+TrainState train_state(const Run* r) {
+    TrainState st{};
+    st.step = r->step; st.adam_t = r->model.adam_t;
+    st.loss_scale = r->scaler.scale; st.scaler_clean_steps = r->scaler.clean_steps;
+    st.loader = dataloader_state(&r->train); st.sample_rng = r->sample_rng;
+    st.world = r->comm.world; st.precision = PRECISION_CODE; st.zero = r->tc.zero; st.config = r->model.cfg;
+    return st;
+}
+
+// Checkpoint: every rank takes part (ZeRO-1 gathers the optimizer shards); rank 0 writes.
+void save_checkpoint(Run* r) {
+    std::vector<float> master, am, av;
+    gpt2_gather_state(&r->model, &r->ctx, &r->comm, r->tc.zero, &master, &am, &av);
+    std::string err;
+    if (r->comm.rank == 0) {
+        if (!checkpoint_write(r->tc.out, train_state(r), master.data(), am.data(), av.data(), r->tc.keep_checkpoints, &err))
+            comm_fail(&r->comm, err);
+        printf("checkpoint: %s/step_%08d\n", r->tc.out.c_str(), r->step);
+    }
+}
+
+// --resume: the newest complete checkpoint in --out, bit for bit where the run left off.
+bool resume(Run* r, std::string* err) {
+    std::string dir;
+    if (!checkpoint_find_latest(r->tc.out, &dir, err)) return false;
+    TrainState st, expect = train_state(r);
+    std::vector<float> master(r->model.layout.total), am(master.size()), av(master.size());
+    if (!checkpoint_read(dir, expect, &st, master.data(), am.data(), av.data(), err)) return false;
+    gpt2_set_state(&r->model, &r->ctx, master, am, av);
+    r->step = st.step; r->model.adam_t = st.adam_t;
+    r->scaler.scale = st.loss_scale; r->scaler.clean_steps = st.scaler_clean_steps;
+    r->sample_rng = st.sample_rng;
+    if (!dataloader_restore(&r->train, st.loader, err)) return false;
+    if (r->comm.rank == 0) printf("resumed from %s at step %d\n", dir.c_str(), st.step);
+    return true;
+}
+
+// Everything before the first step. false + one line in *err on any problem.
+bool setup(Run* r, std::string* err) {
+    TrainConfig& tc = r->tc;
+    r->accum = (int)(tc.total_batch / ((long long)tc.B * tc.T * r->comm.world));
+    if (!tc.bench) {
+        if (!dataloader_open(&r->train, tc.train, tc.B, tc.T, r->comm.rank, r->comm.world, r->accum, 50257, tc.shuffle, tc.seed, err)) {
+            if (tc.train == TrainConfig().train) *err += " (prepare the default dataset with: make data)";
+            return false;
+        }
+        if (!dataloader_open(&r->val, tc.val, tc.B, tc.T, r->comm.rank, r->comm.world, 1, 50257, false, 0, err)) return false;
+        std::string latest, none;
+        if (!tc.out.empty() && !tc.resume && (file_exists(tc.out + "/log.jsonl") || checkpoint_find_latest(tc.out, &latest, &none))) {
+            *err = tc.out + ": already holds a run (log.jsonl or checkpoints); use --resume to continue it, or another --out";
+            return false;
+        }
+    }
+    int devices = 0;
+    cudaCheck(cudaGetDeviceCount(&devices));
+    context_create(&r->ctx, r->comm.local_rank % devices);
+    if (!comm_init(&r->comm, tc.rendezvous, err) || !build_model(r, err)) return false;
+    GPT2* m = &r->model;
+    r->reduce = r->comm.world > 1;
+    if (r->reduce) grad_reducer_init(&r->reducer, &r->comm, &r->ctx, m->grads, m->layout.total, m->shard, tc.zero, tc.bucket_mb, m->cfg.num_layers + 3);
+    r->scaler = LossScaler::make(USES_LOSS_SCALING);
+    r->sample_rng = rng_seed(tc.seed);
+    r->steps = tc.bench ? tc.bench_warmup + tc.bench_steps
+                        : tc.max_steps > 0 ? tc.max_steps : (int)std::max<size_t>(1, dataloader_steps_per_epoch(&r->train));
+    if (!tc.bench && tc.sample_len > 0 && r->comm.rank == 0) {
+        std::string terr;
+        r->have_tok = r->tok.load(tc.tokenizer, &terr);
+        if (!r->have_tok) printf("note: no samples: %s (make data writes it)\n", terr.c_str());
+    }
+    if (!tc.bench && !tc.out.empty()) {
+        if (r->comm.rank == 0 && !make_dirs(tc.out, err)) return false;
+        if (tc.resume && !resume(r, err)) return false;
+        if (r->comm.rank == 0 && !r->log.open(tc.out + "/log.jsonl", err)) return false;
+    }
+    if (r->comm.rank == 0)
+        printf("GPT-2 L=%d NH=%d C=%d (%zu parameters), %s, %d GPU(s) via %s%s, B=%d T=%d, %lld tokens/step (accumulation %d), %s\n"
+               "memory per GPU: weights+grads %.2f GB, optimizer (fp32 master, m, v) %.2f GB%s, activations %.2f GB (recompute %d)\n",
+               m->cfg.num_layers, m->cfg.num_heads, m->cfg.channels, m->layout.total, PRECISION_NAME, r->comm.world,
+               r->comm.launcher.c_str(), tc.zero ? ", ZeRO-1" : "", tc.B, tc.T, tc.total_batch, r->accum, r->ctx.props.name,
+               2.0 * m->padded * sizeof(floatX) / 1e9, 3.0 * (m->shard_hi - m->shard_lo) * sizeof(float) / 1e9,
+               tc.zero ? " (this rank's shard)" : "", m->acts.bytes / 1e9, tc.recompute);
+    return true;
+}
+
+// Evaluation, sample, checkpoint: whichever is due after `r->step` steps.
+void after_step(Run* r, bool last) {
+    const TrainConfig& tc = r->tc;
+    auto due = [&](int every) { return last || (every > 0 && r->step % every == 0); };
+    if (due(tc.val_every)) {
+        const float v = evaluate(r);
+        if (r->comm.rank == 0) {
+            printf("step %d: val loss %.6f\n", r->step, v);
+            r->log.line("{\"type\":\"eval\",\"step\":" + std::to_string(r->step) + ",\"val_loss\":" + std::to_string(v) + "}");
+        }
+    }
+    if (due(tc.sample_every) && r->have_tok && r->comm.rank == 0) {
+        const std::string text = sample_text(r);
+        printf("step %d: sample ---\n%s\n---\n", r->step, text.c_str());
+        r->log.line("{\"type\":\"sample\",\"step\":" + std::to_string(r->step) + ",\"text\":" + json_string(text) + "}");
+    }
+    if (!tc.out.empty() && due(tc.checkpoint_every)) save_checkpoint(r);
+}
+
+// The machine-readable summary: medians and means over the timed steps.
+void print_result(const Run* r, std::vector<float> ms, const std::vector<StepResult>& timed, double flops_tok, double peak) {
+    std::sort(ms.begin(), ms.end());
+    const double med = ms[ms.size() / 2], tok_s = r->tc.total_batch / (med / 1e3);
+    double exposed = 0, comm_ms = 0, bytes = 0, fwd = 0, bwd = 0, opt = 0;
+    for (const StepResult& s : timed) {
+        exposed += s.exposed_ms; comm_ms += s.comm_ms; bytes += s.comm_bytes; fwd += s.fwd_ms; bwd += s.bwd_ms; opt += s.update_ms;
+    }
+    for (double* v : {&exposed, &comm_ms, &bytes, &fwd, &bwd, &opt}) *v /= timed.size();
+    // nccl-tests' bus bandwidth: what each link carries, comparable across GPU counts
+    const int n = r->comm.world;
+    const double algbw = comm_ms > 0 ? bytes / (comm_ms * 1e-3) / 1e9 : 0, busbw = algbw * 2.0 * (n - 1) / n;
+    size_t free_b, total_b;
+    cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+    printf("RESULT precision=%s model=L%dC%d gpus=%d zero=%d B=%d T=%d accum=%d total_batch=%lld steps=%zu median_ms=%.3f "
+           "tok_per_s=%.0f mfu=%.2f fwd_ms=%.3f bwd_ms=%.3f opt_ms=%.3f exposed_comm_ms=%.3f exposed_comm_pct=%.2f "
+           "comm_ms=%.3f comm_mb=%.1f busbw_gbs=%.1f device_mem_gb=%.2f\n",
+           PRECISION_NAME, r->model.cfg.num_layers, r->model.cfg.channels, n, r->tc.zero, r->tc.B, r->tc.T, r->accum,
+           r->tc.total_batch, ms.size(), med, tok_s, peak > 0 ? 100.0 * flops_tok * tok_s / peak : 0.0, fwd, bwd, opt, exposed,
+           100.0 * exposed / med, comm_ms, bytes / 1e6, busbw, (total_b - free_b) / 1e9);
+}
+
+// The step loop of training and --bench; a RESULT line with the medians at the end.
+int run_loop(Run* r) {
+    const TrainConfig& tc = r->tc;
+    GPT2* m = &r->model;
     LRSchedule sched = tc.sched;
-    sched.max_steps = steps;
+    sched.max_steps = r->steps;
     const double flops_tok = flops_per_token(m->cfg, tc.T);
-    const double peak = comm.world * peak_flops(ctx->props.major, ctx->props.minor, ctx->props.name, sizeof(floatX) == 4);
+    const double peak = r->comm.world * peak_flops(r->ctx.props.major, r->ctx.props.minor, r->ctx.props.name, sizeof(floatX) == 4);
+    const int timed_from = tc.bench ? tc.bench_warmup : r->step + std::min(r->steps - r->step - 1, 1);
+    std::mt19937 bench_rng(tc.seed + 1000 * r->comm.rank);
+    std::vector<int> bin((size_t)tc.B * tc.T), btg(bin.size());
+    auto next = [&](int, int** in, int** tg) {
+        std::string err;
+        if (tc.bench) {
+            for (size_t k = 0; k < bin.size(); k++) { bin[k] = bench_rng() % m->cfg.vocab_size; btg[k] = bench_rng() % m->cfg.vocab_size; }
+            *in = bin.data(); *tg = btg.data();
+            return;
+        }
+        if (!dataloader_next(&r->train, &err)) comm_fail(&r->comm, err);
+        *in = r->train.inputs.data(); *tg = r->train.targets.data();
+    };
     cudaEvent_t t0, t1;
     cudaCheck(cudaEventCreate(&t0)); cudaCheck(cudaEventCreate(&t1));
     std::vector<float> timed_ms;
     std::vector<StepResult> timed;
-    bool data_ok = true;
-    for (int step = 0; step < steps && data_ok; step++) {
-        AdamWHyper h{lr_at(sched, step), tc.beta1, tc.beta2, tc.eps, tc.weight_decay, 0};
-        cudaCheck(cudaEventRecord(t0, ctx->stream));
-        StepResult r = gpt2_train_step(m, ctx, accum, [&](int, int** in, int** tg) { data_ok = data_ok && next(in, tg); },
-                                       h, &scaler, tc.grad_clip, &comm, reducer);
-        cudaCheck(cudaEventRecord(t1, ctx->stream));
+    double elapsed_s = 0;
+    for (int done = 0; r->step < r->steps; done++) {
+        AdamWHyper h{lr_at(sched, r->step), tc.beta1, tc.beta2, tc.eps, tc.weight_decay, 0};
+        cudaCheck(cudaEventRecord(t0, r->ctx.stream));
+        StepResult s = gpt2_train_step(m, &r->ctx, r->accum, next, h, &r->scaler, tc.grad_clip, &r->comm, r->reduce ? &r->reducer : nullptr);
+        cudaCheck(cudaEventRecord(t1, r->ctx.stream));
         cudaCheck(cudaEventSynchronize(t1));
         float ms;
         cudaCheck(cudaEventElapsedTime(&ms, t0, t1));
-        if (step >= timed_from) { timed_ms.push_back(ms); timed.push_back(r); }
-        const double tok_s = tc.total_batch / (ms / 1e3);
-        if (comm.rank == 0)
+        r->step++;
+        elapsed_s += ms / 1e3;
+        if (r->step > timed_from) { timed_ms.push_back(ms); timed.push_back(s); }
+        const double tok_s = tc.total_batch / (ms / 1e3), mfu = peak > 0 ? 100.0 * flops_tok * tok_s / peak : 0.0;
+        if (r->comm.rank == 0) {
+            const double eta = elapsed_s / (done + 1) * (r->steps - r->step);
             printf("step %4d/%d | loss %.6f | norm %.4f | lr %.2e | scale %.0f%s | %.2f ms (fwd %.1f bwd %.1f exposed comm %.2f"
-                   " opt %.2f) | %.0f tok/s | MFU %.1f%%\n",
-                   step + 1, steps, r.loss, r.grad_norm, h.lr, scaler.scale, r.skipped ? " (skipped)" : "", ms, r.fwd_ms,
-                   r.bwd_ms, r.exposed_ms, r.update_ms, tok_s, peak > 0 ? 100.0 * flops_tok * tok_s / peak : 0.0);
+                   " opt %.2f) | %.0f tok/s | MFU %.1f%% | ETA %.0fs\n",
+                   r->step, r->steps, s.loss, s.grad_norm, h.lr, r->scaler.scale, s.skipped ? " (skipped)" : "", ms, s.fwd_ms,
+                   s.bwd_ms, s.exposed_ms, s.update_ms, tok_s, mfu, eta);
+            fflush(stdout);
+            char buf[320];
+            snprintf(buf, sizeof buf, "{\"type\":\"step\",\"step\":%d,\"loss\":%.6f,\"norm\":%.6f,\"lr\":%.6e,\"scale\":%.0f,\"skipped\":%d,"
+                     "\"ms\":%.3f,\"tok_s\":%.0f,\"mfu\":%.2f,\"exposed_comm_ms\":%.3f}",
+                     r->step, s.loss, s.grad_norm, h.lr, r->scaler.scale, (int)s.skipped, ms, tok_s, mfu, s.exposed_ms);
+            r->log.line(buf);
+        }
+        if (!tc.bench) after_step(r, r->step == r->steps);
+        if (tc.debug_exit_after > 0 && r->step == tc.debug_exit_after) { fflush(stdout); _exit(137); }  // as if killed
     }
     cudaCheck(cudaEventDestroy(t0)); cudaCheck(cudaEventDestroy(t1));
-    if (!data_ok) return 1;
-    if (!timed_ms.empty() && comm.rank == 0) {
-        std::vector<float> sorted = timed_ms;
-        std::sort(sorted.begin(), sorted.end());
-        const double med = sorted[sorted.size() / 2], tok_s = tc.total_batch / (med / 1e3);
-        double exposed = 0, comm_ms = 0, bytes = 0, fwd = 0, bwd = 0, opt = 0;
-        for (const StepResult& r : timed) {
-            exposed += r.exposed_ms; comm_ms += r.comm_ms; bytes += r.comm_bytes; fwd += r.fwd_ms; bwd += r.bwd_ms; opt += r.update_ms;
-        }
-        for (double* v : {&exposed, &comm_ms, &bytes, &fwd, &bwd, &opt}) *v /= timed.size();
-        // nccl-tests' bus bandwidth: what each link carries, comparable across GPU counts
-        const double algbw = comm_ms > 0 ? bytes / (comm_ms * 1e-3) / 1e9 : 0, busbw = algbw * 2.0 * (comm.world - 1) / comm.world;
-        size_t free_b, total_b;
-        cudaCheck(cudaMemGetInfo(&free_b, &total_b));
-        printf("RESULT precision=%s model=L%dC%d gpus=%d zero=%d B=%d T=%d accum=%d total_batch=%lld steps=%zu median_ms=%.3f "
-               "tok_per_s=%.0f mfu=%.2f fwd_ms=%.3f bwd_ms=%.3f opt_ms=%.3f exposed_comm_ms=%.3f exposed_comm_pct=%.2f "
-               "comm_ms=%.3f comm_mb=%.1f busbw_gbs=%.1f device_mem_gb=%.2f\n",
-               PRECISION_NAME, m->cfg.num_layers, m->cfg.channels, comm.world, tc.zero, tc.B, tc.T, accum, tc.total_batch,
-               timed_ms.size(), med, tok_s, peak > 0 ? 100.0 * flops_tok * tok_s / peak : 0.0, fwd, bwd, opt, exposed,
-               100.0 * exposed / med, comm_ms, bytes / 1e6, busbw, (total_b - free_b) / 1e9);
-    }
+    if (!timed_ms.empty() && r->comm.rank == 0) print_result(r, timed_ms, timed, flops_tok, peak);
     return 0;
 }
 
 int main(int argc, char** argv) {
-    Comm comm;
-    comm_launch(&comm, &argc, &argv);
-    TrainConfig tc;
-    if (int r = parse_train_config(&tc, argc, argv, comm)) { comm_free(&comm); return r > 0 ? 0 : 1; }
+    Run r;
+    comm_launch(&r.comm, &argc, &argv);
     std::string err;
-    DataLoader loader;
-    const int accum = (int)(tc.total_batch / ((long long)tc.B * tc.T * comm.world));
-    if (!tc.bench && !dataloader_open(&loader, tc.train, tc.B, tc.T, comm.rank, comm.world, accum, 50257, &err)) {
-        if (tc.train == TrainConfig().train) err += " (prepare the default dataset with: make data)";
-        comm_fail(&comm, err);
+    bool help = false;
+    if (!parse_train_config(&r.tc, argc, argv, r.comm.world, &help, &err)) {
+        if (r.comm.rank == 0) fprintf(stderr, "error: %s\n", err.c_str());
+        comm_free(&r.comm);
+        return 1;
     }
-    int devices = 0;
-    cudaCheck(cudaGetDeviceCount(&devices));
-    Context ctx;
-    context_create(&ctx, comm.local_rank % devices);
-    if (!comm_init(&comm, tc.rendezvous, &err)) comm_fail(&comm, err);
-    GPT2 model;
-    if (!build_model(&model, &ctx, tc, comm, &err)) comm_fail(&comm, err);
-    GradReducer reducer;
-    if (comm.world > 1)
-        grad_reducer_init(&reducer, &comm, &ctx, model.grads, model.layout.total, model.shard, tc.zero, tc.bucket_mb, model.cfg.num_layers + 3);
-    if (comm.rank == 0)
-        printf("GPT-2 L=%d NH=%d C=%d (%zu parameters), %s, %d GPU(s) via %s%s, B=%d T=%d, %lld tokens/step, %s\n"
-               "memory per GPU: weights+grads %.2f GB, optimizer (fp32 master, m, v) %.2f GB%s, activations %.2f GB\n",
-               model.cfg.num_layers, model.cfg.num_heads, model.cfg.channels, model.layout.total, PRECISION_NAME, comm.world,
-               comm.launcher.c_str(), tc.zero ? ", ZeRO-1" : "", tc.B, tc.T, tc.total_batch, ctx.props.name,
-               2.0 * model.padded * sizeof(floatX) / 1e9, 3.0 * (model.shard_hi - model.shard_lo) * sizeof(float) / 1e9,
-               tc.zero ? " (this rank's shard)" : "", model.acts.bytes / 1e9);
-    int rc;
-    if (tc.bench) {
-        std::mt19937 rng(tc.seed + 1000 * comm.rank);
-        std::vector<int> in((size_t)tc.B * tc.T), tg(in.size());
-        rc = run_steps(&model, &ctx, comm, comm.world > 1 ? &reducer : nullptr, tc, tc.bench_warmup + tc.bench_steps,
-                       tc.bench_warmup, [&](int** i, int** t) {
-            for (size_t k = 0; k < in.size(); k++) { in[k] = rng() % model.cfg.vocab_size; tg[k] = rng() % model.cfg.vocab_size; }
-            *i = in.data(); *t = tg.data();
-            return true;
-        });
-    } else {
-        size_t epoch_tokens = 0;
-        for (size_t n : loader.file_tokens) epoch_tokens += n;
-        const int steps = tc.max_steps > 0 ? tc.max_steps : (int)std::max<size_t>(1, epoch_tokens / tc.total_batch);
-        rc = run_steps(&model, &ctx, comm, comm.world > 1 ? &reducer : nullptr, tc, steps, std::min(steps - 1, 1), [&](int** i, int** t) {
-            if (!dataloader_next(&loader, &err)) comm_fail(&comm, err);
-            *i = loader.inputs.data(); *t = loader.targets.data();
-            return true;
-        });
+    if (help) {
+        if (r.comm.rank == 0) { TrainConfig defaults; options_help(stdout, TRAIN_USAGE, train_options(&defaults)); }
+        comm_free(&r.comm);
+        return 0;
     }
-    if (comm.world > 1) grad_reducer_free(&reducer);
-    gpt2_free(&model);
-    context_destroy(&ctx);
-    comm_free(&comm);
+    if (!setup(&r, &err)) comm_fail(&r.comm, err);
+    const int rc = run_loop(&r);
+    r.log.close();
+    if (r.reduce) grad_reducer_free(&r.reducer);
+    gpt2_free(&r.model);
+    context_destroy(&r.ctx);
+    comm_free(&r.comm);
     return rc;
 }
 #endif

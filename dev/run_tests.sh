@@ -17,7 +17,7 @@ run_one() {  # a program that ends with "N passed, N failed"
     local p f; p=${line%% passed*}; f=${line#*, }; f=${f%% failed*}
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "FAIL $*: exit code $rc"; fi
     passed=$((passed + p)); failed=$((failed + f))
-    printf '  %-40s %s\n' "$1" "$line"
+    printf '  %-40s %s\n' "${*: -1}" "$line"
 }
 echo "CPU unit tests:"
 for t in "$@"; do run_one "$t"; done

@@ -2,15 +2,25 @@
 //   header: 256 int32 = [MODEL_MAGIC, version 3 (fp32), maxT, V, L, NH, C, Vp, 0...]
 //   then every parameter as fp32, tensor-major (all L ln1w, then all L ln1b, ...; see model.h)
 // In memory the parameters are layer-major, so reading and writing permute; model_file_offset()
-// and param_offset() give the two positions of each tensor. Host-only; unit-tested on the CPU.
+// and param_offset() give the two positions of each tensor.
+// Below them: training checkpoints (a model file plus the optimizer and run state) written
+// crash-safely. Host-only; unit-tested on the CPU (dev/unit/test_model.cpp, test_checkpoint.cpp).
 #pragma once
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include "dataloader.h"
 #include "model.h"
 
 // Reads and checks the header; on success *cfg holds the model's shape.
@@ -87,5 +97,232 @@ inline bool model_file_write(const std::string& path, const GPT2Config& cfg, con
         unlink(tmp.c_str());
         return false;
     }
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Training checkpoints: everything needed to continue a run bit-identically.
+//
+//   <out>/step_00001000/model.bin   the fp32 master weights, as a model file (above)
+//                       state.bin   256 int32 header [CKPT_MAGIC, version 1, TrainState field by
+//                                   field], then Adam m and v: n fp32 each, layer-major (memory order)
+//                       DONE        empty, written last
+//
+// Crash safety: a crash (or a full disk, or a killed job) at any instant must leave the previous
+// checkpoints loadable and never let a half-written one be loaded. So a checkpoint is built in
+// step_N.tmp/, and every file is fsync'ed: without it the data may still sit in the page cache
+// when the power goes. DONE is written after the others are durable, so its presence vouches for
+// them. Then the directory itself is fsync'ed: a file's NAME lives in its directory, which is a
+// separate file on disk, and fsync(file) does not make the entry durable. Then one rename() makes
+// step_N appear atomically, and fsync(<out>) makes that rename durable. Readers load only
+// step_<digits> directories holding DONE: never a .tmp. The rename alone would protect this
+// machine's readers; DONE also covers what the rename cannot, e.g. a checkpoint copied elsewhere
+// file by file and cut short. (Deleting one removes DONE first, for the same reason.)
+
+constexpr int CKPT_MAGIC = 20241130, CKPT_VERSION = 1, CKPT_HEADER_INTS = 256;
+
+struct TrainState {                 // everything besides the weights needed to continue bit-identically
+    int32_t step;                   // optimizer steps completed
+    int32_t adam_t;                 // AdamW's step count (skipped fp16 steps don't count)
+    float loss_scale; int32_t scaler_clean_steps;   // the fp16 loss scaler
+    DataLoaderState loader;
+    uint64_t sample_rng;            // state of the text-sampling RNG
+    int32_t world;                  // GPUs of the run that wrote it
+    int32_t precision;              // 0 fp32, 1 fp16, 2 bf16 (the build's floatX)
+    int32_t zero;                   // ZeRO stage of the run that wrote it (informational)
+    GPT2Config config;
+};
+
+namespace ckpt_detail {
+
+// The TrainState fields in their on-disk order. One list serves writing and reading, so the two
+// cannot drift apart; fields are stored one by one (not the struct's bytes), so the format does
+// not depend on the compiler's padding. 64-bit fields take two header ints (low, high).
+template <class S, class F> void fields(S& s, F&& f) {
+    f(s.step); f(s.adam_t); f(s.loss_scale); f(s.scaler_clean_steps);
+    f(s.loader.epoch); f(s.loader.shard_pos); f(s.loader.block_pos); f(s.loader.micro);
+    f(s.sample_rng); f(s.world); f(s.precision); f(s.zero);
+    f(s.config.max_seq_len); f(s.config.vocab_size); f(s.config.padded_vocab_size);
+    f(s.config.num_layers); f(s.config.num_heads); f(s.config.channels);
+}
+inline void encode(TrainState s, int32_t* h) {
+    int i = 2;
+    fields(s, [&](auto& v) {
+        if constexpr (sizeof(v) == 8) { h[i++] = (int32_t)(uint32_t)v; h[i++] = (int32_t)(uint32_t)(v >> 32); }
+        else { static_assert(sizeof(v) == 4, "4-byte field"); memcpy(&h[i++], &v, 4); }   // int32 or float bits
+    });
+}
+inline void decode(const int32_t* h, TrainState* s) {
+    int i = 2;
+    fields(*s, [&](auto& v) {
+        if constexpr (sizeof(v) == 8) { v = (uint32_t)h[i] | (uint64_t)(uint32_t)h[i + 1] << 32; i += 2; }
+        else memcpy(&v, &h[i++], 4);
+    });
+    s->loader.pad = 0;
+}
+
+inline std::string describe(const GPT2Config& c) {
+    return "L=" + std::to_string(c.num_layers) + " C=" + std::to_string(c.channels) + " NH=" + std::to_string(c.num_heads) +
+           " V=" + std::to_string(c.vocab_size) + " Vp=" + std::to_string(c.padded_vocab_size) + " maxT=" + std::to_string(c.max_seq_len);
+}
+inline bool same_config(const GPT2Config& a, const GPT2Config& b) { return describe(a) == describe(b); }
+// Bounds that keep param_layout() from overflowing on a corrupt header.
+inline bool plausible(const GPT2Config& c) {
+    return c.num_layers > 0 && c.num_layers <= 1024 && c.channels > 0 && c.channels <= 65536 && c.num_heads > 0 &&
+           c.vocab_size > 0 && c.padded_vocab_size >= c.vocab_size && c.padded_vocab_size <= (1 << 24) &&
+           c.max_seq_len > 0 && c.max_seq_len <= 65536;
+}
+inline std::string precision_name(int p) { return p == 0 ? "fp32" : p == 1 ? "fp16" : p == 2 ? "bf16" : "precision-" + std::to_string(p); }
+
+inline bool fail(std::string* err, const std::string& where, const std::string& what) { *err = where + ": " + what; return false; }
+inline bool fail_errno(std::string* err, const std::string& where, const std::string& what) { return fail(err, where, what + ": " + strerror(errno)); }
+
+// fsync on a path: works for directories too (opened read-only), which is how a directory's
+// entries (names created, renamed, removed) are made durable.
+inline bool fsync_path(const std::string& path, std::string* err) {
+    const int fd = open(path.c_str(), O_RDONLY);
+    const bool ok = fd >= 0 && fsync(fd) == 0;
+    if (!ok) fail_errno(err, path, "fsync failed");
+    if (fd >= 0) close(fd);
+    return ok;
+}
+// Creates `path` from the byte ranges `parts`, flushed and fsync'ed before it returns.
+inline bool write_synced(const std::string& path, std::initializer_list<std::pair<const void*, size_t>> parts, std::string* err) {
+    FILE* f = fopen(path.c_str(), "wb");
+    if (!f) return fail_errno(err, path, "cannot create");
+    bool ok = true;
+    for (const auto& p : parts) ok = ok && fwrite(p.first, 1, p.second, f) == p.second;
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = (fclose(f) == 0) && ok;                       // delayed write errors show up here
+    return ok || fail_errno(err, path, "write failed");
+}
+inline int remove_entry(const char* p, const struct stat*, int, struct FTW*) { return remove(p); }
+// rm -rf: depth first (files before their directory), not following symlinks. Absent is fine.
+inline bool remove_tree(const std::string& path, std::string* err) {
+    struct stat s;
+    if (lstat(path.c_str(), &s) != 0 && errno == ENOENT) return true;
+    return nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0 || fail_errno(err, path, "cannot remove");
+}
+// Removes a checkpoint directory DONE first, so an interrupted delete leaves an incomplete
+// checkpoint (ignored) rather than a "complete" one with files missing.
+inline bool remove_checkpoint(const std::string& dir, std::string* err) {
+    if (unlink((dir + "/DONE").c_str()) != 0 && errno != ENOENT) return fail_errno(err, dir + "/DONE", "cannot remove");
+    return remove_tree(dir, err);
+}
+// mkdir -p
+inline bool make_dirs(const std::string& dir, std::string* err) {
+    for (size_t i = 1; i <= dir.size(); i++)
+        if (i == dir.size() || dir[i] == '/')
+            if (mkdir(dir.substr(0, i).c_str(), 0755) != 0 && errno != EEXIST) return fail_errno(err, dir.substr(0, i), "cannot create directory");
+    return true;
+}
+// The complete checkpoints in `out` (directories step_<digits> holding DONE), oldest step first.
+inline bool list_complete(const std::string& out, std::vector<std::pair<long long, std::string>>* found, std::string* err) {
+    DIR* d = opendir(out.c_str());
+    if (!d) return fail_errno(err, out, "cannot open the checkpoint directory");
+    while (const dirent* e = readdir(d)) {
+        const std::string name = e->d_name, dir = out + "/" + name;
+        const bool numbered = name.size() >= 13 && name.size() <= 23 && name.compare(0, 5, "step_") == 0 &&
+                              name.find_first_not_of("0123456789", 5) == std::string::npos;   // excludes step_N.tmp
+        if (numbered && access((dir + "/DONE").c_str(), F_OK) == 0) found->push_back({std::stoll(name.substr(5)), dir});
+    }
+    closedir(d);
+    std::sort(found->begin(), found->end());           // by step number: step_100000000 after step_99999999
+    return true;
+}
+
+}  // namespace ckpt_detail
+
+// Writes <out_dir>/step_<8-digit step>/ crash-safely (see above), then deletes all but the newest
+// keep_last complete checkpoints (keep_last <= 0 keeps all). master, adam_m, adam_v hold
+// param_layout(st.config).total floats each, layer-major.
+inline bool checkpoint_write(const std::string& out_dir, const TrainState& st, const float* master, const float* adam_m,
+                             const float* adam_v, int keep_last, std::string* err) {
+    using namespace ckpt_detail;
+    if (st.step < 0) return fail(err, out_dir, "negative step " + std::to_string(st.step));
+    char name[32];
+    snprintf(name, sizeof name, "step_%08d", (int)st.step);
+    const std::string final_dir = out_dir + "/" + name, tmp = final_dir + ".tmp";
+    if (!make_dirs(out_dir, err) || !remove_tree(tmp, err)) return false;   // a .tmp left by a crashed write
+    if (mkdir(tmp.c_str(), 0755) != 0) return fail_errno(err, tmp, "cannot create directory");
+    int32_t h[CKPT_HEADER_INTS] = {CKPT_MAGIC, CKPT_VERSION};
+    encode(st, h);
+    const size_t bytes = sizeof(float) * param_layout(st.config).total;
+    const bool ok = model_file_write(tmp + "/model.bin", st.config, master, err) &&
+                    write_synced(tmp + "/state.bin", {{h, sizeof h}, {adam_m, bytes}, {adam_v, bytes}}, err) &&
+                    write_synced(tmp + "/DONE", {}, err) && fsync_path(tmp, err) &&
+                    remove_checkpoint(final_dir, err) &&           // this step written before (a rerun)
+                    (rename(tmp.c_str(), final_dir.c_str()) == 0 || fail_errno(err, tmp, "cannot rename to " + final_dir)) &&
+                    fsync_path(out_dir, err);
+    if (!ok) { std::string ignored; remove_tree(tmp, &ignored); return false; }
+    if (keep_last <= 0) return true;
+    std::vector<std::pair<long long, std::string>> found;   // the complete ones, oldest first
+    if (!list_complete(out_dir, &found, err)) return false;
+    for (size_t i = 0; i + (size_t)keep_last < found.size(); i++)
+        if (!remove_checkpoint(found[i].second, err)) return false;
+    return true;
+}
+
+// The newest complete checkpoint in out_dir.
+inline bool checkpoint_find_latest(const std::string& out_dir, std::string* ckpt_dir, std::string* err) {
+    std::vector<std::pair<long long, std::string>> found;
+    if (!ckpt_detail::list_complete(out_dir, &found, err)) return false;
+    if (found.empty()) return ckpt_detail::fail(err, out_dir, "no complete checkpoint (step_*/DONE)");
+    *ckpt_dir = found.back().second;
+    return true;
+}
+
+// Reads and checks state.bin's header and size, without the bulk data (to check before allocating).
+inline bool checkpoint_read_state(const std::string& ckpt_dir, TrainState* st, std::string* err) {
+    using namespace ckpt_detail;
+    if (access((ckpt_dir + "/DONE").c_str(), F_OK) != 0) return fail(err, ckpt_dir, "incomplete checkpoint (no DONE marker)");
+    const std::string path = ckpt_dir + "/state.bin";
+    struct stat sb;
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f || fstat(fileno(f), &sb) != 0) { if (f) fclose(f); return fail_errno(err, path, "cannot open"); }
+    int32_t h[CKPT_HEADER_INTS];
+    const size_t got = fread(h, sizeof(int32_t), CKPT_HEADER_INTS, f);
+    fclose(f);
+    if (got != CKPT_HEADER_INTS) return fail(err, path, "truncated: " + std::to_string(sb.st_size) + " bytes, too small for the 1024-byte header");
+    if (h[0] != CKPT_MAGIC) return fail(err, path, "bad magic " + std::to_string(h[0]) + " (expected " + std::to_string(CKPT_MAGIC) + "): not a checkpoint state file");
+    if (h[1] != CKPT_VERSION) return fail(err, path, "unsupported version " + std::to_string(h[1]) + " (expected " + std::to_string(CKPT_VERSION) + ")");
+    TrainState s{};
+    decode(h, &s);
+    if (!plausible(s.config)) return fail(err, path, "header holds an impossible config (" + describe(s.config) + ")");
+    const long long expect = sizeof h + 2LL * sizeof(float) * param_layout(s.config).total;
+    if ((long long)sb.st_size != expect)
+        return fail(err, path, "file is " + std::to_string(sb.st_size) + " bytes, header + Adam m and v need " + std::to_string(expect) +
+                               (sb.st_size < expect ? " (truncated)" : " (trailing data)"));
+    *st = s;
+    return true;
+}
+
+// Reads a whole checkpoint: the state, the master weights (model.bin) and Adam's m and v, each
+// buffer param_layout(config).total floats. `expect` carries this run's config, precision and
+// world (its other fields are ignored); a checkpoint that differs in any of them is refused.
+inline bool checkpoint_read(const std::string& ckpt_dir, const TrainState& expect, TrainState* st, float* master,
+                            float* adam_m, float* adam_v, std::string* err) {
+    using namespace ckpt_detail;
+    TrainState s;
+    GPT2Config mc;
+    const std::string model = ckpt_dir + "/model.bin", state = ckpt_dir + "/state.bin";
+    if (!checkpoint_read_state(ckpt_dir, &s, err) || !model_file_read_header(model, &mc, err)) return false;
+    if (!same_config(mc, s.config)) return fail(err, model, "config " + describe(mc) + " differs from state.bin's " + describe(s.config));
+    if (!same_config(s.config, expect.config))
+        return fail(err, ckpt_dir, "model config mismatch: checkpoint has " + describe(s.config) + ", this run " + describe(expect.config));
+    if (s.precision != expect.precision)
+        return fail(err, ckpt_dir, "checkpoint written by a " + precision_name(s.precision) + " build, this is a " + precision_name(expect.precision) + " build");
+    if (s.world != expect.world)
+        return fail(err, ckpt_dir, "checkpoint written by " + std::to_string(s.world) + (s.world == 1 ? " GPU" : " GPUs") +
+                                   ", this run has " + std::to_string(expect.world));
+    if (!model_file_read_params(model, s.config, master, err)) return false;
+    const size_t n = param_layout(s.config).total;
+    FILE* f = fopen(state.c_str(), "rb");
+    if (!f) return fail_errno(err, state, "cannot open");
+    const bool ok = fseeko(f, sizeof(int32_t) * CKPT_HEADER_INTS, SEEK_SET) == 0 &&
+                    fread(adam_m, sizeof(float), n, f) == n && fread(adam_v, sizeof(float), n, f) == n;
+    fclose(f);
+    if (!ok) return fail(err, state, "read error in Adam m/v");
+    *st = s;
     return true;
 }

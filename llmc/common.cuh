@@ -24,10 +24,12 @@
 #if defined(ENABLE_FP32)
 typedef float floatX;
 #define PRECISION_NAME "fp32"
+constexpr int PRECISION_CODE = 0;  // as checkpoints record it
 constexpr cudaDataType_t CUBLAS_FLOATX = CUDA_R_32F;
 #elif defined(ENABLE_BF16)
 typedef __nv_bfloat16 floatX;
 #define PRECISION_NAME "bf16"
+constexpr int PRECISION_CODE = 2;
 constexpr cudaDataType_t CUBLAS_FLOATX = CUDA_R_16BF;
 #else
 #ifndef ENABLE_FP16
@@ -35,6 +37,7 @@ constexpr cudaDataType_t CUBLAS_FLOATX = CUDA_R_16BF;
 #endif
 typedef __half floatX;
 #define PRECISION_NAME "fp16"
+constexpr int PRECISION_CODE = 1;
 constexpr cudaDataType_t CUBLAS_FLOATX = CUDA_R_16F;
 #endif
 // Only the fp16 build needs loss scaling: bf16 has fp32's exponent range, fp32 is fp32.

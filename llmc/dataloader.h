@@ -4,31 +4,120 @@
 // ranks read disjoint data, and 1 GPU with accumulation 2N sees exactly the samples of N GPUs
 // with accumulation 2 (also where a shard ends): the samples of a step do not depend on the GPU
 // count. A step never straddles two shards: a shard's tail shorter than a step is skipped.
+//
+// Epochs and shuffling. Each shard is cut into "step blocks", one optimizer step of tokens each
+// (floor((tokens-1)/step_tokens) of them: the +1 is the last target). Epoch e visits every shard
+// once and every block of a shard once. With shuffle on, the shard order of epoch e is a
+// permutation seeded by (seed, e), and the block order inside a shard is one seeded by
+// (seed, e, shard); without it both are the identity (blocks in order, shards in glob order).
+// Whole blocks are shuffled, never the windows inside one, so the rank slicing above still holds.
+// The permutations are computed independently by every rank, with no communication, so they must
+// come out the same everywhere: they depend only on the seed, the epoch, the shard and the block
+// count, which depends on the global batch (B*T*world*accum) alone, never on rank, world or accum
+// separately. So shuffling keeps "1 GPU x accum 2N == N GPUs x accum 2" true step for step.
+// We use our own generator (splitmix64) and Fisher-Yates, because std::shuffle and the std
+// distributions are implementation-defined: another standard library would shuffle differently.
+//
+// The position (DataLoaderState) is four integers, saved in checkpoints: restoring it and
+// continuing gives exactly the batches an uninterrupted run would have read.
 // Host-only; unit-tested on the CPU.
 #pragma once
 #include <glob.h>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 #include "shards.h"
 
+// Where the loader stands: the NEXT micro-batch it reads. Plain old data (stored in checkpoints).
+struct DataLoaderState {
+    uint64_t epoch;      // epochs completed
+    uint64_t shard_pos;  // index into this epoch's shard order
+    uint64_t block_pos;  // index into the current shard's block order
+    int32_t micro;       // next micro-step of the current step (0..accum-1)
+    int32_t pad;         // zero; makes the size a multiple of 8 with no hidden padding
+};
+
 struct DataLoader {
     int B = 0, T = 0, rank = 0, world = 1, accum = 1, vocab = 0;
-    std::vector<std::string> files;
-    std::vector<size_t> file_tokens;
-    size_t shard = 0, pos = 0;             // current shard and the offset of the current step in it
-    int micro = 0;                         // next micro-step of the current step
+    bool shuffle = false;
+    uint64_t seed = 0;
+    std::vector<std::string> files;        // glob order (sorted): the shard index is the position here
+    std::vector<size_t> file_tokens;       // tokens per shard
+    std::vector<size_t> file_blocks;       // step blocks per shard
+    DataLoaderState at{};                  // the position (see above)
+    std::vector<uint32_t> shard_order;     // this epoch's shards, as indices into files
+    std::vector<uint32_t> block_order;     // the current shard's blocks, as block numbers
     std::vector<uint16_t> window;          // B*T+1 tokens
     std::vector<int> inputs, targets;      // (B,T) each: targets are inputs shifted by one
 };
 
-// Opens every shard the glob matches and checks their headers. false + one-line err on failure.
-inline size_t dataloader_step_tokens(const DataLoader* dl) { return (size_t)dl->B * dl->T * dl->world * dl->accum; }
+// --- a small deterministic RNG: the same numbers on every machine and compiler ---------------
 
+// splitmix64 (Steele, Lea, Flood 2014): adds a constant and scrambles; fast and well mixed.
+inline uint64_t splitmix64(uint64_t* s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+// A generator state for the key (seed, a, b): each part is scrambled in, so neighbouring keys
+// (epoch 3 vs 4) give unrelated streams.
+inline uint64_t rng_key(uint64_t seed, uint64_t a, uint64_t b) {
+    uint64_t s = seed;
+    s = splitmix64(&s) ^ a;
+    s = splitmix64(&s) ^ b;
+    return splitmix64(&s);
+}
+// Uniform in [0, n). Plain x % n would favour small values slightly; draws below 2^64 mod n
+// are rejected so that every residue is hit by the same number of 64-bit values.
+inline uint64_t rng_below(uint64_t* s, uint64_t n) {
+    const uint64_t reject_below = (0 - n) % n;  // == 2^64 mod n
+    uint64_t x;
+    do x = splitmix64(s); while (x < reject_below);
+    return x % n;
+}
+// 0..n-1, shuffled by Fisher-Yates with the stream of `key` when shuffle is on.
+inline std::vector<uint32_t> permutation(size_t n, bool shuffle, uint64_t key) {
+    std::vector<uint32_t> p(n);
+    for (size_t i = 0; i < n; i++) p[i] = (uint32_t)i;
+    for (size_t i = n; shuffle && i > 1; i--) std::swap(p[i - 1], p[rng_below(&key, i)]);
+    return p;
+}
+
+// --- the loader ------------------------------------------------------------------------------
+
+inline size_t dataloader_step_tokens(const DataLoader* dl) { return (size_t)dl->B * dl->T * dl->world * dl->accum; }
+inline size_t dataloader_steps_per_epoch(const DataLoader* dl) {
+    size_t n = 0;
+    for (size_t b : dl->file_blocks) n += b;
+    return n;
+}
+// The shard order of `epoch`; the tag ~0 keeps its key apart from every (epoch, shard) key below.
+inline std::vector<uint32_t> dataloader_shard_order(const DataLoader* dl, uint64_t epoch) {
+    return permutation(dl->files.size(), dl->shuffle, rng_key(dl->seed, epoch, ~0ull));
+}
+// Index into files of the shard being read now.
+inline size_t dataloader_file(const DataLoader* dl) { return dl->shard_order[dl->at.shard_pos]; }
+// Computes the block order of the current shard (when the position enters a new shard).
+inline void dataloader_plan_shard(DataLoader* dl) {
+    const size_t f = dataloader_file(dl);
+    dl->block_order = permutation(dl->file_blocks[f], dl->shuffle, rng_key(dl->seed, dl->at.epoch, f));
+}
+
+// Back to the start: epoch 0, its first shard, its first block.
+inline void dataloader_reset(DataLoader* dl) {
+    dl->at = DataLoaderState{};
+    dl->shard_order = dataloader_shard_order(dl, 0);
+    dataloader_plan_shard(dl);
+}
+
+// Opens every shard the glob matches and checks their headers. false + one-line err on failure.
 inline bool dataloader_open(DataLoader* dl, const std::string& pattern, int B, int T, int rank, int world, int accum,
-                            int vocab, std::string* err) {
+                            int vocab, bool shuffle, uint64_t seed, std::string* err) {
     *dl = DataLoader{};
     dl->B = B; dl->T = T; dl->rank = rank; dl->world = world; dl->accum = accum; dl->vocab = vocab;
+    dl->shuffle = shuffle; dl->seed = seed;
     glob_t g;
     if (glob(pattern.c_str(), 0, nullptr, &g) != 0 || g.gl_pathc == 0) {
         *err = pattern + ": no file matches";
@@ -37,34 +126,75 @@ inline bool dataloader_open(DataLoader* dl, const std::string& pattern, int B, i
     }
     for (size_t i = 0; i < g.gl_pathc; i++) dl->files.push_back(g.gl_pathv[i]);
     globfree(&g);
-    const size_t need = dataloader_step_tokens(dl) + 1;
+    const size_t step = dataloader_step_tokens(dl);
     for (const std::string& f : dl->files) {
         size_t n;
         if (!shard_read_header(f, &n, err)) return false;
-        if (n < need) {
-            *err = f + ": holds " + std::to_string(n) + " tokens, fewer than one optimizer step needs (" + std::to_string(need) + ")";
+        if (n < step + 1) {
+            *err = f + ": holds " + std::to_string(n) + " tokens, fewer than one optimizer step needs (" + std::to_string(step + 1) + ")";
             return false;
         }
         dl->file_tokens.push_back(n);
+        dl->file_blocks.push_back((n - 1) / step);
     }
     dl->window.resize((size_t)B * T + 1);
     dl->inputs.resize((size_t)B * T);
     dl->targets.resize((size_t)B * T);
+    dataloader_reset(dl);
     return true;
 }
 
-inline void dataloader_reset(DataLoader* dl) { dl->shard = 0; dl->pos = 0; dl->micro = 0; }
+inline DataLoaderState dataloader_state(const DataLoader* dl) { return dl->at; }
 
-// Fills inputs/targets with this rank's next micro-batch; a new step moves to the next shard
-// (wrapping around after the last) when the current one has no full step left.
+// Moves to the position `s` (as dataloader_state returned it, possibly in another process).
+// Checks that it exists for this data and batch shape; false + one-line err if not.
+inline bool dataloader_restore(DataLoader* dl, const DataLoaderState& s, std::string* err) {
+    const std::string what = "data loader state (epoch " + std::to_string(s.epoch) + ", shard " + std::to_string(s.shard_pos) +
+                             ", block " + std::to_string(s.block_pos) + ", micro-step " + std::to_string(s.micro) + "): ";
+    if (s.shard_pos >= dl->files.size()) {
+        *err = what + "shard out of range, the glob matches " + std::to_string(dl->files.size()) + " shards";
+        return false;
+    }
+    if (s.micro < 0 || s.micro >= dl->accum) {
+        *err = what + "micro-step out of range, accumulation is " + std::to_string(dl->accum);
+        return false;
+    }
+    std::vector<uint32_t> order = dataloader_shard_order(dl, s.epoch);
+    const size_t f = order[s.shard_pos];
+    if (s.block_pos >= dl->file_blocks[f]) {
+        *err = what + "block out of range, " + dl->files[f] + " holds " + std::to_string(dl->file_blocks[f]) +
+               " steps of " + std::to_string(dataloader_step_tokens(dl)) + " tokens (other data or batch shape?)";
+        return false;
+    }
+    dl->at = s;
+    dl->at.pad = 0;
+    dl->shard_order = std::move(order);
+    dataloader_plan_shard(dl);
+    return true;
+}
+
+// Moves the position one micro-step on: to the next block after a step's last micro-step, to the
+// next shard after a shard's last block, to the next epoch (and its new shard order) after the last shard.
+inline void dataloader_advance(DataLoader* dl) {
+    DataLoaderState& at = dl->at;
+    if (++at.micro < dl->accum) return;
+    at.micro = 0;
+    if (++at.block_pos < dl->file_blocks[dataloader_file(dl)]) return;
+    at.block_pos = 0;
+    if (++at.shard_pos == dl->files.size()) {
+        at.shard_pos = 0;
+        at.epoch++;
+        dl->shard_order = dataloader_shard_order(dl, at.epoch);
+    }
+    dataloader_plan_shard(dl);
+}
+
+// Fills inputs/targets with this rank's next micro-batch. On failure the position stays put.
 inline bool dataloader_next(DataLoader* dl, std::string* err) {
     const size_t bt = (size_t)dl->B * dl->T, step = dataloader_step_tokens(dl);
-    if (dl->micro == 0 && dl->pos + step + 1 > dl->file_tokens[dl->shard]) {
-        dl->shard = (dl->shard + 1) % dl->files.size();
-        dl->pos = 0;
-    }
-    const std::string& f = dl->files[dl->shard];
-    const size_t start = dl->pos + ((size_t)dl->micro * dl->world + dl->rank) * bt;
+    const std::string& f = dl->files[dataloader_file(dl)];
+    const size_t block_start = (size_t)dl->block_order[dl->at.block_pos] * step;
+    const size_t start = block_start + ((size_t)dl->at.micro * dl->world + dl->rank) * bt;
     if (!shard_read_tokens(f, start, bt + 1, dl->window.data(), err)) return false;
     for (size_t i = 0; i <= bt; i++)
         if (dl->window[i] >= dl->vocab) {
@@ -73,6 +203,6 @@ inline bool dataloader_next(DataLoader* dl, std::string* err) {
             return false;
         }
     for (size_t i = 0; i < bt; i++) { dl->inputs[i] = dl->window[i]; dl->targets[i] = dl->window[i + 1]; }
-    if (++dl->micro == dl->accum) { dl->micro = 0; dl->pos += step; }
+    dataloader_advance(dl);
     return true;
 }

@@ -103,6 +103,19 @@ __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const f
     }
 }
 
+// out (N,C) = (inp - mean) * rstd * w + b with the saved statistics: recomputes a LayerNorm output
+// in backward (--recompute 2) instead of keeping it from the forward. One thread per 16 bytes.
+__global__ void layernorm_apply_kernel(floatX* out, const floatX* inp, const float* mean, const float* rstd,
+                                       const floatX* w, const floatX* b, int N, int C) {
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * x128::size;
+    if (i >= (size_t)N * C) return;
+    const int row = i / C, c = i % C;
+    const float m = mean[row], s = rstd[row];
+    x128 x = load128(inp + i), wv = load128(w + c), bv = load128(b + c), o;
+    for (int k = 0; k < x128::size; k++) o[k] = (floatX)(((float)x[k] - m) * s * (float)wv[k] + (float)bv[k]);
+    store128(out + i, o);
+}
+
 // out (n) += sum over p of partials[p * stride + i]: the ordered final step of the dw/db sums.
 __global__ void layernorm_params_accumulate_kernel(floatX* dw, floatX* db, const float* partials, int P, int C) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -135,6 +148,13 @@ inline void layernorm_residual_forward(Context* ctx, floatX* residual_out, float
     const size_t smem = (size_t)LN_WARPS * C * sizeof(floatX);
     layernorm_forward_kernel<true><<<ceil_div(N, LN_WARPS), LN_WARPS * 32, smem, ctx->stream>>>(
         residual_out, out, mean, rstd, inp, add, w, b, N, C);
+    launchCheck();
+}
+
+// out (N,C) = LayerNorm(inp) from the statistics a forward saved. Overwrites out.
+inline void layernorm_apply(Context* ctx, floatX* out, const floatX* inp, const float* mean, const float* rstd,
+                            const floatX* w, const floatX* b, int N, int C) {
+    layernorm_apply_kernel<<<ceil_div((size_t)N * C / x128::size, 256), 256, 0, ctx->stream>>>(out, inp, mean, rstd, w, b, N, C);
     launchCheck();
 }
 

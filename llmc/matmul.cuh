@@ -39,6 +39,20 @@ __global__ void bias_backward_partial_kernel(float* partials, const floatX* dout
     }
 }
 
+// out (n) = GELU_tanh(inp (n)): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Used only to
+// recompute the MLP's GELU output in backward (--recompute): the forward GELU is fused into the
+// fc matmul's epilogue.
+__global__ void gelu_forward_kernel(floatX* out, const floatX* inp, size_t n) {
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * x128::size;
+    if (i >= n) return;
+    x128 x = load128cs(inp + i), o;
+    for (int k = 0; k < x128::size; k++) {
+        const float v = (float)x[k];
+        o[k] = (floatX)(0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v))));
+    }
+    store128(out + i, o);
+}
+
 // out (n) += sum over p of partials (P, n), in order p = 0..P-1. In place on out.
 // Shared by every "sum these rows then accumulate into a gradient" step (bias, LayerNorm).
 __global__ void reduce_partials_accumulate_kernel(floatX* out, const float* partials, int P, int n) {
@@ -172,6 +186,12 @@ inline void matmul_forward(Context* ctx, floatX* out, const floatX* inp, const f
     if (pre_gelu) { c.aux = pre_gelu; c.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX; }
     else if (bias) c.epilogue = CUBLASLT_EPILOGUE_BIAS;
     matmul(ctx, c);
+}
+
+// out (n) = GELU_tanh(inp (n)), n a multiple of x128::size. Overwrites out.
+inline void gelu_forward(Context* ctx, floatX* out, const floatX* inp, size_t n) {
+    gelu_forward_kernel<<<ceil_div(n / x128::size, 256), 256, 0, ctx->stream>>>(out, inp, n);
+    launchCheck();
 }
 
 // dbias (OC) += column sums of dout (N, OC). Deterministic: per-block partials in fp32, then an

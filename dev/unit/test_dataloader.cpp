@@ -1,59 +1,190 @@
-// The data loader (llmc/dataloader.h): rank slicing, shard order and wrap-around, bad tokens.
+// The data loader (llmc/dataloader.h): rank slicing, shard order and wrap-around, bad tokens,
+// seeded shuffling of shards and step blocks, and the resumable position (state/restore).
 #include <unistd.h>
 #include <set>
 #include <vector>
 #include "llmc/dataloader.h"
 #include "dev/unit/check.h"
 
+static std::string dir;
+static const int B = 2, T = 8, V = 5000;
+
+static DataLoader open_loader(const char* glob, int rank, int world, int accum, bool shuffle, uint64_t seed) {
+    DataLoader d;
+    std::string err;
+    if (!dataloader_open(&d, dir + "/" + glob, B, T, rank, world, accum, V, shuffle, seed, &err)) {
+        printf("FAIL open %s: %s\n", glob, err.c_str());
+        exit(1);
+    }
+    return d;
+}
+// The next n micro-batches (inputs and targets of each, one after the other).
+static std::vector<std::vector<int>> read(DataLoader* d, int n) {
+    std::vector<std::vector<int>> out;
+    std::string err;
+    for (int i = 0; i < n; i++) {
+        if (!dataloader_next(d, &err)) { printf("FAIL read: %s\n", err.c_str()); exit(1); }
+        out.push_back(d->inputs);
+        out.push_back(d->targets);
+    }
+    return out;
+}
+// The first input token of each of the next n micro-batches: identifies the window (tokens are s*1000+i).
+static std::vector<int> firsts(DataLoader* d, int n) {
+    std::vector<int> out;
+    const auto r = read(d, n);
+    for (size_t i = 0; i < r.size(); i += 2) out.push_back(r[i][0]);
+    return out;
+}
+static bool same(const DataLoaderState& a, const DataLoaderState& b) {
+    return a.epoch == b.epoch && a.shard_pos == b.shard_pos && a.block_pos == b.block_pos && a.micro == b.micro;
+}
+
+// 1 rank with accumulation 6 and 2 ranks with 3 read the same windows: the single rank's
+// micro-step 2j is rank 0's micro-step j, its 2j+1 is rank 1's j.
+static bool ranks_equivalent(const char* glob, bool shuffle, int steps) {
+    DataLoader one = open_loader(glob, 0, 1, 6, shuffle, 42), r0 = open_loader(glob, 0, 2, 3, shuffle, 42), r1 = open_loader(glob, 1, 2, 3, shuffle, 42);
+    bool ok = true;
+    for (int s = 0; s < steps; s++) {
+        auto a = read(&one, 6), b0 = read(&r0, 3), b1 = read(&r1, 3);
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 2; k++)   // inputs, targets
+                ok &= a[2 * (2 * j) + k] == b0[2 * j + k] && a[2 * (2 * j + 1) + k] == b1[2 * j + k];
+    }
+    return ok;
+}
+
 int main() {
     char t[] = "/tmp/test_dataloader_XXXXXX";
-    const std::string dir = mkdtemp(t);
+    dir = mkdtemp(t);
     std::string err;
-    // two shards with tokens 0..999 and 1000..1999 (mod vocab 5000)
+    // d_*: two shards with tokens 0..999 and 1000..1999
     for (int s = 0; s < 2; s++) {
         std::vector<uint16_t> tok(1000);
         for (int i = 0; i < 1000; i++) tok[i] = (uint16_t)(s * 1000 + i);
         shard_write(dir + "/d_train_0" + std::to_string(s) + ".bin", tok.data(), tok.size(), &err);
     }
-    const int B = 2, T = 8;
-    // one rank with accumulation 6 and two ranks with 3 see the same tokens in every step, also
-    // where a shard ends (1000 tokens hold 10 steps of 96, with a tail the step skips)
-    DataLoader one, r0, r1;
-    CHECK(dataloader_open(&one, dir + "/d_train_*.bin", B, T, 0, 1, 6, 5000, &err), "open, one rank");
-    CHECK(dataloader_open(&r0, dir + "/d_train_*.bin", B, T, 0, 2, 3, 5000, &err) &&
-          dataloader_open(&r1, dir + "/d_train_*.bin", B, T, 1, 2, 3, 5000, &err), "open, two ranks");
-    bool same = true;
-    for (int step = 0; step < 50; step++) {
-        std::multiset<int> a, b;
-        for (int i = 0; i < 6; i++) { dataloader_next(&one, &err); a.insert(one.inputs.begin(), one.inputs.end()); }
-        for (int i = 0; i < 3; i++) {
-            dataloader_next(&r0, &err); b.insert(r0.inputs.begin(), r0.inputs.end());
-            dataloader_next(&r1, &err); b.insert(r1.inputs.begin(), r1.inputs.end());
-        }
-        same &= a == b;
+    // e_*: five shards of different sizes (400 + 97 s tokens: s*1000 + i), so 24, 31, 37, 43, 49 blocks of 16
+    // and 4, 5, 6, 7, 8 blocks of 96
+    const int e_blocks[5] = {24, 31, 37, 43, 49};
+    for (int s = 0; s < 5; s++) {
+        std::vector<uint16_t> tok(400 + 97 * s);
+        for (size_t i = 0; i < tok.size(); i++) tok[i] = (uint16_t)(s * 1000 + i);
+        shard_write(dir + "/e_" + std::to_string(s) + ".bin", tok.data(), tok.size(), &err);
     }
-    CHECK(same, "1 rank x 6 micro-steps == 2 ranks x 3 (50 steps, across shards and epochs)");
-    DataLoader d;
-    dataloader_open(&d, dir + "/d_train_*.bin", B, T, 0, 1, 1, 5000, &err);
+
+    // --- rank equivalence (1000 tokens hold 10 steps of 96, with a tail the step skips)
+    CHECK(ranks_equivalent("d_train_*.bin", false, 50), "1 rank x 6 micro-steps == 2 ranks x 3 (50 steps, across shards and epochs)");
+    CHECK(ranks_equivalent("e_*.bin", true, 75), "with shuffle: 1 rank x 6 == 2 ranks x 3 (75 steps, 2.5 epochs)");
+
+    // --- without shuffle: blocks in order, shards in order, wrap around
+    DataLoader d = open_loader("d_train_*.bin", 0, 1, 1, false, 0);
+    CHECK_EQ(dataloader_steps_per_epoch(&d), (size_t)124, "steps per epoch (2 x 62)");
     dataloader_next(&d, &err);
     CHECK(d.inputs[0] == 0 && d.targets[0] == 1 && d.inputs[15] == 15 && d.targets[15] == 16, "targets are inputs shifted by one");
     for (int i = 0; i < 61; i++) dataloader_next(&d, &err);   // 62 windows of 16+1 tokens fit in 1000
-    CHECK(d.inputs[0] == 976 && d.shard == 0, "last full batch of shard 0");
+    CHECK(d.inputs[0] == 976, "last full batch of shard 0");
+    CHECK(dataloader_file(&d) == 1, "position moved to shard 1 after its last block");
     dataloader_next(&d, &err);
-    CHECK(d.inputs[0] == 1000 && d.shard == 1, "moves to shard 1");
+    CHECK(d.inputs[0] == 1000, "moves to shard 1");
     for (int i = 0; i < 61; i++) dataloader_next(&d, &err);
+    DataLoaderState s1 = dataloader_state(&d);
+    CHECK(s1.epoch == 1 && s1.shard_pos == 0 && s1.block_pos == 0 && s1.micro == 0, "state after one epoch is (1, 0, 0, 0)");
     dataloader_next(&d, &err);
-    CHECK(d.inputs[0] == 0 && d.shard == 0, "wraps around to shard 0");
-    // errors
+    CHECK(d.inputs[0] == 0 && dataloader_file(&d) == 0, "wraps around to shard 0");
+
+    // --- with shuffle: every block exactly once per epoch, shards visited whole, orders vary
+    DataLoader sh = open_loader("e_*.bin", 0, 1, 1, true, 1234);
+    const int epoch_steps = 24 + 31 + 37 + 43 + 49;
+    CHECK_EQ(dataloader_steps_per_epoch(&sh), (size_t)epoch_steps, "steps per epoch, five uneven shards");
+    bool covers = true, aligned = true, whole_shards = true, identity = true;
+    std::vector<std::vector<int>> epochs;
+    for (int e = 0; e < 3; e++) {
+        std::vector<int> f = firsts(&sh, epoch_steps);
+        std::set<int> blocks(f.begin(), f.end());
+        covers &= blocks.size() == (size_t)epoch_steps;
+        int switches = 0;
+        for (int i = 0; i < epoch_steps; i++) {
+            const int s = f[i] / 1000, off = f[i] % 1000;
+            aligned &= off % 16 == 0 && off / 16 < e_blocks[s];
+            if (i > 0) switches += f[i] / 1000 != f[i - 1] / 1000;
+            if (i > 0) identity &= f[i] > f[i - 1];
+        }
+        whole_shards &= switches == 4;
+        epochs.push_back(f);
+        covers &= same(dataloader_state(&sh), DataLoaderState{(uint64_t)e + 1, 0, 0, 0, 0});
+    }
+    CHECK(covers && aligned, "shuffle: each epoch reads every step block exactly once");
+    CHECK(whole_shards, "shuffle: an epoch reads each shard's blocks together (a shard at a time)");
+    CHECK(!identity, "shuffle changes the order");
+    CHECK(epochs[0] != epochs[1] && epochs[1] != epochs[2], "each epoch has its own order");
+    DataLoader plain = open_loader("e_*.bin", 0, 1, 1, false, 1234);
+    std::vector<int> pf = firsts(&plain, epoch_steps);
+    bool in_order = true;
+    for (int i = 1; i < epoch_steps; i++) in_order &= pf[i] > pf[i - 1];
+    CHECK(in_order, "no shuffle: identity order, whatever the seed");
+    DataLoader same_seed = open_loader("e_*.bin", 0, 1, 1, true, 1234), other_seed = open_loader("e_*.bin", 0, 1, 1, true, 1235);
+    std::vector<int> a = firsts(&same_seed, 2 * epoch_steps), b = firsts(&other_seed, 2 * epoch_steps);
+    std::vector<int> first_two(epochs[0]);
+    first_two.insert(first_two.end(), epochs[1].begin(), epochs[1].end());
+    CHECK(a == first_two, "same seed, same order");
+    CHECK(a != b, "different seeds, different orders");
+
+    // --- state and restore: stopping after k micro-batches and restoring in a fresh loader reads
+    // exactly what an uninterrupted run reads, for every k over two epochs (mid-step, at shard
+    // and epoch boundaries). Rank 1 of 2 with accumulation 3: 30 steps = 90 micro-batches an epoch.
+    DataLoader full = open_loader("e_*.bin", 1, 2, 3, true, 7);
+    std::vector<DataLoaderState> states;
+    std::vector<std::vector<int>> all;
+    for (int i = 0; i < 300; i++) {
+        states.push_back(dataloader_state(&full));
+        auto r = read(&full, 1);
+        all.push_back(r[0]); all.push_back(r[1]);
+    }
+    bool resumes = true, state_kept = true;
+    for (int k = 0; k < 200; k++) {
+        DataLoader again = open_loader("e_*.bin", 1, 2, 3, true, 7);
+        read(&again, k % 7);   // somewhere else first: restore must not depend on it
+        resumes &= dataloader_restore(&again, states[k], &err);
+        state_kept &= same(dataloader_state(&again), states[k]);
+        auto r = read(&again, 100);
+        resumes &= std::equal(r.begin(), r.end(), all.begin() + 2 * k);
+    }
+    CHECK(states[90].epoch == 1 && states[89].epoch == 0 && states[89].micro == 2, "epoch boundary after 90 micro-batches");
+    CHECK(resumes, "restore after k micro-batches continues identically (k = 0..199, across epochs)");
+    CHECK(state_kept, "dataloader_state returns what was restored");
+    DataLoader rs = open_loader("e_*.bin", 1, 2, 3, true, 7);
+    read(&rs, 123);
+    dataloader_reset(&rs);
+    auto r = read(&rs, 150);
+    CHECK(same(states[0], DataLoaderState{0, 0, 0, 0, 0}) && std::equal(r.begin(), r.end(), all.begin()), "reset goes back to epoch 0, start");
+    // restore rejects positions that do not exist here, with one line
+    auto rejects = [&](DataLoaderState st, const char* expect, const char* name) {
+        DataLoader x = open_loader("e_*.bin", 1, 2, 3, true, 7);
+        std::string e;
+        const bool ok = dataloader_restore(&x, st, &e);
+        check_report(!ok && e.find("data loader state") == 0 && e.find(expect) != std::string::npos && e.find('\n') == std::string::npos &&
+                     same(dataloader_state(&x), DataLoaderState{}), name, "got '" + e + "'");
+    };
+    rejects({0, 5, 0, 0, 0}, "shard out of range", "restore rejects shard 5 of 5");
+    rejects({0, 0, 0, 3, 0}, "micro-step out of range", "restore rejects micro-step 3 with accumulation 3");
+    rejects({0, 0, 0, -1, 0}, "micro-step out of range", "restore rejects a negative micro-step");
+    rejects({3, 1, 8, 0, 0}, "block out of range", "restore rejects block 8 (no shard has more than 8 blocks of 96)");
+
+    // --- errors
     DataLoader e;
-    CHECK(!dataloader_open(&e, dir + "/nothing_*.bin", B, T, 0, 1, 1, 5000, &err) && err.find("no file matches") != std::string::npos, "empty glob");
-    CHECK(!dataloader_open(&e, dir + "/d_train_*.bin", 64, 16, 0, 1, 1, 5000, &err) && err.find("fewer than one optimizer step") != std::string::npos, "shard smaller than a step");
+    CHECK(!dataloader_open(&e, dir + "/nothing_*.bin", B, T, 0, 1, 1, V, false, 0, &err) && err.find("no file matches") != std::string::npos, "empty glob");
+    CHECK(!dataloader_open(&e, dir + "/d_train_*.bin", 64, 16, 0, 1, 1, V, false, 0, &err) && err.find("fewer than one optimizer step") != std::string::npos, "shard smaller than a step");
     DataLoader v;
-    dataloader_open(&v, dir + "/d_train_*.bin", B, T, 0, 1, 1, 5000 / 10, &err);
+    dataloader_open(&v, dir + "/d_train_*.bin", B, T, 0, 1, 1, V / 10, false, 0, &err);
     bool failed_ok = false;
     for (int i = 0; i < 40 && !failed_ok; i++) failed_ok = !dataloader_next(&v, &err);
     CHECK(failed_ok && err.find("d_train_00.bin: token 500 at position 500 is not below the vocabulary size 500") != std::string::npos,
           "token id >= vocab names file and position");
-    system(("rm -rf " + dir).c_str());
+    std::vector<char> junk(100, 'x');
+    FILE* f = fopen((dir + "/bad_0.bin").c_str(), "wb"); fwrite(junk.data(), 1, junk.size(), f); fclose(f);
+    CHECK(!dataloader_open(&e, dir + "/bad_*.bin", B, T, 0, 1, 1, V, true, 0, &err) && err.find("bad_0.bin: ") != std::string::npos &&
+          err.find('\n') == std::string::npos, "bad shard: one line naming the file");
+    if (system(("rm -rf " + dir).c_str()) != 0) printf("note: could not remove %s\n", dir.c_str());
     return check_finish();
 }

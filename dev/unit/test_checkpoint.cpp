@@ -1,0 +1,159 @@
+// Training checkpoints (llmc/checkpoint.h): bit-exact round trip, keep_last, which directories
+// count as complete, and the one-line rejection of every broken or mismatched checkpoint.
+#include <unistd.h>
+#include <cstring>
+#include <vector>
+#include "llmc/checkpoint.h"
+#include "dev/unit/check.h"
+
+static GPT2Config tiny() {
+    GPT2Config c;
+    c.num_layers = 2; c.channels = 16; c.num_heads = 2; c.max_seq_len = 32; c.vocab_size = 100; c.padded_vocab_size = 128;
+    return c;
+}
+static TrainState example_state(int step) {
+    TrainState s{};
+    s.step = step; s.adam_t = step - 10; s.loss_scale = 32768.5f; s.scaler_clean_steps = 17;
+    s.loader = DataLoaderState{3, 1, 0x100000007ull, 1, 0};       // a 64-bit value with its high half set
+    s.sample_rng = 0xDEADBEEFCAFEBABEull;
+    s.world = 2; s.precision = 2; s.zero = 1;
+    s.config = tiny();
+    return s;
+}
+// Arbitrary bit patterns (negative zero, denormals, NaNs with payloads too): bit-exactness is the point.
+static std::vector<float> pattern(size_t n, uint64_t seed) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; i++) { uint32_t b = (uint32_t)splitmix64(&seed); memcpy(&v[i], &b, 4); }
+    v[0] = -0.0f; v[1] = 1e-42f;
+    return v;
+}
+static bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+static bool same_state(const TrainState& a, const TrainState& b) {
+    return a.step == b.step && a.adam_t == b.adam_t && memcmp(&a.loss_scale, &b.loss_scale, 4) == 0 &&
+           a.scaler_clean_steps == b.scaler_clean_steps && a.loader.epoch == b.loader.epoch && a.loader.shard_pos == b.loader.shard_pos &&
+           a.loader.block_pos == b.loader.block_pos && a.loader.micro == b.loader.micro && a.sample_rng == b.sample_rng &&
+           a.world == b.world && a.precision == b.precision && a.zero == b.zero && ckpt_detail::same_config(a.config, b.config);
+}
+static bool exists(const std::string& p) { return access(p.c_str(), F_OK) == 0; }
+static void sh(const std::string& cmd) { if (system(cmd.c_str()) != 0) printf("note: '%s' failed\n", cmd.c_str()); }
+static void touch(const std::string& p) { FILE* f = fopen(p.c_str(), "wb"); if (f) fclose(f); }
+static void poke(const std::string& path, long off, int32_t v) {   // overwrite one int32 of a file
+    FILE* f = fopen(path.c_str(), "r+b"); fseek(f, off, SEEK_SET); fwrite(&v, 4, 1, f); fclose(f);
+}
+
+int main() {
+    char t[] = "/tmp/test_checkpoint_XXXXXX";
+    const std::string root = mkdtemp(t), out = root + "/run";   // out does not exist yet: write creates it
+    const size_t n = param_layout(tiny()).total;
+    std::vector<float> master = pattern(n, 1), m = pattern(n, 2), v = pattern(n, 3);
+    std::string err;
+
+    // --- round trip
+    const TrainState st = example_state(1000);
+    CHECK(checkpoint_write(out, st, master.data(), m.data(), v.data(), 0, &err), "write a checkpoint");
+    const std::string ck = out + "/step_00001000";
+    CHECK(exists(ck + "/model.bin") && exists(ck + "/state.bin") && exists(ck + "/DONE"), "step_00001000 holds model.bin, state.bin, DONE");
+    CHECK(!exists(ck + ".tmp") && !exists(ck + "/model.bin.tmp"), "no .tmp left behind");
+    std::string found;
+    CHECK(checkpoint_find_latest(out, &found, &err) && found == ck, "find_latest finds it");
+    TrainState hdr{}, got{};
+    CHECK(checkpoint_read_state(ck, &hdr, &err) && same_state(hdr, st), "read_state: every field back");
+    std::vector<float> master2(n), m2(n), v2(n);
+    CHECK(checkpoint_read(ck, st, &got, master2.data(), m2.data(), v2.data(), &err), "read the checkpoint");
+    CHECK(same_state(got, st) && bits_equal(master2, master) && bits_equal(m2, m) && bits_equal(v2, v), "round trip is bit-exact");
+    std::vector<float> from_model(n);
+    CHECK(model_file_read_params(ck + "/model.bin", tiny(), from_model.data(), &err) && bits_equal(from_model, master), "model.bin is a plain model file");
+    FILE* f = fopen((ck + "/state.bin").c_str(), "rb");
+    int32_t h[4] = {};
+    CHECK(fread(h, 4, 4, f) == 4 && h[0] == 20241130 && h[1] == 1 && h[2] == 1000 && h[3] == 990, "state.bin header: magic, version, step, adam_t");
+    fseek(f, 0, SEEK_END);
+    CHECK_EQ((long long)ftell(f), (long long)(1024 + 8 * n), "state.bin size: header + m + v");
+    fclose(f);
+
+    // --- keep_last, and what counts as complete
+    sh("mkdir -p " + out + "/step_00000500 " + out + "/step_00009000 " + out + "/step_00009500.tmp " + out + "/notes");
+    touch(out + "/step_00009500.tmp/DONE");   // a .tmp never counts, even with a DONE inside
+    CHECK(checkpoint_write(out, example_state(2000), master.data(), m.data(), v.data(), 2, &err) &&
+          checkpoint_write(out, example_state(3000), master.data(), m.data(), v.data(), 2, &err), "write steps 2000 and 3000, keep_last 2");
+    CHECK(!exists(out + "/step_00001000") && exists(out + "/step_00002000/DONE") && exists(out + "/step_00003000/DONE"), "keep_last deletes the older");
+    CHECK(exists(out + "/step_00000500") && exists(out + "/step_00009000") && exists(out + "/step_00009500.tmp") && exists(out + "/notes"),
+          "keep_last leaves incomplete and other directories alone");
+    CHECK(checkpoint_find_latest(out, &found, &err) && found == out + "/step_00003000", "find_latest skips a dir without DONE and a .tmp dir");
+    // rewriting a step (e.g. a rerun) replaces it; a stale .tmp from a crashed write is cleared
+    std::vector<float> m3 = pattern(n, 4);
+    sh("mkdir -p " + out + "/step_00003000.tmp && touch " + out + "/step_00003000.tmp/junk");
+    CHECK(checkpoint_write(out, example_state(3000), master.data(), m3.data(), v.data(), 2, &err), "rewrite step 3000 over a stale .tmp");
+    CHECK(checkpoint_read(out + "/step_00003000", st, &got, master2.data(), m2.data(), v2.data(), &err) && bits_equal(m2, m3) &&
+          !exists(out + "/step_00003000.tmp"), "the rewrite replaced it");
+    // numerically largest step, not alphabetically largest name
+    const std::string out2 = root + "/run2";
+    for (int s : {9, 10, 99999999, 100000000}) checkpoint_write(out2, example_state(s), master.data(), m.data(), v.data(), 0, &err);
+    CHECK(checkpoint_find_latest(out2, &found, &err) && found == out2 + "/step_100000000", "find_latest picks the numerically largest step");
+    CHECK(checkpoint_write(out2, example_state(11), master.data(), m.data(), v.data(), 1, &err) &&
+          exists(out2 + "/step_100000000") && !exists(out2 + "/step_00000011"), "keep_last keeps the newest by step, not the one just written");
+
+    // --- rejections: one line naming the file or directory
+    auto rejects = [&](const std::string& name, const std::string& dir, const TrainState& expect, const std::string& where,
+                       const std::string& what) {
+        TrainState s{};
+        std::string e;
+        const bool ok = checkpoint_read(dir, expect, &s, master2.data(), m2.data(), v2.data(), &e);
+        check_report(!ok && e.find(where + ": ") == 0 && e.find(what) != std::string::npos && e.find('\n') == std::string::npos,
+                     "rejects " + name, "got '" + e + "'");
+    };
+    // a broken copy of the good checkpoint at step 1000 of out3
+    const std::string out3 = root + "/run3", good = out3 + "/step_00001000";
+    checkpoint_write(out3, st, master.data(), m.data(), v.data(), 0, &err);
+    auto broken = [&](const std::string& name) { const std::string d = out3 + "/" + name; sh("cp -r " + good + " " + d); return d; };
+    std::string d = broken("no_done");
+    unlink((d + "/DONE").c_str());
+    rejects("a checkpoint without DONE", d, st, d, "incomplete checkpoint (no DONE marker)");
+    CHECK(!checkpoint_read_state(d, &got, &err) && err == d + ": incomplete checkpoint (no DONE marker)", "read_state also refuses it");
+    d = broken("crashed");                       // a crash mid-write that still left DONE: state.bin cut short
+    CHECK(truncate((d + "/state.bin").c_str(), 1024 + 4 * n) == 0, "truncate state.bin");
+    rejects("a truncated state.bin", d, st, d + "/state.bin", "(truncated)");
+    d = broken("tiny");
+    CHECK(truncate((d + "/state.bin").c_str(), 100) == 0, "truncate state.bin to 100 bytes");
+    rejects("a state.bin shorter than its header", d, st, d + "/state.bin", "truncated: 100 bytes");
+    d = broken("trailing");
+    sh("printf 'xxxx' >> " + d + "/state.bin");
+    rejects("a state.bin with trailing data", d, st, d + "/state.bin", "(trailing data)");
+    d = broken("magic");
+    poke(d + "/state.bin", 0, 12345);
+    rejects("a wrong magic", d, st, d + "/state.bin", "bad magic 12345");
+    d = broken("version");
+    poke(d + "/state.bin", 4, 2);
+    rejects("a wrong version", d, st, d + "/state.bin", "unsupported version 2");
+    d = broken("model_config");
+    GPT2Config other = tiny();
+    other.vocab_size = 90;
+    std::vector<float> other_w(param_layout(other).total);
+    model_file_write(d + "/model.bin", other, other_w.data(), &err);
+    rejects("model.bin config != state config", d, st, d + "/model.bin", "differs from state.bin's");
+    d = broken("no_model");
+    unlink((d + "/model.bin").c_str());
+    rejects("a missing model.bin", d, st, d + "/model.bin", "cannot open");
+    TrainState run = st;
+    run.config.num_layers = 3;
+    rejects("another model config", good, run, good,
+            "model config mismatch: checkpoint has L=2 C=16 NH=2 V=100 Vp=128 maxT=32, this run L=3 C=16");
+    run = st;
+    run.precision = 1;
+    rejects("another precision", good, run, good, "checkpoint written by a bf16 build, this is a fp16 build");
+    run = st;
+    run.world = 1;
+    rejects("another GPU count", good, run, good, "checkpoint written by 2 GPUs, this run has 1");
+    run = st;
+    run.step = 5; run.zero = 0; run.loader = DataLoaderState{};
+    CHECK(checkpoint_read(good, run, &got, master2.data(), m2.data(), v2.data(), &err) && same_state(got, st), "expect's other fields are ignored");
+    sh("mkdir -p " + root + "/empty");
+    CHECK(!checkpoint_find_latest(root + "/empty", &found, &err) && err == root + "/empty: no complete checkpoint (step_*/DONE)", "find_latest: none");
+    CHECK(!checkpoint_find_latest(root + "/missing", &found, &err) && err.find(root + "/missing: cannot open") == 0 &&
+          err.find('\n') == std::string::npos, "find_latest: missing directory");
+    CHECK(!checkpoint_write("/proc/no_such_dir", st, master.data(), m.data(), v.data(), 0, &err) && err.find("/proc/no_such_dir") == 0 &&
+          err.find('\n') == std::string::npos, "write into an impossible directory: one line");
+    sh("rm -rf " + root);
+    return check_finish();
+}

@@ -1,0 +1,84 @@
+// Activations: everything forward saves for backward, plus backward's scratch, in ONE allocation
+// sized from the config, B and T. block_acts() is the one function that slices it per block.
+//
+// Recompute (--recompute) trades compute for memory: level 1 keeps ONE (B,T,4C) GELU output shared
+// by all blocks (backward recomputes it from the saved pre-GELU fch), level 2 also keeps one LN1
+// and one LN2 output (backward recomputes them from the saved residual, mean and rstd).
+#pragma once
+#include "common.cuh"
+#include "model.h"
+#include "attention.cuh"
+
+struct Activations {
+    int recompute = 0;
+    // (L, ...) one slice per block (fch_gelu, ln1, ln2: one shared slice when recomputed)
+    floatX *ln1, *qkv, *atty, *residual2, *ln2, *fch, *fch_gelu, *residual3;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
+    float *att;                // attention's saved state (attention_state_elems per block)
+    // once per model
+    floatX *encoded;           // (B,T,C) embedding output = block 0's input
+    floatX *lnf;               // (B,T,C)
+    float *lnf_mean, *lnf_rstd;// (B,T)
+    floatX *logits;            // (B,T,Vp), overwritten in place by dlogits
+    float *losses;             // (B,T)
+    floatX *proj_out;          // (B,T,C) output of the two projection matmuls before the residual add
+    // backward scratch
+    floatX *dresidual;         // (B,T,C) gradient of the residual stream, accumulated block by block
+    floatX *dbtc;              // (B,T,C) gradient of an LN output / attention output
+    floatX *dbig;              // (B,T,4C) gradient of fch, or of qkv (3C)
+    void *att_scratch;         // attention_scratch_bytes
+    void* memory;
+    size_t bytes;
+};
+
+// One block's activations: the ONE place that slices them, used by forward and backward.
+struct BlockActs {
+    floatX* input;                      // (B,T,C) residual stream entering the block
+    floatX* ln1; float *ln1_mean, *ln1_rstd;
+    floatX* qkv;                        // (B,T,3C)
+    floatX* atty;                       // (B,T,C) attention output, heads concatenated
+    float* att;                         // attention's saved state
+    floatX* residual2;                  // (B,T,C) input + attention branch
+    floatX* ln2; float *ln2_mean, *ln2_rstd;
+    floatX* fch;                        // (B,T,4C) fc output before GELU
+    floatX* fch_gelu;                   // (B,T,4C)
+    floatX* residual3;                  // (B,T,C) block output
+};
+// B, T may be smaller than what was allocated (sampling, evaluation): the slices shrink with them.
+inline BlockActs block_acts(const Activations& a, const GPT2Config& c, int B, int T, int l) {
+    const size_t btc = (size_t)B * T * c.channels, bt = (size_t)B * T;
+    const size_t att = attention_state_elems(B, T, c.num_heads);
+    const size_t lg = a.recompute >= 1 ? 0 : l, ll = a.recompute >= 2 ? 0 : l;  // shared slices when recomputed
+    return {l == 0 ? a.encoded : a.residual3 + (l - 1) * btc,
+            a.ln1 + ll * btc, a.ln1_mean + l * bt, a.ln1_rstd + l * bt,
+            a.qkv + l * 3 * btc, a.atty + l * btc, a.att + l * att, a.residual2 + l * btc,
+            a.ln2 + ll * btc, a.ln2_mean + l * bt, a.ln2_rstd + l * bt,
+            a.fch + l * 4 * btc, a.fch_gelu + lg * 4 * btc, a.residual3 + l * btc};
+}
+
+inline void activations_alloc(Activations* a, const GPT2Config& c, int B, int T, int recompute) {
+    const size_t L = c.num_layers, btc = (size_t)B * T * c.channels, bt = (size_t)B * T;
+    const size_t LG = recompute >= 1 ? 1 : L, LL = recompute >= 2 ? 1 : L;
+    a->recompute = recompute;
+    struct Item { void** ptr; size_t bytes; };
+    const size_t X = sizeof(floatX), F = sizeof(float);
+    const Item items[] = {
+        {(void**)&a->ln1, LL * btc * X}, {(void**)&a->qkv, L * 3 * btc * X}, {(void**)&a->atty, L * btc * X},
+        {(void**)&a->att, L * attention_state_elems(B, T, c.num_heads) * F},
+        {(void**)&a->residual2, L * btc * X}, {(void**)&a->ln2, LL * btc * X},
+        {(void**)&a->fch, L * 4 * btc * X}, {(void**)&a->fch_gelu, LG * 4 * btc * X}, {(void**)&a->residual3, L * btc * X},
+        {(void**)&a->ln1_mean, L * bt * F}, {(void**)&a->ln1_rstd, L * bt * F},
+        {(void**)&a->ln2_mean, L * bt * F}, {(void**)&a->ln2_rstd, L * bt * F},
+        {(void**)&a->encoded, btc * X}, {(void**)&a->lnf, btc * X}, {(void**)&a->lnf_mean, bt * F}, {(void**)&a->lnf_rstd, bt * F},
+        {(void**)&a->logits, bt * c.padded_vocab_size * X}, {(void**)&a->losses, bt * F}, {(void**)&a->proj_out, btc * X},
+        {(void**)&a->dresidual, btc * X}, {(void**)&a->dbtc, btc * X}, {(void**)&a->dbig, 4 * btc * X},
+        {(void**)&a->att_scratch, attention_scratch_bytes(B, T, c.channels, c.num_heads)},
+    };
+    auto align = [](size_t n) { return (n + 255) / 256 * 256; };  // every tensor 256-byte aligned
+    a->bytes = 0;
+    for (const Item& it : items) a->bytes += align(it.bytes);
+    cudaCheck(cudaMalloc(&a->memory, a->bytes));
+    char* p = (char*)a->memory;
+    for (const Item& it : items) { *it.ptr = p; p += align(it.bytes); }
+}
+

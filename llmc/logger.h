@@ -1,0 +1,51 @@
+// The run log: one JSON object per line (JSONL) in <out>/log.jsonl, for dev/plot.py and for
+// anyone's own analysis. Appends, so a resumed run continues the same file. Host-only.
+#pragma once
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <sys/stat.h>
+
+// The run directory.
+inline bool file_exists(const std::string& path) { struct stat st; return stat(path.c_str(), &st) == 0; }
+// mkdir -p: creates path and its missing parents.
+inline bool make_dirs(const std::string& path, std::string* err) {
+    for (size_t i = 1; i <= path.size(); i++) {
+        if (i < path.size() && path[i] != '/') continue;
+        const std::string p = path.substr(0, i);
+        if (mkdir(p.c_str(), 0755) != 0 && errno != EEXIST) { *err = p + ": cannot create directory: " + strerror(errno); return false; }
+    }
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) { *err = path + ": not a directory"; return false; }
+    return true;
+}
+
+// A JSON string literal of s (quotes, backslashes and control bytes escaped; other bytes as is,
+// so UTF-8 stays UTF-8).
+inline std::string json_string(const std::string& s) {
+    std::string o = "\"";
+    for (unsigned char ch : s) {
+        if (ch == '"' || ch == '\\') { o += '\\'; o += (char)ch; }
+        else if (ch == '\n') o += "\\n";
+        else if (ch == '\t') o += "\\t";
+        else if (ch < 0x20) { char buf[8]; snprintf(buf, sizeof buf, "\\u%04x", ch); o += buf; }
+        else o += (char)ch;
+    }
+    return o + "\"";
+}
+
+struct Logger {
+    FILE* f = nullptr;
+    bool open(const std::string& path, std::string* err) {
+        f = fopen(path.c_str(), "a");
+        if (!f) { *err = path + ": cannot open for appending"; return false; }
+        return true;
+    }
+    void line(const std::string& json) {  // one object, flushed so a crash loses nothing written
+        if (!f) return;
+        fprintf(f, "%s\n", json.c_str());
+        fflush(f);
+    }
+    void close() { if (f) fclose(f); f = nullptr; }
+};

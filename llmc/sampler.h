@@ -1,0 +1,35 @@
+// Text sampling on the host: a small seeded RNG and top-k / temperature sampling from one row of
+// logits. Host-only; unit-tested. The RNG's whole state is one uint64, so checkpoints save it.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+// xorshift64*: tiny state, good enough for sampling; returns a float in [0, 1).
+inline float rng_uniform(uint64_t* state) {
+    uint64_t x = *state;
+    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+    *state = x;
+    return (float)((x * 0x2545F4914F6CDD1DULL) >> 40) / 16777216.0f;
+}
+inline uint64_t rng_seed(uint64_t seed) { return seed * 0x9E3779B97F4A7C15ULL + 0x1234567ULL; }  // never 0
+
+// Samples a token from logits[0..V): softmax(logits / temperature) restricted to the top_k
+// largest (top_k <= 0 or >= V: all of them).
+inline int sample_top_k(const float* logits, int V, int top_k, float temperature, uint64_t* rng) {
+    std::vector<int> idx(V);
+    for (int i = 0; i < V; i++) idx[i] = i;
+    int k = (top_k <= 0 || top_k > V) ? V : top_k;
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+    const float mx = logits[idx[0]];
+    std::vector<double> p(k);
+    double sum = 0;
+    for (int i = 0; i < k; i++) sum += p[i] = std::exp((double)(logits[idx[i]] - mx) / temperature);
+    double u = rng_uniform(rng) * sum;
+    for (int i = 0; i < k; i++) {
+        u -= p[i];
+        if (u < 0) return idx[i];
+    }
+    return idx[k - 1];
+}

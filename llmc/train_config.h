@@ -1,0 +1,109 @@
+// The trainer's settings and THE option table: parse_train_config() and --help are both driven by
+// train_options(), so the usage text cannot drift from what is parsed. Host-only; unit-tested.
+#pragma once
+#include <string>
+#include <vector>
+#include "options.h"
+#include "schedule.h"
+
+struct TrainConfig {
+    // model and data
+    std::string model = "d12";                      // descriptor (fresh model) or model file
+    std::string train = "dev_data/tinyshakespeare_train.bin";
+    std::string val = "dev_data/tinyshakespeare_val.bin";
+    std::string tokenizer = "dev_data/gpt2_tokenizer.bin";
+    bool shuffle = false;
+    // batch
+    int B = 8, T = 1024;
+    long long total_batch = 0;                      // tokens per step over all GPUs; 0: B*T*GPUs
+    // optimization
+    LRSchedule sched;
+    int max_steps = -1;                             // -1: one epoch of the training data
+    float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f, grad_clip = 1.0f;
+    int seed = 42;
+    int recompute = 0;                              // 0 none, 1 GELU, 2 GELU + LayerNorm
+    // evaluation, samples, outputs
+    int val_every = 0, val_batches = 0;             // 0 batches: one pass over the validation data
+    int sample_every = 0, sample_len = 64, top_k = 50;
+    float temperature = 1.0f;
+    std::string out;                                // run directory: log.jsonl + checkpoints ("" = none)
+    int checkpoint_every = 0, keep_checkpoints = 2;
+    bool resume = false;
+    // several GPUs
+    int zero = 0;                                   // 0: DDP, 1: ZeRO-1
+    float bucket_mb = 16.0f;
+    std::string rendezvous = "tcp";
+    // benchmark
+    bool bench = false;
+    int bench_warmup = 5, bench_steps = 20;
+    int debug_exit_after = 0;                       // tests: die like a killed process after N steps
+};
+
+inline std::vector<Option> train_options(TrainConfig* c) {
+    return {
+        {"model", 'e', OPT_STRING, &c->model, "d12|d24|d36|d48 (new model, GPT-2 init) or a model file to start from"},
+        {"train", 'i', OPT_STRING, &c->train, "training token shards (glob)"},
+        {"val", 'j', OPT_STRING, &c->val, "validation token shards (glob)"},
+        {"tokenizer", 0, OPT_STRING, &c->tokenizer, "decoder file for printing samples (make data writes it)"},
+        {"shuffle", 0, OPT_FLAG, &c->shuffle, "shuffle shard order and sample order each epoch (seeded by --seed)"},
+        {"batch", 'b', OPT_INT, &c->B, "micro-batch size per GPU", 1, 4096},
+        {"seq-len", 't', OPT_INT, &c->T, "sequence length", 1, 65536},
+        {"total-batch-tokens", 'd', OPT_INT64, &c->total_batch, "tokens per optimizer step over all GPUs (0: B*T*GPUs)", 0, 1e12},
+        {"lr", 'l', OPT_FLOAT, &c->sched.lr, "peak learning rate", 0, 10},
+        {"warmup", 'w', OPT_INT, &c->sched.warmup, "linear warmup steps", 0, 1e9},
+        {"lr-schedule", 0, OPT_STRING, &c->sched.kind, "cosine|linear|constant decay after warmup"},
+        {"lr-final", 'q', OPT_FLOAT, &c->sched.final_frac, "final learning rate as a fraction of the peak", 0, 1},
+        {"max-steps", 'x', OPT_INT, &c->max_steps, "optimizer steps (-1: one epoch of --train)", -1, 1e9},
+        {"beta1", 0, OPT_FLOAT, &c->beta1, "AdamW beta1", 0, 1},
+        {"beta2", 0, OPT_FLOAT, &c->beta2, "AdamW beta2", 0, 1},
+        {"eps", 0, OPT_FLOAT, &c->eps, "AdamW epsilon", 0, 1},
+        {"weight-decay", 'c', OPT_FLOAT, &c->weight_decay, "AdamW weight decay (2-D weights only)", 0, 10},
+        {"grad-clip", 0, OPT_FLOAT, &c->grad_clip, "clip the global gradient norm to this (0: off)", 0, 1e9},
+        {"seed", 0, OPT_INT, &c->seed, "seed of initialization, shuffling, sampling, --bench tokens", 0, 2147483647},
+        {"recompute", 'r', OPT_INT, &c->recompute, "recompute in backward to save memory: 0 none, 1 GELU, 2 GELU+LayerNorm", 0, 2},
+        {"val-every", 'v', OPT_INT, &c->val_every, "validation loss every N steps (0: only at the end)", 0, 1e9},
+        {"val-batches", 0, OPT_INT, &c->val_batches, "validation batches (0: one pass over --val)", 0, 1e9},
+        {"sample-every", 's', OPT_INT, &c->sample_every, "print a sampled text every N steps (0: only at the end)", 0, 1e9},
+        {"sample-len", 'g', OPT_INT, &c->sample_len, "tokens per sample (0: no samples)", 0, 65536},
+        {"top-k", 0, OPT_INT, &c->top_k, "sample from the k most likely tokens (0: all)", 0, 1000000},
+        {"temperature", 0, OPT_FLOAT, &c->temperature, "sampling temperature", 1e-3, 100},
+        {"out", 'o', OPT_STRING, &c->out, "run directory for log.jsonl and checkpoints (empty: none)"},
+        {"checkpoint-every", 'n', OPT_INT, &c->checkpoint_every, "write a checkpoint every N steps (0: only at the end)", 0, 1e9},
+        {"keep-checkpoints", 0, OPT_INT, &c->keep_checkpoints, "keep the newest K checkpoints (0: all)", 0, 1e6},
+        {"resume", 0, OPT_FLAG, &c->resume, "continue from the newest complete checkpoint in --out"},
+        {"zero", 'z', OPT_INT, &c->zero, "0: DDP (all-reduce); 1: ZeRO-1 (optimizer state sharded over GPUs)", 0, 1},
+        {"bucket-mb", 0, OPT_FLOAT, &c->bucket_mb, "gradient reduction bucket, MiB (0: one per block)", 0, 1e6},
+        {"rendezvous", 0, OPT_STRING, &c->rendezvous, "without mpirun: tcp (MASTER_ADDR/MASTER_PORT) or file:PATH"},
+        {"bench", 0, OPT_FLAG, &c->bench, "benchmark on random tokens: no data files needed"},
+        {"bench-warmup", 0, OPT_INT, &c->bench_warmup, "--bench: untimed steps first", 0, 1e6},
+        {"bench-steps", 0, OPT_INT, &c->bench_steps, "--bench: timed steps", 1, 1e6},
+        {"debug-exit-after", 0, OPT_INT, &c->debug_exit_after, "testing: exit abruptly (no cleanup, code 137) after N steps", 0, 1e9},
+    };
+}
+
+inline const char* TRAIN_USAGE = "usage: [mpirun -np N] train_gpt2cu [options]";
+
+// Parses and checks the options for a run on `world` GPUs. Returns false with one line in *err
+// on any problem; sets *help for -h/--help (the caller prints options_help and exits 0).
+inline bool parse_train_config(TrainConfig* c, int argc, const char* const* argv, int world, bool* help, std::string* err) {
+    std::vector<Option> opts = train_options(c);
+    if (!options_parse(opts, argc, argv, help, err)) return false;
+    if (*help) return true;
+    if (!lr_schedule_kind_valid(c->sched.kind)) {
+        *err = "option --lr-schedule: '" + c->sched.kind + "' is not one of cosine, linear, constant";
+        return false;
+    }
+    if (c->rendezvous != "tcp" && c->rendezvous.rfind("file:", 0) != 0) {
+        *err = "option --rendezvous: '" + c->rendezvous + "' is not tcp or file:PATH";
+        return false;
+    }
+    if (c->resume && c->out.empty()) { *err = "option --resume needs --out (the run directory to resume from)"; return false; }
+    const long long bt = (long long)c->B * c->T * world;
+    if (c->total_batch == 0) c->total_batch = bt;
+    if (c->total_batch % bt != 0) {
+        *err = "option --total-batch-tokens: " + std::to_string(c->total_batch) + " is not a multiple of B*T*GPUs = " +
+               std::to_string(c->B) + "*" + std::to_string(c->T) + "*" + std::to_string(world) + " = " + std::to_string(bt);
+        return false;
+    }
+    return true;
+}
