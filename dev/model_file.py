@@ -110,3 +110,20 @@ def read_tokens(path, count=None):
     if tokens.size != (n if count is None else count):
         raise ValueError(f"{path}: truncated, header says {n} tokens")
     return tokens.astype(np.int32)
+
+
+def map_tokens(path):
+    """Memory-maps a whole llm.c token shard: returns its tokens as a read-only uint16 array.
+    Checks the header and that the file size matches it exactly, as llmc/shards.h does."""
+    with open(path, "rb") as f:
+        header = np.frombuffer(f.read(HEADER_INTS * 4), dtype="<i4")
+        f.seek(0, 2)
+        size = f.tell()
+    if header.size != HEADER_INTS or header[0] != TOKENS_MAGIC or header[1] != TOKENS_VERSION:
+        raise ValueError(f"{path}: not a token shard (magic {TOKENS_MAGIC}, version {TOKENS_VERSION})")
+    n = int(header[2])
+    if n < 0 or size != HEADER_INTS * 4 + 2 * n:
+        raise ValueError(f"{path}: header says {n} tokens, file holds {(size - HEADER_INTS * 4) // 2}")
+    if n == 0:
+        return np.zeros(0, dtype="<u2")
+    return np.memmap(path, dtype="<u2", mode="r", offset=HEADER_INTS * 4, shape=(n,))

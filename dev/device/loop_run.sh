@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The training loop on one GPU, checked end to end:
+#   1. test_gpt2cu with recompute 0/1/2 (FP16), the HF-converter check (dev/convert_hf.py);
+#   2. 100 steps of d12, B=8, T=1024, warmup + cosine, from the reference's initial model file on
+#      tinyshakespeare, FP16 and BF16, vs the same run in PyTorch (dev/train_reference.py): <= 2 %;
+#   3. resume: 20 steps straight vs 10 steps + kill + --resume 10 steps: bitwise equal losses;
+#   4. memory and speed with --recompute 0/1/2 at B=64.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+summary=()
+sections=${*:-tests train resume recompute}
+has() { [[ " $sections " == *" $1 "* ]]; }
+[ -f dev_data/reference_model.bin ] || PYTHONUNBUFFERED=1 python3 dev/reference.py --out dev_data > "$OUT/reference.log" 2>&1
+if has tests; then
+    for rc in 0 1 2; do
+        build/fp16/test_gpt2cu dev_data/reference_model.bin dev_data/reference_state.bin $rc > "$OUT/test_fp16_rc$rc.log" 2>&1
+        summary+=("test_gpt2cu fp16 recompute $rc: rc=$? $(tail -n 1 "$OUT/test_fp16_rc$rc.log")")
+    done
+    python3 dev/convert_hf.py --selftest > "$OUT/hf_selftest.log" 2>&1
+    summary+=("convert_hf --selftest: rc=$? $(grep -c ^PASS "$OUT/hf_selftest.log") PASS, $(grep -c ^FAIL "$OUT/hf_selftest.log") FAIL")
+    python3 - > "$OUT/hf_make.log" 2>&1 <<'PY'
+import transformers, torch
+torch.manual_seed(0)
+cfg = transformers.GPT2Config(n_layer=4, n_head=12, n_embd=768, n_positions=1024, vocab_size=50257, activation_function="gelu_new")
+transformers.GPT2LMHeadModel(cfg).save_pretrained("/tmp/hf_gpt2_small")
+PY
+    python3 dev/convert_hf.py /tmp/hf_gpt2_small dev_data/hf_small.bin --check-state dev_data/hf_small_state.bin -B 4 -T 64 >> "$OUT/hf_make.log" 2>&1
+    for p in fp32 bf16; do
+        build/$p/test_gpt2cu dev_data/hf_small.bin dev_data/hf_small_state.bin > "$OUT/test_hf_$p.log" 2>&1
+        summary+=("HF GPT2LMHeadModel (4 layers, converted) vs ours, $p: rc=$? $(grep -E '^(PASS|FAIL) (logits|loss)' "$OUT/test_hf_$p.log" | tr '\n' ' ')")
+    done
+fi
+common="-e dev_data/reference_model.bin -i dev_data/tinyshakespeare_train.bin -j dev_data/tinyshakespeare_val.bin -b 8 -t 1024 -l 6e-4 --warmup 10 --lr-final 0.1 --tokenizer dev_data/gpt2_tokenizer.bin"
+if has train; then
+    python3 dev/train_reference.py --model dev_data/reference_model.bin --train dev_data/tinyshakespeare_train.bin -B 8 -T 1024 \
+        -d 8192 -x 100 --lr 6e-4 --warmup 10 --lr-schedule cosine --lr-final 0.1 > "$OUT/train_torch.log" 2>&1
+    for p in fp16 bf16; do
+        rm -rf runs/train_$p
+        build/$p/train_gpt2cu $common -x 100 -v 25 -s 50 -g 48 -o runs/train_$p > "$OUT/train_$p.log" 2>&1
+        summary+=("100 steps $p vs PyTorch fp32: $(python3 dev/compare_losses.py "$OUT/train_torch.log" "$OUT/train_$p.log" --tol 0.02)")
+        summary+=("   val: $(grep 'val loss' "$OUT/train_$p.log" | tr '\n' ' ')")
+    done
+    cp runs/train_fp16/log.jsonl "$OUT/train_fp16.jsonl"
+    python3 dev/plot.py runs/train_fp16 runs/train_bf16 "$OUT/train_torch.log" -o "$OUT/curves.png" > /dev/null 2>&1
+fi
+if has resume; then
+    rm -rf runs/ra runs/rb
+    build/fp16/train_gpt2cu $common -x 20 -o runs/ra > "$OUT/resume_a.log" 2>&1
+    build/fp16/train_gpt2cu $common -x 20 -n 10 -o runs/rb --debug-exit-after 10 > "$OUT/resume_b1.log" 2>&1
+    b1=$?
+    build/fp16/train_gpt2cu $common -x 20 -o runs/rb --resume > "$OUT/resume_b2.log" 2>&1
+    grep -h '^step' "$OUT/resume_b1.log" "$OUT/resume_b2.log" > "$OUT/resume_b.log"
+    summary+=("resume (killed rc=$b1 after step 10, resumed): $(python3 dev/compare_losses.py "$OUT/resume_a.log" "$OUT/resume_b.log" --tol 0)")
+    build/fp16/train_gpt2cu $common -x 20 -o runs/rb > "$OUT/resume_refuse.log" 2>&1
+    summary+=("fresh run into a used --out: rc=$? $(tail -n 1 "$OUT/resume_refuse.log")")
+fi
+if has recompute; then
+    for rc in 0 1 2; do
+        build/bf16/train_gpt2cu --bench -b 64 -t 1024 --bench-warmup 3 --bench-steps 10 -r $rc > "$OUT/bench_rc$rc.log" 2>&1
+        summary+=("bench bf16 B=64 recompute $rc: $(grep -o 'activations [0-9.]* GB' "$OUT/bench_rc$rc.log") $(grep -o 'tok_per_s=[0-9]* mfu=[0-9.]*' "$OUT/bench_rc$rc.log") $(grep -o 'device_mem_gb=[0-9.]*' "$OUT/bench_rc$rc.log")")
+    done
+fi
+echo "================ summary"
+printf '%s\n' "${summary[@]}"

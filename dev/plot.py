@@ -1,0 +1,136 @@
+"""Plots loss curves (and the learning rate) of one or more training runs into a PNG.
+
+  python3 dev/plot.py RUN_DIR_OR_LOG [MORE ...] -o curves.png
+
+Each input is a run directory (its log.jsonl is read), a log.jsonl, or the trainer's plain
+stdout log. log.jsonl holds one JSON object per line:
+  {"type":"step","step":N,"loss":L,"norm":G,"lr":R,"ms":M,"tok_s":S}   one per optimizer step
+  {"type":"eval","step":N,"val_loss":V}                                one per evaluation
+  {"type":"sample",...}                                                 (ignored)
+From a stdout log the lines `step   12/100 | loss 3.21 | norm ... | lr 6.00e-04 ...` and
+`step 100: val loss 3.05` are read. Top panel: train loss (lines) and val loss (markers) per
+run; bottom panel: the learning rate.
+"""
+import argparse, json, math, os, re, sys
+
+STEP_RE = re.compile(r"^step\s+(\d+)/\d+ \| loss (\S+) \| norm (\S+) \| lr (\S+)")
+VAL_RE = re.compile(r"^step\s+(\d+): val loss (\S+)")
+
+
+class PlotError(Exception):
+    pass
+
+
+def resolve(path):
+    """(file to read, label for the legend) for a run directory or a log file."""
+    if os.path.isdir(path):
+        log = os.path.join(path, "log.jsonl")
+        if not os.path.isfile(log):
+            raise PlotError(f"{path}: a directory without log.jsonl")
+        return log, os.path.basename(os.path.normpath(path))
+    if not os.path.isfile(path):
+        raise PlotError(f"{path}: no such file or directory")
+    name = os.path.basename(path)
+    if name == "log.jsonl":  # <run>/log.jsonl: the run's name says more than the file's
+        name = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    return path, name
+
+
+def read_run(path):
+    """Returns {"step": [(step, loss, lr)], "eval": [(step, val_loss)]} from either log format."""
+    with open(path, errors="replace") as f:
+        lines = f.read().splitlines()
+    run = {"step": [], "eval": []}
+    first = next((l.strip() for l in lines if l.strip()), "")
+    if first.startswith("{"):                       # JSONL
+        for i, line in enumerate(lines):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                if i == len(lines) - 1:             # a run still writing: a partial last line
+                    break
+                raise PlotError(f"{path}:{i + 1}: not a JSON object")
+            kind = rec.get("type") if isinstance(rec, dict) else None
+            try:
+                if kind == "step":
+                    run["step"].append((int(rec["step"]), float(rec["loss"]), float(rec.get("lr", math.nan))))
+                elif kind == "eval":
+                    run["eval"].append((int(rec["step"]), float(rec["val_loss"])))
+            except (KeyError, TypeError, ValueError):
+                raise PlotError(f"{path}:{i + 1}: a {kind} record without its fields")
+    else:                                           # the trainer's stdout
+        for line in lines:
+            m = STEP_RE.match(line)
+            if m:
+                run["step"].append((int(m.group(1)), float(m.group(2)), float(m.group(4))))
+            m = VAL_RE.match(line)
+            if m:
+                run["eval"].append((int(m.group(1)), float(m.group(2))))
+    # a resumed run appends to log.jsonl and may repeat steps: the later record of a step wins
+    for key in run:
+        run[key] = sorted({r[0]: r for r in run[key]}.values())
+    if not run["step"] and not run["eval"]:
+        raise PlotError(f"{path}: no step or eval records (not a trainer log?)")
+    return run
+
+
+def plot(runs, out, title=None, logy=False):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax_loss, ax_lr) = plt.subplots(2, 1, figsize=(10, 7), sharex=True,
+                                         gridspec_kw={"height_ratios": [3, 1]})
+    for i, (label, run) in enumerate(runs):
+        color = f"C{i % 10}"
+        if run["step"]:
+            steps, losses, lrs = zip(*run["step"])
+            ax_loss.plot(steps, losses, color=color, lw=1.2, label=f"{label} train")
+            ax_lr.plot(steps, lrs, color=color, lw=1.2, label=label)
+        if run["eval"]:
+            steps, vals = zip(*run["eval"])
+            ax_loss.plot(steps, vals, "o--", color=color, ms=5, lw=0.8, label=f"{label} val")
+    ax_loss.set_ylabel("loss")
+    if logy:
+        ax_loss.set_yscale("log")
+    ax_loss.grid(alpha=0.3)
+    ax_loss.legend(fontsize=8)
+    if title:
+        ax_loss.set_title(title)
+    ax_lr.set_ylabel("learning rate")
+    ax_lr.set_xlabel("step")
+    ax_lr.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+    ax_lr.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n".join(__doc__.splitlines()[2:]))
+    ap.add_argument("inputs", nargs="+", help="run directories, log.jsonl files or stdout logs")
+    ap.add_argument("-o", "--out", default="curves.png", help="PNG to write (default curves.png)")
+    ap.add_argument("--title", default=None)
+    ap.add_argument("--logy", action="store_true", help="log-scale loss axis")
+    args = ap.parse_args()
+    try:
+        runs = []
+        for path in args.inputs:
+            log, label = resolve(path)
+            run = read_run(log)
+            runs.append((label, run))
+            last = f"last loss {run['step'][-1][1]:.4f} at step {run['step'][-1][0]}" if run["step"] else "no steps"
+            print(f"{label}: {len(run['step'])} steps, {len(run['eval'])} evals, {last}")
+        plot(runs, args.out, args.title, args.logy)
+    except (PlotError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""The training run of train_gpt2cu, in plain PyTorch: the reference for the loss-curve comparison.
+
+  python3 dev/train_reference.py --model INIT.bin --train 'dev_data/tinyshakespeare_train.bin' \\
+      -B 8 -T 1024 -d 8192 -x 100 --lr 6e-4 --warmup 10 --lr-schedule cosine --lr-final 0.0 \\
+      --weight-decay 0.1 --grad-clip 1.0 [--dtype fp32|bf16-autocast] > ref.log
+  python3 dev/compare_losses.py train.log ref.log --tol 0.02
+
+Same model (dev/reference.py's forward over the model file's tensors), same batches (the
+trainer's data loader with shuffle off, on 1 GPU), same loss (mean over the step's tokens), same
+learning rate (llmc/schedule.h, in float32), same AdamW (decay on the 2-D tensors only) and the
+same global-norm clipping, so the printed `step N/M | loss ...` lines should track the trainer's.
+The data loader: the shards the glob matches, in sorted order, are each cut into step blocks of
+d = B*T*accum tokens (floor((tokens-1)/d) of them, the +1 being the last target); step k reads
+the next block; micro-step i of a step reads tokens [start + i*B*T, start + i*B*T + B*T + 1).
+After a shard's last block the next shard follows, after the last shard the first again.
+"""
+import argparse, ctypes, ctypes.util, glob, json, math, os, sys, time
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_file import map_tokens, read_model
+from reference import clip_grad_norm, forward
+
+try:  # the C library's cosf, so that the schedule comes out bit-identical to the C++ one
+    _libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    _libm.cosf.argtypes, _libm.cosf.restype = [ctypes.c_float], ctypes.c_float
+    cosf = _libm.cosf
+except (OSError, AttributeError, TypeError):  # no libm: within an ulp of it
+    cosf = math.cos
+DECAY = ("wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw")  # the 2-D tensors (llmc/model.h)
+
+
+def lr_at(step, lr, warmup, max_steps, kind, final_frac):
+    """llmc/schedule.h's lr_at, step by step in float32 as the C++ computes it (0-based step)."""
+    f = np.float32
+    if step < warmup:
+        return f(lr) * f(step + 1) / f(warmup)
+    if kind == "constant" or max_steps <= warmup:
+        return f(lr)
+    progress = f(step - warmup) / f(max_steps - warmup)
+    progress = min(max(progress, f(0)), f(1))
+    min_lr = f(lr) * f(final_frac)
+    decay = f(1) - progress if kind == "linear" else f(0.5) * (f(1) + f(cosf(f(math.pi) * progress)))
+    return min_lr + (f(lr) - min_lr) * decay
+
+
+class Batches:
+    """llmc/dataloader.h with shuffle off, one rank: yields each step's micro-batches."""
+
+    def __init__(self, pattern, B, T, step_tokens, vocab):
+        self.files = sorted(glob.glob(pattern))  # glob(3)'s order: byte-wise sorted paths
+        if not self.files:
+            raise ValueError(f"{pattern}: no file matches")
+        self.B, self.T, self.step, self.vocab = B, T, step_tokens, vocab
+        self.tokens = [map_tokens(f) for f in self.files]
+        for f, t in zip(self.files, self.tokens):
+            if len(t) < step_tokens + 1:
+                raise ValueError(f"{f}: holds {len(t)} tokens, fewer than one optimizer step needs ({step_tokens + 1})")
+        self.blocks = [(len(t) - 1) // step_tokens for t in self.tokens]
+        self.shard, self.block = 0, 0
+
+    def steps_per_epoch(self):
+        return sum(self.blocks)
+
+    def next_step(self, accum):
+        """The (x, y) int64 pairs, (B, T) each, of the next optimizer step's accum micro-steps."""
+        bt, toks, out = self.B * self.T, self.tokens[self.shard], []
+        for i in range(accum):
+            start = self.block * self.step + i * bt
+            w = np.asarray(toks[start:start + bt + 1], dtype=np.int64)
+            if w.max() >= self.vocab:
+                bad = int(np.argmax(w >= self.vocab))
+                raise ValueError(f"{self.files[self.shard]}: token {w[bad]} at position {start + bad} "
+                                 f"is not below the vocabulary size {self.vocab}")
+            w = torch.from_numpy(w)
+            out.append((w[:-1].view(self.B, self.T), w[1:].view(self.B, self.T)))
+        self.block += 1
+        if self.block == self.blocks[self.shard]:
+            self.block, self.shard = 0, (self.shard + 1) % len(self.files)
+        return out
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n".join(__doc__.splitlines()[2:]))
+    ap.add_argument("-e", "--model", required=True, help="initial model file (model_file.py format, e.g. from convert_hf.py)")
+    ap.add_argument("-i", "--train", default="dev_data/tinyshakespeare_train.bin", help="training token shards (glob)")
+    ap.add_argument("-B", "-b", "--batch", dest="B", type=int, default=8, help="micro-batch size")
+    ap.add_argument("-T", "-t", "--seq-len", dest="T", type=int, default=1024, help="sequence length")
+    ap.add_argument("-d", "--total-batch-tokens", type=int, default=0, help="tokens per optimizer step (0: B*T)")
+    ap.add_argument("-x", "--max-steps", type=int, default=-1, help="optimizer steps (-1: one epoch of --train)")
+    ap.add_argument("-l", "--lr", type=float, default=6e-4, help="peak learning rate")
+    ap.add_argument("-w", "--warmup", type=int, default=0, help="linear warmup steps")
+    ap.add_argument("--lr-schedule", default="cosine", choices=["cosine", "linear", "constant"])
+    ap.add_argument("-q", "--lr-final", type=float, default=0.0, help="final lr as a fraction of the peak")
+    ap.add_argument("-c", "--weight-decay", type=float, default=0.1, help="AdamW weight decay (2-D tensors only)")
+    ap.add_argument("--beta1", type=float, default=0.9)
+    ap.add_argument("--beta2", type=float, default=0.95)
+    ap.add_argument("--eps", type=float, default=1e-8)
+    ap.add_argument("--grad-clip", type=float, default=1.0, help="clip the global gradient norm (0: off)")
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16-autocast"],
+                    help="fp32 (TF32 off) or bf16 autocast around the forward")
+    ap.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    ap.add_argument("--log", default=None, help="also write the trainer's log.jsonl step records here")
+    return ap.parse_args()
+
+
+def main():
+    args = parse_args()
+    B, T = args.B, args.T
+    d = args.total_batch_tokens or B * T
+    if B < 1 or T < 1 or d % (B * T) != 0:
+        raise ValueError(f"-d {d} is not a positive multiple of B*T = {B}*{T} = {B * T}")
+    accum = d // (B * T)
+    config, arrays = read_model(args.model)
+    if T > config["maxT"]:
+        raise ValueError(f"-T {T} exceeds the model's maximum sequence length {config['maxT']}")
+    V = config["V"]
+    data = Batches(args.train, B, T, d, V)
+    steps = args.max_steps if args.max_steps > 0 else max(1, data.steps_per_epoch())
+
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    torch.backends.cuda.matmul.allow_tf32 = False   # fp32 means fp32: no TF32 matmuls
+    torch.backends.cudnn.allow_tf32 = False
+    bf16 = args.dtype == "bf16-autocast"
+    params = {n: torch.from_numpy(a).to(device).requires_grad_(True) for n, a in arrays.items()}
+    optimizer = torch.optim.AdamW(
+        [{"params": [params[n] for n in DECAY], "weight_decay": args.weight_decay},
+         {"params": [t for n, t in params.items() if n not in DECAY], "weight_decay": 0.0}],
+        lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps, foreach=False, fused=False)
+    n_params = sum(t.numel() for t in params.values())
+    print(f"reference GPT-2 L={config['L']} NH={config['NH']} C={config['C']} ({n_params} parameters), "
+          f"{args.dtype}, {device}, B={B} T={T}, {d} tokens/step (accumulation {accum}), {steps} steps, "
+          f"{len(data.files)} shard(s), {data.steps_per_epoch()} steps per epoch", flush=True)
+    log = open(args.log, "w") if args.log else None
+
+    for step in range(steps):
+        lr = lr_at(step, args.lr, args.warmup, steps, args.lr_schedule, args.lr_final)
+        for group in optimizer.param_groups:
+            group["lr"] = float(lr)
+        t0 = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss_sum = torch.zeros((), device=device)
+        for x, y in data.next_step(accum):
+            x, y = x.to(device), y.to(device)
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16):
+                logits = forward(params, config, x)
+            loss = F.cross_entropy(logits.float().view(-1, V), y.view(-1))  # mean over B*T tokens
+            (loss / accum).backward()           # accumulated: the mean over all the step's tokens
+            loss_sum += loss.detach()
+        if args.grad_clip > 0:
+            norm = clip_grad_norm(params.values(), args.grad_clip).item()
+        else:
+            norm = math.sqrt(sum(t.grad.double().pow(2).sum().item() for t in params.values()))
+        skipped = not math.isfinite(norm)       # the trainer skips a step with an inf/nan norm
+        if not skipped:
+            optimizer.step()
+        loss = loss_sum.item() / accum
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        ms = (time.perf_counter() - t0) * 1e3
+        print(f"step {step + 1:4d}/{steps} | loss {loss:.6f} | norm {norm:.4f} | lr {float(lr):.2e}"
+              f"{' (skipped)' if skipped else ''} | {ms:.2f} ms | {d / (ms / 1e3):.0f} tok/s", flush=True)
+        if log:
+            log.write(json.dumps({"type": "step", "step": step + 1, "loss": loss, "norm": norm, "lr": float(lr),
+                                  "skipped": int(skipped), "ms": ms, "tok_s": d / (ms / 1e3)}) + "\n")
+            log.flush()
+    if log:
+        log.close()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
