@@ -519,7 +519,7 @@ void after_step(Run* r, bool last) {
         const float v = evaluate(r);
         if (r->comm.rank == 0) {
             printf("step %d: val loss %.6f\n", r->step, v);
-            r->log.line("{\"type\":\"eval\",\"step\":" + std::to_string(r->step) + ",\"val_loss\":" + std::to_string(v) + "}");
+            r->log.line("{\"type\":\"eval\",\"step\":" + std::to_string(r->step) + ",\"val_loss\":" + json_number(v) + "}");
         }
     }
     if (due(tc.sample_every) && r->have_tok && r->comm.rank == 0) {
@@ -597,11 +597,11 @@ int run_loop(Run* r) {
                    r->step, r->steps, s.loss, s.grad_norm, h.lr, r->scaler.scale, s.skipped ? " (skipped)" : "", ms, s.fwd_ms,
                    s.bwd_ms, s.exposed_ms, s.update_ms, tok_s, mfu, eta);
             fflush(stdout);
-            char buf[320];
-            snprintf(buf, sizeof buf, "{\"type\":\"step\",\"step\":%d,\"loss\":%.6f,\"norm\":%.6f,\"lr\":%.6e,\"scale\":%.0f,\"skipped\":%d,"
-                     "\"ms\":%.3f,\"tok_s\":%.0f,\"mfu\":%.2f,\"exposed_comm_ms\":%.3f}",
-                     r->step, s.loss, s.grad_norm, h.lr, r->scaler.scale, (int)s.skipped, ms, tok_s, mfu, s.exposed_ms);
-            r->log.line(buf);
+            r->log.line("{\"type\":\"step\",\"step\":" + std::to_string(r->step) + ",\"loss\":" + json_number(s.loss) +
+                        ",\"norm\":" + json_number(s.grad_norm) + ",\"lr\":" + json_number(h.lr) + ",\"scale\":" +
+                        json_number(r->scaler.scale) + ",\"skipped\":" + std::to_string((int)s.skipped) + ",\"ms\":" +
+                        json_number(ms) + ",\"tok_s\":" + json_number(tok_s) + ",\"mfu\":" + json_number(mfu) +
+                        ",\"exposed_comm_ms\":" + json_number(s.exposed_ms) + "}");
         }
         if (!tc.bench) after_step(r, r->step == r->steps);
         if (tc.debug_exit_after > 0 && r->step == tc.debug_exit_after) { fflush(stdout); _exit(137); }  // as if killed

@@ -2,7 +2,7 @@
 
   python3 dev/train_reference.py --model INIT.bin --train 'dev_data/tinyshakespeare_train.bin' \\
       -B 8 -T 1024 -d 8192 -x 100 --lr 6e-4 --warmup 10 --lr-schedule cosine --lr-final 0.0 \\
-      --weight-decay 0.1 --grad-clip 1.0 [--dtype fp32|bf16-autocast] > ref.log
+      --weight-decay 0.1 --grad-clip 1.0 [--dtype fp32|bf16-autocast|fp16-autocast] > ref.log
   python3 dev/compare_losses.py train.log ref.log --tol 0.02
 
 Same model (dev/reference.py's forward over the model file's tensors), same batches (the
@@ -101,8 +101,9 @@ def parse_args():
     ap.add_argument("--beta2", type=float, default=0.95)
     ap.add_argument("--eps", type=float, default=1e-8)
     ap.add_argument("--grad-clip", type=float, default=1.0, help="clip the global gradient norm (0: off)")
-    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16-autocast"],
-                    help="fp32 (TF32 off) or bf16 autocast around the forward")
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16-autocast", "fp16-autocast"],
+                    help="fp32 (TF32 off), or bf16/fp16 autocast around the forward; fp16 with the trainer's "
+                         "dynamic loss scaling (2^16, halve and skip on inf/nan, double after 1000 clean steps)")
     ap.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     ap.add_argument("--log", default=None, help="also write the trainer's log.jsonl step records here")
     return ap.parse_args()
@@ -125,7 +126,8 @@ def main():
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     torch.backends.cuda.matmul.allow_tf32 = False   # fp32 means fp32: no TF32 matmuls
     torch.backends.cudnn.allow_tf32 = False
-    bf16 = args.dtype == "bf16-autocast"
+    half = {"bf16-autocast": torch.bfloat16, "fp16-autocast": torch.float16}.get(args.dtype)
+    scale, clean = (65536.0 if args.dtype == "fp16-autocast" else 1.0), 0
     params = {n: torch.from_numpy(a).to(device).requires_grad_(True) for n, a in arrays.items()}
     optimizer = torch.optim.AdamW(
         [{"params": [params[n] for n in DECAY], "weight_decay": args.weight_decay},
@@ -146,11 +148,14 @@ def main():
         loss_sum = torch.zeros((), device=device)
         for x, y in data.next_step(accum):
             x, y = x.to(device), y.to(device)
-            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16):
+            with torch.autocast(device_type=device.type, dtype=half or torch.float32, enabled=half is not None):
                 logits = forward(params, config, x)
             loss = F.cross_entropy(logits.float().view(-1, V), y.view(-1))  # mean over B*T tokens
-            (loss / accum).backward()           # accumulated: the mean over all the step's tokens
+            (loss * scale / accum).backward()   # accumulated: the mean over all the step's tokens (scaled)
             loss_sum += loss.detach()
+        if scale != 1.0:
+            for t in params.values():
+                t.grad.div_(scale)
         if args.grad_clip > 0:
             norm = clip_grad_norm(params.values(), args.grad_clip).item()
         else:
@@ -158,6 +163,10 @@ def main():
         skipped = not math.isfinite(norm)       # the trainer skips a step with an inf/nan norm
         if not skipped:
             optimizer.step()
+        if args.dtype == "fp16-autocast":       # llmc/loss_scale.h's rule
+            scale, clean = (max(scale / 2, 1.0), 0) if skipped else (scale, clean + 1)
+            if clean >= 1000:
+                scale, clean = min(scale * 2, 2.0 ** 24), 0
         loss = loss_sum.item() / accum
         if device.type == "cuda":
             torch.cuda.synchronize()

@@ -183,7 +183,12 @@ inline bool rendezvous_file(const Comm* c, ncclUniqueId* id, const std::string& 
 // Creates the communication stream and, with several ranks, the NCCL communicator. The GPU must
 // be selected already. rendezvous: "tcp" (MASTER_ADDR/MASTER_PORT) or "file:PATH" (env launch).
 inline bool comm_init(Comm* c, const std::string& rendezvous, std::string* err) {
-    cudaCheck(cudaStreamCreate(&c->stream));
+    // The highest priority: a reduction's kernels are scheduled as soon as SMs free up, ahead of
+    // compute blocks still waiting to run; otherwise they queue behind backward's kernels and the
+    // last buckets finish late (exposed communication).
+    int least, greatest;
+    cudaCheck(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    cudaCheck(cudaStreamCreateWithPriority(&c->stream, cudaStreamDefault, greatest));
     if (c->world == 1) return true;
 #ifdef USE_NCCL
     ncclUniqueId id;

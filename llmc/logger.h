@@ -2,6 +2,7 @@
 // anyone's own analysis. Appends, so a resumed run continues the same file. Host-only.
 #pragma once
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -33,6 +34,14 @@ inline std::string json_string(const std::string& s) {
         else o += (char)ch;
     }
     return o + "\"";
+}
+
+// A JSON number, or null for inf/nan (which JSON cannot represent: an fp16 overflow step has them).
+inline std::string json_number(double x, const char* fmt = "%.6g") {
+    if (!(x == x) || x == INFINITY || x == -INFINITY) return "null";
+    char buf[64];
+    snprintf(buf, sizeof buf, fmt, x);
+    return buf;
 }
 
 struct Logger {

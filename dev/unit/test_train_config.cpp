@@ -82,5 +82,6 @@ int main() {
     CHECK(same, "same seed, same samples");
 
     CHECK(json_string("a\"b\\c\nd\x01") == "\"a\\\"b\\\\c\\nd\\u0001\"", "JSON string escaping");
+    CHECK(json_number(INFINITY) == "null" && json_number(NAN) == "null" && json_number(2.5) == "2.5", "JSON numbers: inf/nan as null");
     return check_finish();
 }
