@@ -1,0 +1,165 @@
+// The GPT2 struct: where the model's memory lives and how it is filled. The parameters and the
+// four parameter-shaped buffers (grads, fp32 master, Adam m, v), the activations, the per-step
+// device scalars; build/free; GPT-2's initialization, loading a model file; and the optimizer
+// state gathered to the host (and scattered back) for checkpoints. What the model COMPUTES
+// (forward, backward, update, one training step) is in train_gpt2.cu.
+#pragma once
+#include <cmath>
+#include <string>
+#include <vector>
+#include "common.cuh"
+#include "model.h"
+#include "activations.cuh"
+#include "adamw.cuh"
+#include "checkpoint.h"
+#include "comm.cuh"
+#include "encoder.cuh"
+#include "init.cuh"
+#include "norm.cuh"
+
+// The model: parameters and the four parameter-shaped buffers, activations, per-step scalars.
+struct GPT2 {
+    GPT2Config cfg;
+    ParamLayout layout;
+    int B = 0, T = 0;                 // the micro-batch the activations are sized for
+    size_t padded = 0;                // layout.total rounded up to world * 8 (equal ZeRO-1 shards)
+    floatX* params = nullptr;         // (padded) the weights the kernels read; padding stays 0
+    floatX* grads = nullptr;          // (padded)
+    float* master = nullptr;          // fp32 weights of [shard_lo, shard_hi); == params in FP32 DDP builds
+    float* adam_m = nullptr;          // [shard_lo, shard_hi)
+    float* adam_v = nullptr;
+    size_t shard_lo = 0, shard_hi = 0;// the optimizer's range: all on one GPU and in DDP, 1/world in ZeRO-1
+    size_t shard = 0;                 // ZeRO-1: padded / world
+    Activations acts{};
+    int* d_inputs = nullptr;          // (B,T)
+    int* d_targets = nullptr;         // (B,T)
+    TokenBuckets buckets;
+    float* d_loss_sum = nullptr;      // sum of the micro-steps' per-token losses
+    float* d_sumsq = nullptr;         // the gradients' sum of squares
+    StepScalars* d_step = nullptr;
+    int adam_t = 0;                   // AdamW steps taken
+    std::vector<cudaEvent_t> step_events;  // phase timing of gpt2_train_step
+};
+
+// Allocates everything for cfg and micro-batch (B,T); with zero = 1 the optimizer state only for
+// rank's shard of `world`. The weights are left to gpt2_init_*.
+inline void gpt2_build(GPT2* m, const GPT2Config& cfg, int B, int T, int rank = 0, int world = 1, int zero = 0, int recompute = 0) {
+    m->cfg = cfg; m->layout = param_layout(cfg); m->B = B; m->T = T;
+    m->padded = ceil_div(m->layout.total, (size_t)world * 8) * world * 8;
+    m->shard = m->padded / world;
+    m->shard_lo = zero ? (size_t)rank * m->shard : 0;
+    m->shard_hi = zero ? std::min(m->shard_lo + m->shard, m->layout.total) : m->layout.total;
+    const size_t n = m->padded, ns = zero ? m->shard : m->layout.total;  // optimizer state: a whole shard
+    cudaCheck(cudaMalloc(&m->params, n * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&m->grads, n * sizeof(floatX)));
+    cudaCheck(cudaMemset(m->params, 0, n * sizeof(floatX)));
+    if (sizeof(floatX) == sizeof(float) && !zero) m->master = (float*)m->params;  // fp32: the weights are the master copy
+    else cudaCheck(cudaMalloc(&m->master, ns * sizeof(float)));
+    cudaCheck(cudaMalloc(&m->adam_m, ns * sizeof(float)));
+    cudaCheck(cudaMalloc(&m->adam_v, ns * sizeof(float)));
+    cudaCheck(cudaMemset(m->adam_m, 0, ns * sizeof(float)));
+    cudaCheck(cudaMemset(m->adam_v, 0, ns * sizeof(float)));
+    cudaCheck(cudaMemset(m->grads, 0, n * sizeof(floatX)));
+    if ((void*)m->master != (void*)m->params) cudaCheck(cudaMemset(m->master, 0, ns * sizeof(float)));
+    activations_alloc(&m->acts, cfg, B, T, recompute);
+    cudaCheck(cudaMalloc(&m->d_inputs, (size_t)B * T * sizeof(int)));
+    cudaCheck(cudaMalloc(&m->d_targets, (size_t)B * T * sizeof(int)));
+    token_buckets_create(&m->buckets, B * T, cfg.padded_vocab_size);
+    cudaCheck(cudaMalloc(&m->d_loss_sum, sizeof(float)));
+    cudaCheck(cudaMalloc(&m->d_sumsq, sizeof(float)));
+    cudaCheck(cudaMalloc(&m->d_step, sizeof(StepScalars)));
+}
+
+inline void gpt2_free(GPT2* m) {
+    cudaCheck(cudaFree(m->params)); cudaCheck(cudaFree(m->grads));
+    if ((void*)m->master != (void*)m->params) cudaCheck(cudaFree(m->master));
+    cudaCheck(cudaFree(m->adam_m)); cudaCheck(cudaFree(m->adam_v));
+    cudaCheck(cudaFree(m->acts.memory));
+    cudaCheck(cudaFree(m->d_inputs)); cudaCheck(cudaFree(m->d_targets));
+    token_buckets_free(&m->buckets);
+    cudaCheck(cudaFree(m->d_loss_sum)); cudaCheck(cudaFree(m->d_sumsq)); cudaCheck(cudaFree(m->d_step));
+    for (cudaEvent_t e : m->step_events) cudaCheck(cudaEventDestroy(e));
+}
+
+// Sets the weights from all of them in fp32 on the device (layout.total): the floatX copy, and
+// this rank's shard of the master copy.
+inline void gpt2_set_weights(GPT2* m, Context* ctx, const float* full) {
+    cast_from_master(ctx, m->params, full, m->layout.total);
+    if ((void*)m->master != (void*)m->params)
+        cudaCheck(cudaMemcpyAsync(m->master, full + m->shard_lo, (m->shard_hi - m->shard_lo) * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, ctx->stream));
+    cudaCheck(cudaStreamSynchronize(ctx->stream));
+}
+
+// GPT-2's initialization from a seed: N(0, 0.02) for embeddings and matmul weights, the two
+// residual projections scaled by 1/sqrt(2L) (each block adds to the residual stream twice, so
+// this keeps its variance from growing with depth), zero biases, LayerNorm weight 1. The same
+// seed gives the same weights on every rank.
+inline void gpt2_init_random(GPT2* m, Context* ctx, uint64_t seed) {
+    const GPT2Config& c = m->cfg;
+    float* w;  // all weights in fp32, then cast and sharded
+    cudaCheck(cudaMalloc(&w, m->layout.total * sizeof(float)));
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++)
+        for (size_t l = 0; l < param_tensor_count(c, t); l++) {
+            float* p = w + param_offset(c, m->layout, t, (int)l);
+            size_t n = param_tensor_elems(c, t);
+            const uint64_t stream_id = (uint64_t)t * 4096 + l;
+            if (t == P_LN1W || t == P_LN2W || t == P_LNFW) fill(ctx, p, n, 1.0f);
+            else if (t == P_WTE || t == P_WPE || t == P_QKVW || t == P_FCW) init_normal(ctx, p, n, 0.02f, seed, stream_id);
+            else if (t == P_ATTPROJW || t == P_FCPROJW) init_normal(ctx, p, n, 0.02f / sqrtf(2.0f * c.num_layers), seed, stream_id);
+            else fill(ctx, p, n, 0.0f);
+        }
+    // the padding rows of wte (tokens V..Vp-1) never occur: keep them 0
+    fill(ctx, w + (size_t)c.vocab_size * c.channels, (size_t)(c.padded_vocab_size - c.vocab_size) * c.channels, 0.0f);
+    gpt2_set_weights(m, ctx, w);
+    cudaCheck(cudaFree(w));
+}
+
+// Loads the weights of a model file whose header matched m->cfg.
+inline bool gpt2_init_from_file(GPT2* m, Context* ctx, const std::string& path, std::string* err) {
+    std::vector<float> host(m->layout.total);
+    if (!model_file_read_params(path, m->cfg, host.data(), err)) return false;
+    float* w;
+    cudaCheck(cudaMalloc(&w, host.size() * sizeof(float)));
+    cudaCheck(cudaMemcpyAsync(w, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, ctx->stream));
+    gpt2_set_weights(m, ctx, w);
+    cudaCheck(cudaFree(w));
+    return true;
+}
+
+// The optimizer state of the whole model on the host (fp32, layer-major, layout.total each):
+// master weights, Adam m and v. In ZeRO-1 every rank holds a shard, so the shards are all-gathered
+// first (a collective: every rank must call this).
+inline void gpt2_gather_state(GPT2* m, Context* ctx, const Comm* comm, int zero, std::vector<float>* master,
+                       std::vector<float>* adam_m, std::vector<float>* adam_v) {
+    const size_t n = m->layout.total;
+    float* full = nullptr;
+    if (zero) cudaCheck(cudaMalloc(&full, m->padded * sizeof(float)));
+    const std::pair<const float*, std::vector<float>*> parts[3] = {{m->master, master}, {m->adam_m, adam_m}, {m->adam_v, adam_v}};
+    for (auto [src, dst] : parts) {
+        dst->resize(n);
+        if (zero) {
+#ifdef USE_NCCL
+            ncclCheck(ncclAllGather(src, full, m->shard, ncclFloat, comm->nccl, ctx->stream));
+#endif
+            src = full;
+        }
+        cudaCheck(cudaMemcpyAsync(dst->data(), src, n * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream));
+        cudaCheck(cudaStreamSynchronize(ctx->stream));
+    }
+    if (full) cudaCheck(cudaFree(full));
+}
+
+// The inverse, for resuming: every rank takes its part of the full host state.
+inline void gpt2_set_state(GPT2* m, Context* ctx, const std::vector<float>& master, const std::vector<float>& adam_m,
+                    const std::vector<float>& adam_v) {
+    float* w;
+    cudaCheck(cudaMalloc(&w, master.size() * sizeof(float)));
+    cudaCheck(cudaMemcpy(w, master.data(), master.size() * sizeof(float), cudaMemcpyHostToDevice));
+    gpt2_set_weights(m, ctx, w);
+    cudaCheck(cudaFree(w));
+    const size_t count = m->shard_hi - m->shard_lo;
+    cudaCheck(cudaMemcpy(m->adam_m, adam_m.data() + m->shard_lo, count * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(m->adam_v, adam_v.data() + m->shard_lo, count * sizeof(float), cudaMemcpyHostToDevice));
+}
+
