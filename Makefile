@@ -108,7 +108,7 @@ data: data/tokenize
 	./data/tokenize --export-decoder dev_data/gpt2_tokenizer.bin
 
 # CPU unit tests always; GPU tests (test_gpt2cu, dev/cuda checks) only where a GPU is visible.
-test: $(UNIT_BINS) data/tokenize
+test: $(UNIT_BINS) data/tokenize train_gpt2cu
 	@bash dev/run_tests.sh $(UNIT_BINS)
 
 clean:

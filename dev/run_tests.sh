@@ -22,6 +22,7 @@ run_one() {  # a program that ends with "N passed, N failed"
 echo "CPU unit tests:"
 for t in "$@"; do run_one "$t"; done
 for t in dev/unit/test_*.py; do run_one python3 "$t"; done
+run_one bash dev/unit/test_cli.sh   # the trainer binary's early, GPU-free errors
 if nvidia-smi -L >/dev/null 2>&1; then
     echo "GPU tests:"
     for c in dev/cuda/*_check; do [ -x "$c" ] && run_one "$c"; done
