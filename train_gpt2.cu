@@ -16,6 +16,7 @@
 #include <functional>
 #include <algorithm>
 #include <random>
+#include <cuda_profiler_api.h>
 #include "llmc/common.cuh"
 #include "llmc/model.h"
 #include "llmc/init.cuh"
@@ -434,10 +435,13 @@ int run_loop(Run* r) {
     double elapsed_s = 0;
     for (int done = 0; r->step < r->steps; done++) {
         AdamWHyper h{lr_at(sched, r->step), tc.beta1, tc.beta2, tc.eps, tc.weight_decay, 0};
+        const bool profiled = tc.bench_profile && r->step == r->steps - 1;
+        if (profiled) cudaCheck(cudaProfilerStart());
         cudaCheck(cudaEventRecord(t0, r->ctx.stream));
         StepResult s = gpt2_train_step(m, &r->ctx, r->accum, next, h, &r->scaler, tc.grad_clip, &r->comm, r->reduce ? &r->reducer : nullptr);
         cudaCheck(cudaEventRecord(t1, r->ctx.stream));
         cudaCheck(cudaEventSynchronize(t1));
+        if (profiled) cudaCheck(cudaProfilerStop());
         float ms;
         cudaCheck(cudaEventElapsedTime(&ms, t0, t1));
         r->step++;

@@ -36,6 +36,7 @@ struct TrainConfig {
     // benchmark
     bool bench = false;
     int bench_warmup = 5, bench_steps = 20;
+    bool bench_profile = false;                     // bracket the last step for ncu --profile-from-start off
     int debug_exit_after = 0;                       // tests: die like a killed process after N steps
 };
 
@@ -77,6 +78,7 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"bench", 0, OPT_FLAG, &c->bench, "benchmark on random tokens: no data files needed"},
         {"bench-warmup", 0, OPT_INT, &c->bench_warmup, "--bench: untimed steps first", 0, 1e6},
         {"bench-steps", 0, OPT_INT, &c->bench_steps, "--bench: timed steps", 1, 1e6},
+        {"bench-profile", 0, OPT_FLAG, &c->bench_profile, "--bench: profile only the last step (ncu --profile-from-start off)"},
         {"debug-exit-after", 0, OPT_INT, &c->debug_exit_after, "testing: exit abruptly (no cleanup, code 137) after N steps", 0, 1e9},
     };
 }

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Issue #8's benchmark, the same each time so results compare across commits: bench mode
+# (random tokens, median of 20 timed steps after 5 warm-up steps) for GPT-2 124M in FP16 and BF16 at
+# B=64, and 350M / 774M / 1558M in BF16, then one table (tok/s, MFU, ms/step, memory). With
+# `profile`, ncu's per-kernel times of one d12 step (dev/kernel_profile.py).
+# Binaries prebuilt here (dev/device/build.sh), carried in build/.
+#   dev/device/perf.sh [bench] [profile] [big]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+sections=${*:-bench profile big}
+has() { [[ " $sections " == *" $1 "* ]]; }
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
+rows=()
+bench() {  # precision model B [extra args]
+    local p=$1 e=$2 b=$3; shift 3
+    local log="$OUT/bench_${p}_${e}_b${b}$(echo "$*" | tr -d ' -').log"
+    build/$p/train_gpt2cu --bench -e "$e" -b "$b" -t 1024 --bench-warmup 5 --bench-steps 20 "$@" > "$log" 2>&1
+    local r; r=$(grep ^RESULT "$log")
+    if [ -z "$r" ]; then rows+=("| $p | $e | $b | $* | failed: $(tail -n 1 "$log") |||||"); return; fi
+    get() { echo "$r" | tr ' ' '\n' | grep "^$1=" | cut -d= -f2; }
+    rows+=("| $p | $e | $b | $* | $(get tok_per_s) | $(get mfu) | $(get median_ms) | $(get fwd_ms) | $(get bwd_ms) | $(get opt_ms) | $(get device_mem_gb) |")
+}
+if has bench; then
+    bench fp16 d12 64
+    bench bf16 d12 64
+fi
+if has big; then
+    bench bf16 d24 32
+    bench bf16 d36 16
+    bench bf16 d48 16
+fi
+if has profile; then
+    for p in bf16 fp16; do
+        timeout 150 ncu --profile-from-start off --clock-control none --metrics gpu__time_duration.sum --csv \
+            build/$p/train_gpt2cu --bench -e d12 -b 64 -t 1024 --bench-warmup 2 --bench-steps 1 --bench-profile \
+            > "$OUT/ncu_$p.csv" 2> "$OUT/ncu_$p.err"
+        python3 dev/kernel_profile.py "$OUT/ncu_$p.csv" --by-shape > "$OUT/profile_$p.txt" 2>&1
+        python3 dev/kernel_profile.py "$OUT/ncu_$p.csv" > "$OUT/profile_${p}_by_name.txt" 2>&1
+    done
+    cat "$OUT/profile_bf16_by_name.txt"
+fi
+echo "================ $(date -u +%F) $(git rev-parse --short HEAD 2>/dev/null) $(cat "$OUT/gpu.txt")"
+echo "| precision | model | B | args | tok/s | MFU % | ms/step | fwd ms | bwd ms | opt ms | memory GB |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+printf '%s\n' "${rows[@]}"
