@@ -4,7 +4,8 @@
 //   tokens (B,T) - encoder -> residual (B,T,C)
 //   per block:  LN1 - qkv matmul - attention - proj matmul -+- residual add + LN2 (fused)
 //               fc matmul + GELU (fused) - proj matmul -+- residual add + next LN (fused)
-//   LN_f - lm-head matmul (tied wte) - fused classifier (softmax + loss + dlogits)
+//   LN_f - lm-head matmul (tied wte) - fused classifier (softmax + loss + dlogits) - lm-head
+//          backward, in chunks of tokens (the (B,T,Vp) logits never exist whole)
 //   backward in reverse; each finished block's gradients are announced (the multi-GPU seam)
 //   update: global norm -> step decision (clip, fp16 overflow skip) -> AdamW on fp32 master weights
 #include <cstdio>
@@ -50,9 +51,12 @@ void gpt2_set_batch(GPT2* m, Context* ctx, const int* inputs, const int* targets
 }
 
 // ----------------------------------------------------------------------------------------------
-// Forward: logits for the uploaded batch of B x T tokens (at most what was allocated; sampling
-// runs B=1). With targets, per-token losses (and loss_sum += their sum); with dloss != 0 the
-// logits are replaced by dloss * dloss/dlogits, ready for backward (which needs B, T = m->B, m->T).
+// Forward of the uploaded batch of B x T tokens (at most what was allocated; sampling runs B=1).
+// The lm head works in chunks of acts.logit_rows tokens (activations.cuh says why); after it the
+// logits buffer holds the LAST chunk's logits, so a caller that reads logits must keep B*T within
+// one chunk. With targets: per-token losses, and loss_sum += their sum. With dloss != 0 (training)
+// each chunk's logits become dloss * dloss/dlogits and the head's backward runs on them at once:
+// dlnf -> acts.dbtc, dwte += ...; gpt2_backward continues from there (it needs B, T = m->B, m->T).
 void gpt2_forward(GPT2* m, Context* ctx, int B, int T, bool with_targets, float dloss) {
     const GPT2Config& c = m->cfg;
     const int C = c.channels, NH = c.num_heads, L = c.num_layers, BT = B * T;
@@ -83,9 +87,22 @@ void gpt2_forward(GPT2* m, Context* ctx, int B, int T, bool with_targets, float 
                                        head.lnfw, head.lnfb, BT, C);
         }
     }
-    matmul_forward(ctx, a.logits, a.lnf, head.wte, nullptr, BT, C, c.padded_vocab_size);
-    if (with_targets)
-        fused_classifier(ctx, a.logits, a.losses, m->d_loss_sum, m->d_targets, dloss, BT, c.vocab_size, c.padded_vocab_size);
+    // lm head (tied to wte), chunk by chunk: logits = lnf @ wte^T; loss; dlogits in place;
+    // dlnf = dlogits @ wte; dwte += dlogits^T @ lnf
+    const size_t rows = a.logit_rows;
+    if (!with_targets && (size_t)BT > rows) {
+        fprintf(stderr, "gpt2_forward: %d tokens without targets exceed the %zu-token logits chunk\n", BT, rows);
+        exit(EXIT_FAILURE);
+    }
+    HeadTailTensors<floatX> dhead = head_tail_tensors(m->grads, c, m->layout);
+    for (size_t r0 = 0; r0 < (size_t)BT; r0 += rows) {
+        const int n = (int)std::min(rows, BT - r0);
+        matmul_forward(ctx, a.logits, a.lnf + r0 * C, head.wte, nullptr, n, C, c.padded_vocab_size);
+        if (!with_targets) continue;
+        fused_classifier(ctx, a.logits, a.losses + r0, m->d_loss_sum, m->d_targets + r0, dloss, n, c.vocab_size, c.padded_vocab_size);
+        if (dloss != 0.0f)
+            matmul_backward(ctx, a.dbtc + r0 * C, dhead.wte, nullptr, a.logits, a.lnf + r0 * C, head.wte, n, C, c.padded_vocab_size);
+    }
 }
 
 // The multi-GPU seam: backward calls this, on the compute stream's timeline, each time a
@@ -93,7 +110,7 @@ void gpt2_forward(GPT2* m, Context* ctx, int B, int T, bool with_targets, float 
 typedef std::function<void(ElemRange)> GradReadyFn;
 
 // Backward: gradients of everything, ACCUMULATED into m->grads (zeroed by the caller at the start
-// of a step). Needs the forward's activations with dlogits in place of the logits.
+// of a step, before the forward, which already did the lm head's part: dwte, and dlnf in acts.dbtc).
 void gpt2_backward(GPT2* m, Context* ctx, const GradReadyFn& ready) {
     const GPT2Config& c = m->cfg;
     const int B = m->B, T = m->T, C = c.channels, NH = c.num_heads, L = c.num_layers, BT = B * T;
@@ -101,8 +118,6 @@ void gpt2_backward(GPT2* m, Context* ctx, const GradReadyFn& ready) {
     HeadTailTensors<floatX> head = head_tail_tensors(m->params, c, m->layout);
     HeadTailTensors<floatX> dhead = head_tail_tensors(m->grads, c, m->layout);
 
-    // lm head (tied to wte): dlnf = dlogits @ wte, dwte += dlogits^T @ lnf
-    matmul_backward(ctx, a.dbtc, dhead.wte, nullptr, a.logits, a.lnf, head.wte, BT, C, c.padded_vocab_size);
     cudaCheck(cudaMemsetAsync(a.dresidual, 0, (size_t)BT * C * sizeof(floatX), ctx->stream));
     BlockActs last = block_acts(a, c, B, T, L - 1);
     layernorm_backward(ctx, a.dresidual, dhead.lnfw, dhead.lnfb, a.dbtc, last.residual3, head.lnfw,
@@ -154,6 +169,7 @@ void gpt2_update(GPT2* m, Context* ctx, const Comm* comm, int zero, AdamWHyper h
 struct StepResult {
     float loss, grad_norm;
     bool skipped;
+    std::string bad_ranks;  // skipped: the ranks whose own gradients held inf/nan ("0" on one GPU)
     float fwd_ms = 0, bwd_ms = 0, exposed_ms = 0, update_ms = 0, comm_ms = 0;  // compute-stream phases
     double comm_bytes = 0;
 };
@@ -192,10 +208,12 @@ StepResult gpt2_train_step(GPT2* m, Context* ctx, int accum, const std::function
     float loss_sum;
     cudaCheck(cudaMemcpyAsync(&s, m->d_step, sizeof s, cudaMemcpyDeviceToHost, ctx->stream));
     cudaCheck(cudaMemcpyAsync(&loss_sum, m->d_loss_sum, sizeof loss_sum, cudaMemcpyDeviceToHost, ctx->stream));
+    if (reducer) grad_reducer_read_flags(reducer);
     cudaCheck(cudaStreamSynchronize(ctx->stream));
     if (s.skip) m->adam_t--;  // a skipped step did not advance Adam's bias corrections
     scaler->update(s.skip != 0);
     StepResult r{loss_sum / ((float)BT * accum * world), s.grad_norm, s.skip != 0};
+    if (r.skipped) r.bad_ranks = reducer ? grad_reducer_bad_ranks(reducer) : "0";
     for (int i = 0; i < accum; i++) {
         float f, b;
         cudaCheck(cudaEventElapsedTime(&f, ev[2 * i], ev[2 * i + 1]));
@@ -294,7 +312,9 @@ TrainState train_state(const Run* r) {
 // Checkpoint: every rank takes part (ZeRO-1 gathers the optimizer shards); rank 0 writes.
 void save_checkpoint(Run* r) {
     std::vector<float> master, am, av;
+    comm_watch(&r->comm, r->step, "checkpoint (gathering the optimizer state)");
     gpt2_gather_state(&r->model, &r->ctx, &r->comm, r->tc.zero, &master, &am, &av);
+    comm_unwatch(&r->comm);
     std::string err;
     if (r->comm.rank == 0) {
         if (!checkpoint_write(r->tc.out, train_state(r), master.data(), am.data(), av.data(), r->tc.keep_checkpoints, &err))
@@ -338,10 +358,13 @@ bool setup(Run* r, std::string* err) {
     int devices = 0;
     cudaCheck(cudaGetDeviceCount(&devices));
     context_create(&r->ctx, r->comm.local_rank % devices);
-    if (!comm_init(&r->comm, tc.rendezvous, err) || !build_model(r, err)) return false;
+    if (!comm_init(&r->comm, tc.rendezvous, tc.nccl_timeout, err) || !build_model(r, err)) return false;
     GPT2* m = &r->model;
     r->reduce = r->comm.world > 1;
-    if (r->reduce) grad_reducer_init(&r->reducer, &r->comm, &r->ctx, m->grads, m->layout.total, m->shard, tc.zero, tc.bucket_mb, m->cfg.num_layers + 3);
+    if (r->reduce) {
+        grad_reducer_init(&r->reducer, &r->comm, &r->ctx, m->grads, m->layout.total, m->shard, tc.zero, tc.bucket_mb, m->cfg.num_layers + 3);
+        if (r->comm.watchdog) r->comm.watchdog->pending = [r] { return grad_reducer_pending(&r->reducer); };
+    }
     r->scaler = LossScaler::make(USES_LOSS_SCALING);
     r->sample_rng = rng_seed(tc.seed);
     r->steps = tc.bench ? tc.bench_warmup + tc.bench_steps
@@ -371,7 +394,9 @@ void after_step(Run* r, bool last) {
     const TrainConfig& tc = r->tc;
     auto due = [&](int every) { return last || (every > 0 && r->step % every == 0); };
     if (due(tc.val_every)) {
+        comm_watch(&r->comm, r->step, "evaluation (validation loss all-reduce)");
         const float v = evaluate(r);
+        comm_unwatch(&r->comm);
         if (r->comm.rank == 0) {
             printf("step %d: val loss %.6f\n", r->step, v);
             r->log.line("{\"type\":\"eval\",\"step\":" + std::to_string(r->step) + ",\"val_loss\":" + json_number(v) + "}");
@@ -428,6 +453,17 @@ int run_loop(Run* r) {
         if (!dataloader_next(&r->train, &err)) comm_fail(&r->comm, err);
         *in = r->train.inputs.data(); *tg = r->train.targets.data();
     };
+    // --debug-nan RANK:STEP: from that step on, a NaN in one gradient of block 0 on that rank,
+    // written after the step zeroed the gradients (backward accumulates onto it)
+    auto next_with_faults = [&](int i, int** in, int** tg) {
+        if (i == 0 && r->comm.rank == tc.debug_nan_rank && r->step + 1 >= tc.debug_nan_step) {
+            const floatX nan = (floatX)NAN;
+            cudaCheck(cudaMemcpyAsync(m->grads + block_range(m->layout, 0).offset, &nan, sizeof nan, cudaMemcpyHostToDevice, r->ctx.stream));
+            cudaCheck(cudaStreamSynchronize(r->ctx.stream));  // `nan` lives on this stack frame
+        }
+        next(i, in, tg);
+    };
+    int bad_in_a_row = 0;
     cudaEvent_t t0, t1;
     cudaCheck(cudaEventCreate(&t0)); cudaCheck(cudaEventCreate(&t1));
     std::vector<float> timed_ms;
@@ -437,10 +473,13 @@ int run_loop(Run* r) {
         AdamWHyper h{lr_at(sched, r->step), tc.beta1, tc.beta2, tc.eps, tc.weight_decay, 0};
         const bool profiled = tc.bench_profile && r->step == r->steps - 1;
         if (profiled) cudaCheck(cudaProfilerStart());
+        comm_watch(&r->comm, r->step + 1, "training step (forward, backward, gradient reduction, update)");
         cudaCheck(cudaEventRecord(t0, r->ctx.stream));
-        StepResult s = gpt2_train_step(m, &r->ctx, r->accum, next, h, &r->scaler, tc.grad_clip, &r->comm, r->reduce ? &r->reducer : nullptr);
+        StepResult s = gpt2_train_step(m, &r->ctx, r->accum, next_with_faults, h, &r->scaler, tc.grad_clip, &r->comm,
+                                       r->reduce ? &r->reducer : nullptr);
         cudaCheck(cudaEventRecord(t1, r->ctx.stream));
         cudaCheck(cudaEventSynchronize(t1));
+        comm_unwatch(&r->comm);
         if (profiled) cudaCheck(cudaProfilerStop());
         float ms;
         cudaCheck(cudaEventElapsedTime(&ms, t0, t1));
@@ -460,6 +499,19 @@ int run_loop(Run* r) {
                         json_number(r->scaler.scale) + ",\"skipped\":" + std::to_string((int)s.skipped) + ",\"ms\":" +
                         json_number(ms) + ",\"tok_s\":" + json_number(tok_s) + ",\"mfu\":" + json_number(mfu) +
                         ",\"exposed_comm_ms\":" + json_number(s.exposed_ms) + "}");
+        }
+        // every rank has the same StepResult (the flags and the norm are global), so all stop together
+        bad_in_a_row = s.skipped ? bad_in_a_row + 1 : 0;
+        if (s.skipped && r->comm.rank == 0)
+            printf("step %d skipped: non-finite gradients (%s)\n", r->step,
+                   s.bad_ranks.empty() ? "every rank's own gradients were finite: the average overflowed"
+                                       : ("produced on rank(s) " + s.bad_ranks).c_str());
+        if (tc.max_bad_steps > 0 && bad_in_a_row >= tc.max_bad_steps) {
+            if (r->comm.rank == 0)
+                fprintf(stderr, "error: %d steps in a row skipped for inf/nan gradients (the last one from rank(s) %s) at step %d; "
+                        "stopping (--max-bad-steps %d)\n", bad_in_a_row, s.bad_ranks.empty() ? "none alone" : s.bad_ranks.c_str(),
+                        r->step, tc.max_bad_steps);
+            return 2;
         }
         if (!tc.bench) after_step(r, r->step == r->steps);
         if (tc.debug_exit_after > 0 && r->step == tc.debug_exit_after) { fflush(stdout); _exit(137); }  // as if killed

@@ -21,9 +21,21 @@
 //     keeps master weights and Adam state for it only. Each bucket is reduced (ncclReduce, in
 //     place, grouped) to the owners of its pieces; after AdamW on its shard each rank all-gathers
 //     the updated weights.
+//
+// Faults (a dead or hung peer): NCCL collectives wait for every rank, forever. A watchdog thread
+// per rank (when world > 1) polls ncclCommGetAsyncError every 100 ms and watches a deadline the
+// main thread arms around everything that may wait on a peer (a step, an evaluation, a checkpoint):
+// past --nccl-timeout seconds, or on an asynchronous NCCL error, it prints rank, step, phase and
+// which collective had not finished, aborts the communicator (ncclCommAbort makes the spinning
+// NCCL kernels return) and exits the process non-zero. Under mpirun that exit ends the job; with
+// the env-var launch every rank's own watchdog fires. The deadline must exceed the longest
+// legitimate wait, e.g. rank 0 writing a checkpoint while the others wait in the next step.
 #pragma once
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 #include <chrono>
@@ -39,6 +51,9 @@
 #endif
 #include "common.cuh"
 #include "model.h"
+#include "norm.cuh"
+
+struct Watchdog;
 
 struct Comm {
     int rank = 0, world = 1, local_rank = 0;
@@ -47,6 +62,7 @@ struct Comm {
 #ifdef USE_NCCL
     ncclComm_t nccl = nullptr;
 #endif
+    Watchdog* watchdog = nullptr;     // world > 1 only
 };
 
 inline int env_int(const char* name, int fallback) {
@@ -180,9 +196,86 @@ inline bool rendezvous_file(const Comm* c, ncclUniqueId* id, const std::string& 
 }
 #endif
 
+// ---------------------------------------------------------------------------------------------
+// The watchdog (see the top of this file).
+struct Watchdog {
+    const Comm* comm = nullptr;
+    double timeout_s = 0;                          // 0: no deadline (async errors are still caught)
+    std::atomic<bool> stop{false};
+    std::atomic<long long> deadline_ms{0};         // steady clock; 0: nothing armed
+    std::atomic<int> step{0};
+    std::atomic<const char*> phase{"startup"};
+    std::function<std::string()> pending;          // names the unfinished collective (main thread sets it once)
+#ifdef USE_NCCL
+    std::atomic<ncclComm_t> nccl{nullptr};         // polled once the communicator exists
+#endif
+    std::thread thread;
+};
+
+inline long long steady_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Arms the deadline for a phase that may wait on peers (`phase`: a string literal); cheap.
+inline void comm_watch(const Comm* c, int step, const char* phase) {
+    if (!c->watchdog) return;
+    c->watchdog->step = step;
+    c->watchdog->phase = phase;
+    c->watchdog->deadline_ms = c->watchdog->timeout_s > 0 ? steady_ms() + (long long)(c->watchdog->timeout_s * 1000) : 0;
+}
+inline void comm_unwatch(const Comm* c) { if (c->watchdog) c->watchdog->deadline_ms = 0; }
+
+[[noreturn]] inline void watchdog_fire(Watchdog* w, const std::string& why) {
+    std::string where = w->pending ? w->pending() : std::string();
+    fprintf(stderr, "rank %d: error: step %d, %s: %s%s%s; aborting NCCL and exiting\n", w->comm->rank, w->step.load(),
+            w->phase.load(), why.c_str(), where.empty() ? "" : "; unfinished: ", where.c_str());
+    fflush(stderr);
+#ifdef USE_NCCL
+    // ncclCommAbort lets the NCCL kernels the main thread waits on return; if it hangs itself, the
+    // process still exits 10 s later
+    if (ncclComm_t n = w->nccl.load()) {
+        auto* aborted = new std::atomic<bool>(false);  // leaked on purpose: the process ends here
+        std::thread([n, aborted] { ncclCommAbort(n); *aborted = true; }).detach();
+        for (int i = 0; i < 100 && !*aborted; i++) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+#endif
+    _exit(3);
+}
+
+inline void watchdog_loop(Watchdog* w) {
+    while (!w->stop) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+#ifdef USE_NCCL
+        if (ncclComm_t n = w->nccl.load()) {
+            ncclResult_t async = ncclSuccess;
+            if (ncclCommGetAsyncError(n, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress)
+                watchdog_fire(w, std::string("NCCL error: ") + ncclGetErrorString(async) + " (" + ncclGetLastError(n) + ")");
+        }
+#endif
+        const long long d = w->deadline_ms;
+        if (d && steady_ms() > d)
+            watchdog_fire(w, "no progress for " + std::to_string((int)w->timeout_s) + " s (--nccl-timeout): a peer rank died or hangs");
+    }
+}
+
+inline void watchdog_start(Comm* c, double timeout_s) {
+    if (c->world == 1) return;
+    c->watchdog = new Watchdog;
+    c->watchdog->comm = c;
+    c->watchdog->timeout_s = timeout_s;
+    c->watchdog->thread = std::thread(watchdog_loop, c->watchdog);
+}
+inline void watchdog_stop(Comm* c) {
+    if (!c->watchdog) return;
+    c->watchdog->stop = true;
+    c->watchdog->thread.join();
+    delete c->watchdog;
+    c->watchdog = nullptr;
+}
+
 // Creates the communication stream and, with several ranks, the NCCL communicator. The GPU must
 // be selected already. rendezvous: "tcp" (MASTER_ADDR/MASTER_PORT) or "file:PATH" (env launch).
-inline bool comm_init(Comm* c, const std::string& rendezvous, std::string* err) {
+inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, std::string* err) {
     // The highest priority: a reduction's kernels are scheduled as soon as SMs free up, ahead of
     // compute blocks still waiting to run; otherwise they queue behind backward's kernels and the
     // last buckets finish late (exposed communication).
@@ -191,6 +284,7 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, std::string* err) 
     cudaCheck(cudaStreamCreateWithPriority(&c->stream, cudaStreamDefault, greatest));
     if (c->world == 1) return true;
 #ifdef USE_NCCL
+    watchdog_start(c, timeout_s);
     ncclUniqueId id;
     if (c->rank == 0) ncclCheck(ncclGetUniqueId(&id));
     if (c->launcher == "mpi") {
@@ -206,7 +300,10 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, std::string* err) 
         *err = "option --rendezvous: '" + rendezvous + "' is not tcp or file:PATH";
         return false;
     }
+    comm_watch(c, 0, "creating the NCCL communicator");
     ncclCheck(ncclCommInitRank(&c->nccl, c->world, id, c->rank));
+    comm_unwatch(c);
+    c->watchdog->nccl = c->nccl;
     return true;
 #else
     *err = "this build has no NCCL, so it runs on one GPU only (world size " + std::to_string(c->world) + ")";
@@ -215,6 +312,7 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, std::string* err) 
 }
 
 inline void comm_free(Comm* c) {
+    watchdog_stop(c);
 #ifdef USE_NCCL
     if (c->nccl) ncclCheck(ncclCommDestroy(c->nccl));
 #endif
@@ -256,8 +354,10 @@ struct GradReducer {
     size_t pend_lo = 0, pend_hi = 0;  // the bucket being filled: [pend_lo, pend_hi)
     std::vector<cudaEvent_t> ready_ev, start_ev, end_ev;  // one per bucket of a step
     int buckets = 0;           // issued this step
-    cudaEvent_t wait_begin = nullptr, wait_end = nullptr;
+    cudaEvent_t wait_begin = nullptr, wait_end = nullptr, flags_done = nullptr;
     double bytes = 0;          // reduced this step
+    float* d_bad = nullptr;    // (world) 1 where that rank's own gradients held inf/nan, summed over ranks
+    std::vector<float> bad;    // the same, on the host after the step
 
     // Results of the last finished step, read after the host synchronized.
     float exposed_ms() const {
@@ -282,14 +382,31 @@ inline void grad_reducer_init(GradReducer* r, const Comm* comm, Context* ctx, fl
     }
     cudaCheck(cudaEventCreate(&r->wait_begin));
     cudaCheck(cudaEventCreate(&r->wait_end));
+    cudaCheck(cudaEventCreate(&r->flags_done));
+    cudaCheck(cudaMalloc(&r->d_bad, comm->world * sizeof(float)));
+    r->bad.assign(comm->world, 0.0f);
 }
 inline void grad_reducer_free(GradReducer* r) {
     for (auto* v : {&r->ready_ev, &r->start_ev, &r->end_ev}) for (auto& e : *v) cudaCheck(cudaEventDestroy(e));
     cudaCheck(cudaEventDestroy(r->wait_begin));
     cudaCheck(cudaEventDestroy(r->wait_end));
+    cudaCheck(cudaEventDestroy(r->flags_done));
+    cudaCheck(cudaFree(r->d_bad));
 }
 
-inline void grad_reducer_begin_step(GradReducer* r) { r->buckets = 0; r->bytes = 0; r->pend_lo = r->pend_hi = 0; }
+inline void grad_reducer_begin_step(GradReducer* r) {
+    r->buckets = 0; r->bytes = 0; r->pend_lo = r->pend_hi = 0;
+    cudaCheck(cudaMemsetAsync(r->d_bad, 0, r->comm->world * sizeof(float), r->ctx->stream));
+}
+
+// For the watchdog's message: the first bucket of this step whose reduction has not finished.
+inline std::string grad_reducer_pending(const GradReducer* r) {
+    for (int i = 0; i < r->buckets; i++)
+        if (cudaEventQuery(r->end_ev[i]) == cudaErrorNotReady)
+            return "gradient " + std::string(r->zero ? "reduce (ZeRO-1)" : "all-reduce") + " of bucket " + std::to_string(i + 1) +
+                   " of " + std::to_string(r->buckets) + " issued so far";
+    return "";
+}
 
 // Issues the pending bucket on the communication stream, after what the compute stream has done so far.
 inline void grad_reducer_flush(GradReducer* r) {
@@ -300,6 +417,7 @@ inline void grad_reducer_flush(GradReducer* r) {
     cudaCheck(cudaEventRecord(r->ready_ev[i], r->ctx->stream));
     cudaCheck(cudaStreamWaitEvent(r->comm->stream, r->ready_ev[i], 0));
     cudaCheck(cudaEventRecord(r->start_ev[i], r->comm->stream));
+    nonfinite_flag(r->d_bad + r->comm->rank, r->grads + lo, hi - lo, r->ctx->props.multiProcessorCount, r->comm->stream);
 #ifdef USE_NCCL
     if (r->zero == 0) {
         ncclCheck(ncclAllReduce(r->grads + lo, r->grads + lo, hi - lo, NCCL_FLOATX, ncclAvg, r->comm->nccl, r->comm->stream));
@@ -333,12 +451,32 @@ inline void grad_reducer_ready(GradReducer* r, ElemRange range) {
 
 // After backward's last range: issue the rest, and make the compute stream wait for all of it
 // (the wait is bracketed by events: that interval is the exposed communication).
+// The per-rank non-finite flags are summed over the ranks last (tiny), so every rank can name the
+// rank(s) whose gradients went bad.
 inline void grad_reducer_finish(GradReducer* r) {
     grad_reducer_flush(r);
     if (r->buckets == 0) return;
+#ifdef USE_NCCL
+    ncclCheck(ncclAllReduce(r->d_bad, r->d_bad, r->comm->world, ncclFloat, ncclSum, r->comm->nccl, r->comm->stream));
+#endif
+    cudaCheck(cudaEventRecord(r->flags_done, r->comm->stream));
     cudaCheck(cudaEventRecord(r->wait_begin, r->ctx->stream));
-    cudaCheck(cudaStreamWaitEvent(r->ctx->stream, r->end_ev[r->buckets - 1], 0));
+    cudaCheck(cudaStreamWaitEvent(r->ctx->stream, r->flags_done, 0));
     cudaCheck(cudaEventRecord(r->wait_end, r->ctx->stream));
+}
+
+// Queues the copy of the flags to the host, at the end of the step (a copy to pageable memory
+// blocks the host until it is done, so nothing else must be waiting to be queued behind it).
+inline void grad_reducer_read_flags(GradReducer* r) {
+    cudaCheck(cudaMemcpyAsync(r->bad.data(), r->d_bad, r->comm->world * sizeof(float), cudaMemcpyDeviceToHost, r->ctx->stream));
+}
+
+// After the step's synchronization: the ranks whose own gradients held inf/nan ("" if none).
+inline std::string grad_reducer_bad_ranks(const GradReducer* r) {
+    std::string s;
+    for (int i = 0; i < r->comm->world; i++)
+        if (r->bad[i] > 0) s += (s.empty() ? "" : ",") + std::to_string(i);
+    return s;
 }
 
 // ZeRO-1, after the update: every rank's shard of the weights to every rank (in place).

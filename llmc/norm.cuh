@@ -47,8 +47,23 @@ __global__ void step_decision_kernel(StepScalars* out, const float* sumsq, float
     *out = {norm, skip ? 0.0f : clip / loss_scale, skip};
 }
 
+// *flag <- 1 if any of g (n) is inf or nan (else left alone): the per-rank check that, before the
+// gradients are averaged over the GPUs, tells WHICH rank produced a non-finite value (after the
+// all-reduce every rank holds the nan). Any alignment; several blocks may write the same 1.
+__global__ void nonfinite_flag_kernel(float* flag, const floatX* g, size_t n) {
+    bool bad = false;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        bad |= !isfinite((float)g[i]);
+    if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 1.0f;
+}
+
 // ----------------------------------------------------------------------------------------------
 // Launchers
+
+inline void nonfinite_flag(float* flag, const floatX* g, size_t n, int sms, cudaStream_t stream) {
+    nonfinite_flag_kernel<<<2 * sms, 512, 0, stream>>>(flag, g, n);
+    launchCheck();
+}
 
 // sumsq (one float on the device) = sum of g[i]^2 over g (n), n a multiple of x128::size.
 inline void norm_squared(Context* ctx, float* sumsq, const floatX* g, size_t n) {

@@ -1,6 +1,7 @@
 // The trainer's settings and THE option table: parse_train_config() and --help are both driven by
 // train_options(), so the usage text cannot drift from what is parsed. Host-only; unit-tested.
 #pragma once
+#include <cstdio>
 #include <string>
 #include <vector>
 #include "options.h"
@@ -33,6 +34,11 @@ struct TrainConfig {
     int zero = 0;                                   // 0: DDP, 1: ZeRO-1
     float bucket_mb = 16.0f;
     std::string rendezvous = "tcp";
+    float nccl_timeout = 300;                       // seconds without progress before a rank gives up
+    // faults
+    int max_bad_steps = 20;                         // stop after this many skipped steps in a row (0: never)
+    std::string debug_nan;                          // testing: "RANK:STEP" puts a NaN in that rank's gradients
+    int debug_nan_rank = -1, debug_nan_step = 0;    // parsed from debug_nan
     // benchmark
     bool bench = false;
     int bench_warmup = 5, bench_steps = 20;
@@ -75,11 +81,14 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"zero", 'z', OPT_INT, &c->zero, "0: DDP (all-reduce); 1: ZeRO-1 (optimizer state sharded over GPUs)", 0, 1},
         {"bucket-mb", 0, OPT_FLOAT, &c->bucket_mb, "gradient reduction bucket, MiB (0: one per block)", 0, 1e6},
         {"rendezvous", 0, OPT_STRING, &c->rendezvous, "without mpirun: tcp (MASTER_ADDR/MASTER_PORT) or file:PATH"},
+        {"nccl-timeout", 0, OPT_FLOAT, &c->nccl_timeout, "seconds a rank waits for its peers before it aborts (0: forever); above any checkpoint write", 0, 1e7},
+        {"max-bad-steps", 0, OPT_INT, &c->max_bad_steps, "stop after N steps in a row skipped for inf/nan gradients (0: never)", 0, 1e9},
         {"bench", 0, OPT_FLAG, &c->bench, "benchmark on random tokens: no data files needed"},
         {"bench-warmup", 0, OPT_INT, &c->bench_warmup, "--bench: untimed steps first", 0, 1e6},
         {"bench-steps", 0, OPT_INT, &c->bench_steps, "--bench: timed steps", 1, 1e6},
         {"bench-profile", 0, OPT_FLAG, &c->bench_profile, "--bench: profile only the last step (ncu --profile-from-start off)"},
         {"debug-exit-after", 0, OPT_INT, &c->debug_exit_after, "testing: exit abruptly (no cleanup, code 137) after N steps", 0, 1e9},
+        {"debug-nan", 0, OPT_STRING, &c->debug_nan, "testing: RANK:STEP puts a NaN into RANK's gradients from step STEP on"},
     };
 }
 
@@ -98,6 +107,14 @@ inline bool parse_train_config(TrainConfig* c, int argc, const char* const* argv
     if (c->rendezvous != "tcp" && c->rendezvous.rfind("file:", 0) != 0) {
         *err = "option --rendezvous: '" + c->rendezvous + "' is not tcp or file:PATH";
         return false;
+    }
+    if (!c->debug_nan.empty()) {
+        char tail = 0;
+        if (sscanf(c->debug_nan.c_str(), "%d:%d%c", &c->debug_nan_rank, &c->debug_nan_step, &tail) != 2 ||
+            c->debug_nan_rank < 0 || c->debug_nan_rank >= world || c->debug_nan_step < 1) {
+            *err = "option --debug-nan: '" + c->debug_nan + "' is not RANK:STEP with 0 <= RANK < " + std::to_string(world) + " and STEP >= 1";
+            return false;
+        }
     }
     if (c->resume && c->out.empty()) { *err = "option --resume needs --out (the run directory to resume from)"; return false; }
     const long long bt = (long long)c->B * c->T * world;

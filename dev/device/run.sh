@@ -19,6 +19,9 @@ if has test; then
         build/$p/test_gpt2cu > "$OUT/test_$p.log" 2>&1; rc=$?
         cat "$OUT/test_$p.log"
         summary+=("test_gpt2cu $p: rc=$rc $(grep -c ^FAIL "$OUT/test_$p.log") FAIL")
+        # the chunked lm head: 4 chunks of 64 tokens at the reference's B=4, T=64
+        build/$p/test_gpt2cu dev_data/reference_model.bin dev_data/reference_state.bin 0 64 > "$OUT/test_${p}_chunk64.log" 2>&1; rc=$?
+        summary+=("test_gpt2cu $p lm-head chunk 64: rc=$rc $(grep -c ^FAIL "$OUT/test_${p}_chunk64.log") FAIL")
     done
 fi
 if has checks; then

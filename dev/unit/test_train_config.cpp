@@ -50,6 +50,13 @@ int main() {
     CHECK(!parse({"-b", "4", "-t", "1024", "-d", "12288"}, &c, &err, 2), "global batch not a multiple of B*T*GPUs (2 GPUs)");
     c = TrainConfig();
     CHECK(parse({"-b", "4", "-t", "1024", "-d", "16384"}, &c, &err, 2) && c.total_batch == 16384, "a valid global batch on 2 GPUs");
+    for (const char* bad : {"1", "x:3", "2:5", "-1:3", "0:0", "0:3x"}) {
+        c = TrainConfig();
+        CHECK(!parse({"--debug-nan", bad}, &c, &err, 2) && err.find("--debug-nan") != std::string::npos,
+              std::string("bad --debug-nan ") + bad + " on 2 GPUs");
+    }
+    c = TrainConfig();
+    CHECK(parse({"--debug-nan", "1:3"}, &c, &err, 2) && c.debug_nan_rank == 1 && c.debug_nan_step == 3, "--debug-nan 1:3 on 2 GPUs");
     c = TrainConfig();
     CHECK(!parse({"--bogus"}, &c, &err) && err == "unknown option '--bogus' (see --help)", "unknown option");
     // --help lists every option of the table
