@@ -22,8 +22,14 @@ bench() {  # precision model B [extra args]
     rows+=("| $p | $e | $b | $* | $(get tok_per_s) | $(get mfu) | $(get median_ms) | $(get fwd_ms) | $(get bwd_ms) | $(get opt_ms) | $(get device_mem_gb) |")
 }
 if has bench; then
+    # the SM clock and power while the benchmark runs: a sustained step runs at a lower clock than
+    # ncu's isolated kernels (power limit), which is part of the gap between the two
+    nvidia-smi -i 0 --query-gpu=clocks.sm,power.draw,clocks_event_reasons.active --format=csv,noheader,nounits -lms 200 > "$OUT/clocks.csv" 2>&1 &
+    smi=$!
     bench fp16 d12 64
     bench bf16 d12 64
+    kill $smi
+    rows+=("clocks during d12: $(awk -F, '$2 > 300 {print $1}' "$OUT/clocks.csv" | sort -n | awk '{a[NR] = $1} END {print "SM MHz median " a[int(NR/2)+1] ", min " a[1] ", max " a[NR]}'); $(awk -F, '{print $2}' "$OUT/clocks.csv" | sort -n | tail -n 1) W max")
 fi
 if has big; then
     bench bf16 d24 32
