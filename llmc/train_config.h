@@ -77,7 +77,7 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"out", 'o', OPT_STRING, &c->out, "run directory for log.jsonl and checkpoints (empty: none)"},
         {"checkpoint-every", 'n', OPT_INT, &c->checkpoint_every, "write a checkpoint every N steps (0: only at the end)", 0, 1e9},
         {"keep-checkpoints", 0, OPT_INT, &c->keep_checkpoints, "keep the newest K checkpoints (0: all)", 0, 1e6},
-        {"resume", 0, OPT_FLAG, &c->resume, "continue from the newest complete checkpoint in --out"},
+        {"resume", 0, OPT_FLAG, &c->resume, "continue from the newest complete checkpoint in --out (none yet: start at step 0)"},
         {"zero", 'z', OPT_INT, &c->zero, "0: DDP (all-reduce); 1: ZeRO-1 (optimizer state sharded over GPUs)", 0, 1},
         {"bucket-mb", 0, OPT_FLOAT, &c->bucket_mb, "gradient reduction bucket, MiB (0: one per block)", 0, 1e6},
         {"rendezvous", 0, OPT_STRING, &c->rendezvous, "without mpirun: tcp (MASTER_ADDR/MASTER_PORT) or file:PATH"},

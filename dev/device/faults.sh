@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Issue #9's fault tests on a 2-GPU machine (binaries prebuilt: dev/device/build.sh; shards in dev_data):
 #   kill   SIGKILL one rank at a random moment mid-run, 10 times with the env-var launch (only the
-#          watchdog can end the survivor) and 10 times under mpirun; every rank must be gone within
+#          watchdog can end the survivor) and 5 times under mpirun; every rank must be gone within
 #          --nccl-timeout + 10 s, with one clear line from the survivor;
 #   nan    --debug-nan 1:5: rank 1's gradients turn NaN from step 5 on; every rank skips those
 #          steps and names rank 1; after --max-bad-steps 3 all ranks stop with exit code 2;
 #   ckpt   one GPU: a run with a checkpoint every 2 steps is SIGKILLed at random moments (most land
 #          inside a 1.5 GB checkpoint write) and resumed each time; the losses of the finished run
 #          must equal, bit for bit, those of a run never interrupted.
-# Prints a table last; logs in $OUT.
+# Each result line goes to stdout and $OUT/faults_summary.txt as it comes; logs in $OUT/faults.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+LOGS=/tmp/faults; rm -rf $LOGS; mkdir -p $LOGS
+trap 'tar czf "$OUT/faults.tar.gz" -C /tmp faults 2>/dev/null' EXIT
+note() { echo "$*" | tee -a "$OUT/faults_summary.txt"; }
 export NCCL_NVLS_ENABLE=0
 sections=${*:-kill nan ckpt}
 has() { [[ " $sections " == *" $1 "* ]]; }
@@ -31,20 +34,24 @@ wait_gone() {
     done
     awk -v a="$(now)" -v b="$t0" 'BEGIN {printf "%.1f", a - b}'
 }
-wait_for_line() {  # file pattern seconds
-    for _ in $(seq 1 $(( $3 * 20 ))); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
+wait_for_line() {  # file pattern seconds pid: until the line shows, the process ends, or time is up
+    for _ in $(seq 1 $(( $3 * 20 ))); do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        kill -0 "$4" 2>/dev/null || return 1
+        sleep 0.05
+    done
     return 1
 }
 ARGS="--bench -e d12 -b 8 -t 1024 --bench-warmup 0 --bench-steps 100000 --nccl-timeout $TIMEOUT"
 if has kill; then
     hangs=0; times=()
     for trial in $(seq 1 10); do
-        victim=$(( RANDOM % 2 )); log="$OUT/kill_env_$trial"
+        victim=$(( RANDOM % 2 )); log="$LOGS/kill_env_$trial"
         for r in 0 1; do
             MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29600 + trial)) RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r $BIN $ARGS > "$log.r$r" 2>&1 &
             eval "pid$r=$!"
         done
-        wait_for_line "$log.r0" "^step    3/" 60
+        wait_for_line "$log.r0" "^step    3/" 60 "$pid0"
         sleep "0.$(( RANDOM % 10 ))$(( RANDOM % 10 ))"
         eval "vpid=\$pid$victim"; eval "spid=\$pid$(( 1 - victim ))"
         kill -9 "$vpid"
@@ -53,15 +60,15 @@ if has kill; then
         wait "$spid" 2>/dev/null; rc=$?
         msg=$(grep -h "error" "$log.r$(( 1 - victim ))" | head -n 1)
         times+=("$dt")
-        echo "env trial $trial: killed rank $victim; survivor gone after ${dt}s rc=$rc: $msg" | tee -a "$OUT/kill_summary.txt"
+        note "env trial $trial: killed rank $victim; survivor gone after ${dt}s rc=$rc: $msg"
     done
-    summary+=("kill one rank, env launch (watchdog, --nccl-timeout $TIMEOUT): 10 trials, $hangs hangs, survivor gone after: ${times[*]} s")
+    note "kill one rank, env launch (watchdog, --nccl-timeout $TIMEOUT): 10 trials, $hangs hangs, survivor gone after: ${times[*]} s"
     hangs=0; times=()
-    for trial in $(seq 1 10); do
-        log="$OUT/kill_mpi_$trial.log"
+    for trial in $(seq 1 5); do
+        log="$LOGS/kill_mpi_$trial.log"
         mpirun --allow-run-as-root -np 2 --bind-to none -x NCCL_NVLS_ENABLE $BIN $ARGS > "$log" 2>&1 &
         mpid=$!
-        wait_for_line "$log" "^step    3/" 60
+        wait_for_line "$log" "^step    3/" 60 "$mpid"
         sleep "0.$(( RANDOM % 10 ))$(( RANDOM % 10 ))"
         ranks=$(pgrep -f "^$BIN" | tr '\n' ' ')
         victim=$(echo $ranks | tr ' ' '\n' | shuf -n 1)
@@ -70,44 +77,42 @@ if has kill; then
         [ "$dt" = HANG ] && { hangs=$((hangs + 1)); kill -9 $mpid $ranks; }
         wait "$mpid" 2>/dev/null; rc=$?
         times+=("$dt")
-        echo "mpirun trial $trial: killed pid $victim of ($ranks); all gone after ${dt}s, mpirun rc=$rc: $(grep -m1 -iE 'error|terminated|killed|signal' "$log")" | tee -a "$OUT/kill_summary.txt"
+        note "mpirun trial $trial: killed pid $victim of ($ranks); all gone after ${dt}s, mpirun rc=$rc: $(grep -m1 -iE 'error|terminated|killed|signal' "$log")"
     done
-    summary+=("kill one rank, mpirun: 10 trials, $hangs hangs, all ranks gone after: ${times[*]} s")
+    note "kill one rank, mpirun: 5 trials, $hangs hangs, all ranks gone after: ${times[*]} s"
 fi
 if has nan; then
     for p in bf16 fp16; do
-        log="$OUT/nan_$p.log"
+        log="$LOGS/nan_$p.log"
         t0=$(now)
         mpirun --allow-run-as-root -np 2 --bind-to none -x NCCL_NVLS_ENABLE build/$p/train_gpt2cu --bench -e d12 -b 8 -t 1024 \
             --bench-warmup 0 --bench-steps 20 --debug-nan 1:5 --max-bad-steps 3 > "$log" 2>&1
         rc=$?
-        summary+=("nan $p: rc=$rc after $(awk -v a="$(now)" -v b="$t0" 'BEGIN {printf "%.1f", a - b}') s; $(grep -c 'skipped: non-finite' "$log") skipped steps; $(grep -m1 '^error' "$log")")
+        note "nan $p: rc=$rc after $(awk -v a="$(now)" -v b="$t0" 'BEGIN {printf "%.1f", a - b}') s; $(grep -c 'skipped: non-finite' "$log") skipped steps; $(grep -m1 'skipped: non-finite' "$log"); $(grep -m1 '^error' "$log")"
     done
 fi
 if has ckpt; then
     common="-e d12 -b 4 -t 256 -x 16 -l 3e-4 --warmup 2 -i dev_data/tinyshakespeare_train.bin -g 0 -v 0 --val-batches 1 -n 2 --keep-checkpoints 2"
     rm -rf runs/ck_a runs/ck_b
-    $BIN $common -o runs/ck_a > "$OUT/ckpt_a.log" 2>&1
-    kills=0; mid=0; : > "$OUT/ckpt_b.log"
+    $BIN $common -o runs/ck_a > "$LOGS/ckpt_a.log" 2>&1
+    kills=0; mid=0; : > "$LOGS/ckpt_b.log"
     for seg in $(seq 1 8); do
-        res=""; ls runs/ck_b/step_*/DONE > /dev/null 2>&1 && res="--resume"
-        $BIN $common -o runs/ck_b $res > "$OUT/ckpt_b_$seg.log" 2>&1 &
+        $BIN $common -o runs/ck_b --resume > "$LOGS/ckpt_b_$seg.log" 2>&1 &
         pid=$!
-        wait_for_line "$OUT/ckpt_b_$seg.log" "^step " 60
+        wait_for_line "$LOGS/ckpt_b_$seg.log" "^step " 60 "$pid"
         sleep "$(( RANDOM % 3 )).$(( RANDOM % 10 ))"
         if kill -9 "$pid" 2>/dev/null; then
             kills=$((kills + 1)); ls -d runs/ck_b/*.tmp > /dev/null 2>&1 && mid=$((mid + 1))
         fi
         wait "$pid" 2>/dev/null
-        cat "$OUT/ckpt_b_$seg.log" >> "$OUT/ckpt_b.log"
-        grep -q "^step   16/16" "$OUT/ckpt_b_$seg.log" && grep -q "checkpoint: runs/ck_b/step_00000016" "$OUT/ckpt_b_$seg.log" && break
+        cat "$LOGS/ckpt_b_$seg.log" >> "$LOGS/ckpt_b.log"
+        grep -q "^step   16/16" "$LOGS/ckpt_b_$seg.log" && grep -q "checkpoint: runs/ck_b/step_00000016" "$LOGS/ckpt_b_$seg.log" && break
     done
-    if ! grep -q "^step   16/16" "$OUT/ckpt_b.log"; then
-        $BIN $common -o runs/ck_b --resume > "$OUT/ckpt_b_final.log" 2>&1; cat "$OUT/ckpt_b_final.log" >> "$OUT/ckpt_b.log"
+    if ! grep -q "^step   16/16" "$LOGS/ckpt_b.log"; then
+        $BIN $common -o runs/ck_b --resume > "$LOGS/ckpt_b_final.log" 2>&1; cat "$LOGS/ckpt_b_final.log" >> "$LOGS/ckpt_b.log"
     fi
     # the last occurrence of each step (after the last resume that reached it), in step order
-    grep -h '^step ' "$OUT/ckpt_b.log" | awk '{split($2, a, "/"); last[a[1] + 0] = $0} END {for (i = 1; i <= 16; i++) print last[i]}' > "$OUT/ckpt_b_final_steps.log"
-    summary+=("checkpoint kills: $kills SIGKILLs ($mid during a write: .tmp present), $(grep -c '^resumed from' "$OUT/ckpt_b.log") resumes; losses vs uninterrupted: $(python3 dev/compare_losses.py "$OUT/ckpt_a.log" "$OUT/ckpt_b_final_steps.log" --tol 0)")
+    grep -h '^step ' "$LOGS/ckpt_b.log" | awk '{split($2, a, "/"); last[a[1] + 0] = $0} END {for (i = 1; i <= 16; i++) print last[i]}' > "$LOGS/ckpt_b_final_steps.log"
+    note "checkpoint kills: $kills SIGKILLs ($mid during a write: .tmp present), $(grep -c '^resumed from' "$LOGS/ckpt_b.log") resumes; losses vs uninterrupted: $(python3 dev/compare_losses.py "$LOGS/ckpt_a.log" "$LOGS/ckpt_b_final_steps.log" --tol 0)"
+    rm -rf runs/ck_a runs/ck_b
 fi
-echo "================ summary"
-printf '%s\n' "${summary[@]}"
