@@ -100,7 +100,7 @@ if has ckpt; then
         $BIN $common -o runs/ck_b --resume > "$LOGS/ckpt_b_$seg.log" 2>&1 &
         pid=$!
         wait_for_line "$LOGS/ckpt_b_$seg.log" "^step " 60 "$pid"
-        sleep "$(( RANDOM % 3 )).$(( RANDOM % 10 ))"
+        sleep "$(( 1 + RANDOM % 10 )).$(( RANDOM % 10 ))"   # a 1.5 GB checkpoint write takes ~3 s there
         if kill -9 "$pid" 2>/dev/null; then
             kills=$((kills + 1)); ls -d runs/ck_b/*.tmp > /dev/null 2>&1 && mid=$((mid + 1))
         fi
@@ -112,7 +112,7 @@ if has ckpt; then
         $BIN $common -o runs/ck_b --resume > "$LOGS/ckpt_b_final.log" 2>&1; cat "$LOGS/ckpt_b_final.log" >> "$LOGS/ckpt_b.log"
     fi
     # the last occurrence of each step (after the last resume that reached it), in step order
-    grep -h '^step ' "$LOGS/ckpt_b.log" | awk '{split($2, a, "/"); last[a[1] + 0] = $0} END {for (i = 1; i <= 16; i++) print last[i]}' > "$LOGS/ckpt_b_final_steps.log"
+    grep -hE '^step +[0-9]+/' "$LOGS/ckpt_b.log" | awk '{split($2, a, "/"); last[a[1] + 0] = $0} END {for (i = 1; i <= 16; i++) print last[i]}' > "$LOGS/ckpt_b_final_steps.log"
     note "checkpoint kills: $kills SIGKILLs ($mid during a write: .tmp present), $(grep -c '^resumed from' "$LOGS/ckpt_b.log") resumes; losses vs uninterrupted: $(python3 dev/compare_losses.py "$LOGS/ckpt_a.log" "$LOGS/ckpt_b_final_steps.log" --tol 0)"
     rm -rf runs/ck_a runs/ck_b
 fi
