@@ -6,9 +6,10 @@
 // The fused forward reads the two tensors once and writes the residual and the normalized output,
 // instead of one kernel for the add and another that re-reads its output.
 #pragma once
+#include <algorithm>
 #include "common.cuh"
 
-constexpr int LN_WARPS = 4;  // rows per block in both kernels (one warp per row)
+constexpr int LN_WARPS = 4;  // rows per block of the forward kernels (one warp per row)
 
 // ----------------------------------------------------------------------------------------------
 // Kernels
@@ -53,54 +54,118 @@ __global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, floa
     if (lane == 0) { mean[row] = m; rstd[row] = s; }
 }
 
-// dinp (N,C) += LN backward of dout (N,C) [in place on dinp: the residual gradient accumulates];
-// partials (gridDim.x, 2, C) fp32 <- this block's sums of dout*xhat (dw) and dout (db).
-// One warp per row, rows strided over the grid; each warp keeps its own fp32 dw/db sums in shared
-// memory (lane-owned columns: no two lanes touch one word, so no atomics and a fixed order).
-// Dynamic shared memory: LN_WARPS * 2 * C floats.
-__global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const floatX* dout, const floatX* inp,
-                                          const floatX* w, const float* mean, const float* rstd, int N, int C) {
-    extern __shared__ float smem_f[];
+// dinp (N,C) += LN backward of dout (N,C)   [in place on dinp: read, added to, written back; the
+//                                              residual stream's gradient accumulates]
+// partials (gridDim.x, 2*C) fp32 <- per block: columns [0,C) the block's sums of dout*xhat (dw),
+//                                              columns [C,2C) its sums of dout (db).
+// Reads dout, inp, dinp (N,C) once each, mean/rstd (N), w (C); writes dinp once: 4 * N*C*sizeof(floatX)
+// bytes of HBM traffic is the floor, and this kernel is built to stream at that floor.
+//
+// Layout of the work, and why:
+//   - one warp per row, rows strided over the whole grid (row = global warp id + k * total warps);
+//   - lane l of a warp owns the same columns of EVERY row it visits: chunk j (0..NCH-1) is columns
+//     (j*32 + l)*V .. +V-1, V = x128::size. So each row is read with coalesced 16-byte loads and
+//     the lane's dw/db sums for its NCH*V columns live in REGISTERS for the whole kernel: no shared
+//     memory traffic per row, no atomics. (Accumulating them in shared memory per row costs a
+//     read-modify-write per element and, with one lane per 16 bytes, 8-way bank conflicts; and
+//     2*C floats of shared memory per warp caps how many warps an SM can hold.)
+//   - the row's dout, inp and dinp are all loaded into registers before any arithmetic: 3 row
+//     loads in flight per warp (4.5 KiB at C=768, 16-bit), times ~16 warps per SM, is what it
+//     takes to keep HBM busy (bytes in flight = bandwidth x latency). Each row is read once: the
+//     two row means the normalization couples (mean of w*dout, mean of w*dout*xhat) are computed
+//     from the registers, then the same registers give dinp.
+//   - at the end the block's warps add their register sums into shared memory in warp order
+//     (0, 1, 2, ...), and the block writes one partial row. Every sum has a fixed order for a given
+//     grid, so results are bitwise reproducible run to run; layernorm_params_accumulate_kernel
+//     adds the partial rows, also in a fixed order.
+// NCH = ceil(C / (32 V)) is a template parameter: per-lane arrays indexed by compile-time
+// constants stay in registers (a runtime-sized loop would put them in local memory).
+// Dynamic shared memory: 2 * C floats.
+constexpr int LN_BWD_WARPS = 8;
+// MIN_BLOCKS: blocks per SM the register budget is cut for (launch bounds). Registers per thread
+// are ~2*NCH*V (the fp32 sums) + 12*NCH (three x128 per chunk) + the row converted to float.
+constexpr int ln_bwd_min_blocks(int nch) { return 2 * nch * x128::size + 12 * nch <= 96 ? 2 : 1; }
+
+template <int NCH, int MIN_BLOCKS = ln_bwd_min_blocks(NCH)>
+__global__ void __launch_bounds__(LN_BWD_WARPS * 32, MIN_BLOCKS)
+layernorm_backward_rows_kernel(floatX* dinp, float* partials, const floatX* dout, const floatX* inp,
+                               const floatX* w, const float* mean, const float* rstd, int N, int C) {
+    constexpr int V = x128::size;
+    extern __shared__ float block_sums[];  // (2*C): dw sums, then db sums
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    float* dw_acc = smem_f + (size_t)warp * 2 * C;
-    float* db_acc = dw_acc + C;
-    for (int c = lane; c < 2 * C; c += 32) dw_acc[c] = 0.0f;
-    __syncwarp();  // the loop below hands columns to lanes differently
-    for (int row = blockIdx.x * LN_WARPS + warp; row < N; row += gridDim.x * LN_WARPS) {
+    float dw_acc[NCH][V], db_acc[NCH][V];
+    for (int j = 0; j < NCH; j++)
+        for (int k = 0; k < V; k++) { dw_acc[j][k] = 0.0f; db_acc[j][k] = 0.0f; }
+    const float inv_C = 1.0f / C;
+#pragma unroll 1
+    for (int row = blockIdx.x * LN_BWD_WARPS + warp; row < N; row += gridDim.x * LN_BWD_WARPS) {
         const size_t base = (size_t)row * C;
+        x128 d[NCH], x[NCH], di[NCH];
+        // issue every load of the row first (streaming hint: nothing here is read again soon)
+        for (int j = 0; j < NCH; j++) {
+            const int c = (j * 32 + lane) * V;
+            if (c < C) {
+                d[j] = load128cs(dout + base + c);
+                x[j] = load128cs(inp + base + c);
+                di[j] = load128cs(dinp + base + c);
+            }
+        }
         const float m = mean[row], s = rstd[row];
-        // dL/dxhat = w * dout; the two row means below are what the normalization couples
-        float mean_d = 0.0f, mean_dx = 0.0f;
-        for (int c = lane * x128::size; c < C; c += 32 * x128::size) {
-            x128 d = load128(dout + base + c), x = load128(inp + base + c), wv = load128(w + c);
-            for (int k = 0; k < x128::size; k++) {
-                float dn = (float)wv[k] * (float)d[k];
-                mean_d += dn;
-                mean_dx += dn * ((float)x[k] - m) * s;
+        // dL/dxhat = w * dout; its row mean and its row mean weighted by xhat couple the row
+        float sum_dn = 0.0f, sum_dnx = 0.0f;
+        for (int j = 0; j < NCH; j++) {
+            const int c = (j * 32 + lane) * V;
+            if (c < C) {
+                const x128 wv = load128(w + c);
+                for (int k = 0; k < V; k++) {
+                    const float dn = (float)wv[k] * (float)d[j][k];
+                    sum_dn += dn;
+                    sum_dnx += dn * (((float)x[j][k] - m) * s);
+                }
             }
         }
-        mean_d = warp_sum(mean_d) / C;
-        mean_dx = warp_sum(mean_dx) / C;
-        for (int c = lane * x128::size; c < C; c += 32 * x128::size) {
-            x128 d = load128(dout + base + c), x = load128(inp + base + c), wv = load128(w + c);
-            x128 di = load128(dinp + base + c);
-            for (int k = 0; k < x128::size; k++) {
-                const float xhat = ((float)x[k] - m) * s, dk = (float)d[k];
-                const float dn = (float)wv[k] * dk;
-                di[k] = (floatX)((float)di[k] + (dn - mean_d - xhat * mean_dx) * s);
-                dw_acc[c + k] += dk * xhat;
-                db_acc[c + k] += dk;
+        // Keep the row PACKED across the reductions: without this fence the compiler keeps the
+        // float conversions of dout and inp from the loop above alive for the loop below (2*V
+        // registers per chunk instead of 8 bytes' worth), which costs occupancy. Re-converting is
+        // a couple of integer ops per element.
+        for (int j = 0; j < NCH; j++) {
+            uint32_t* dr = reinterpret_cast<uint32_t*>(&d[j]);
+            uint32_t* xr = reinterpret_cast<uint32_t*>(&x[j]);
+            for (int q = 0; q < 4; q++) asm volatile("" : "+r"(dr[q]), "+r"(xr[q]));
+        }
+        const float mean_d = warp_sum(sum_dn) * inv_C, mean_dx = warp_sum(sum_dnx) * inv_C;
+        for (int j = 0; j < NCH; j++) {
+            const int c = (j * 32 + lane) * V;
+            if (c < C) {
+                const x128 wv = load128(w + c);
+                x128 o;
+                for (int k = 0; k < V; k++) {
+                    const float xhat = ((float)x[j][k] - m) * s, dk = (float)d[j][k];
+                    const float dn = (float)wv[k] * dk;
+                    o[k] = (floatX)((float)di[j][k] + (dn - mean_d - xhat * mean_dx) * s);
+                    dw_acc[j][k] += dk * xhat;
+                    db_acc[j][k] += dk;
+                }
+                store128(dinp + base + c, o);
             }
-            store128(dinp + base + c, di);
         }
     }
-    __syncthreads();
-    // the block's partial: the warps' sums added in warp order
-    for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) {
-        float acc = 0.0f;
-        for (int wi = 0; wi < LN_WARPS; wi++) acc += smem_f[(size_t)wi * 2 * C + c];
-        partials[(size_t)blockIdx.x * 2 * C + c] = acc;
+    // the block's partial: warp 0's sums, plus warp 1's, plus warp 2's... (one barrier per warp:
+    // this runs once per block, the order is what matters)
+    for (int wi = 0; wi < LN_BWD_WARPS; wi++) {
+        if (warp == wi) {
+            for (int j = 0; j < NCH; j++) {
+                const int c = (j * 32 + lane) * V;
+                if (c < C)
+                    for (int k = 0; k < V; k++) {
+                        block_sums[c + k] = wi == 0 ? dw_acc[j][k] : block_sums[c + k] + dw_acc[j][k];
+                        block_sums[C + c + k] = wi == 0 ? db_acc[j][k] : block_sums[C + c + k] + db_acc[j][k];
+                    }
+            }
+        }
+        __syncthreads();
     }
+    for (int i = threadIdx.x; i < 2 * C; i += blockDim.x) partials[(size_t)blockIdx.x * 2 * C + i] = block_sums[i];
 }
 
 // out (N,C) = (inp - mean) * rstd * w + b with the saved statistics: recomputes a LayerNorm output
@@ -116,17 +181,26 @@ __global__ void layernorm_apply_kernel(floatX* out, const floatX* inp, const flo
     store128(out + i, o);
 }
 
-// out (n) += sum over p of partials[p * stride + i]: the ordered final step of the dw/db sums.
+// dw (C) += sum over p of partials[p][i], db (C) += sum over p of partials[p][C + i], partials
+// (P, 2*C) fp32 as layernorm_backward_rows_kernel wrote them. In place on dw, db.
+// Block = 32 columns x 16 row lanes: lane y sums partial rows y, y+16, y+32, ... (coalesced across
+// the 32 columns), then lane 0 adds the 16 lane sums in order: a fixed order, so deterministic,
+// and 16x more threads in flight than one thread per column walking all P rows alone.
+constexpr int LN_ACC_LANES = 16;
 __global__ void layernorm_params_accumulate_kernel(floatX* dw, floatX* db, const float* partials, int P, int C) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= C) return;
-    float sw = 0.0f, sb = 0.0f;
-    for (int p = 0; p < P; p++) {
-        sw += partials[(size_t)p * 2 * C + i];
-        sb += partials[(size_t)p * 2 * C + C + i];
+    __shared__ float lane_sums[LN_ACC_LANES][33];
+    const int i = blockIdx.x * 32 + threadIdx.x;  // column of the partials, in [0, 2C)
+    float acc = 0.0f;
+    if (i < 2 * C)
+        for (int p = threadIdx.y; p < P; p += LN_ACC_LANES) acc += partials[(size_t)p * 2 * C + i];
+    lane_sums[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && i < 2 * C) {
+        float t = 0.0f;
+        for (int y = 0; y < LN_ACC_LANES; y++) t += lane_sums[y][threadIdx.x];
+        floatX* out = i < C ? dw + i : db + (i - C);
+        *out = (floatX)((float)*out + t);
     }
-    dw[i] = (floatX)((float)dw[i] + sw);
-    db[i] = (floatX)((float)db[i] + sb);
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -158,17 +232,47 @@ inline void layernorm_apply(Context* ctx, floatX* out, const floatX* inp, const 
     launchCheck();
 }
 
+template <int NCH, int MIN_BLOCKS = ln_bwd_min_blocks(NCH)>
+inline void layernorm_backward_launch(Context* ctx, floatX* dinp, float* partials, int* blocks_out, const floatX* dout,
+                                      const floatX* inp, const floatX* w, const float* mean, const float* rstd,
+                                      int N, int C) {
+    const size_t smem = 2 * (size_t)C * sizeof(float);
+    int per_sm = 0;
+    cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, layernorm_backward_rows_kernel<NCH, MIN_BLOCKS>,
+                                                            LN_BWD_WARPS * 32, smem));
+    // one resident wave: every block loops over rows, so more blocks would only add partial rows
+    size_t blocks = std::min<size_t>((size_t)std::max(per_sm, 1) * ctx->props.multiProcessorCount, ceil_div(N, LN_BWD_WARPS));
+    blocks = std::max<size_t>(1, std::min<size_t>(blocks, ctx->scratch_elems / (2 * (size_t)C)));
+    layernorm_backward_rows_kernel<NCH, MIN_BLOCKS><<<(int)blocks, LN_BWD_WARPS * 32, smem, ctx->stream>>>(
+        dinp, partials, dout, inp, w, mean, rstd, N, C);
+    launchCheck();
+    *blocks_out = (int)blocks;
+}
+
 // dinp (N,C) += dLN/dinp; dw (C), db (C) += their gradients. inp is the forward's input (N,C).
+// C a multiple of x128::size, at most 16 * 32 * x128::size (4096 in 16-bit, 2048 in fp32).
 inline void layernorm_backward(Context* ctx, floatX* dinp, floatX* dw, floatX* db, const floatX* dout,
                                const floatX* inp, const floatX* w, const float* mean, const float* rstd,
                                int N, int C) {
-    const size_t smem = (size_t)LN_WARPS * 2 * C * sizeof(float);
-    if (smem > 48 * 1024)
-        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    int blocks = (int)std::min<size_t>(ceil_div(N, LN_WARPS), 2 * (size_t)ctx->props.multiProcessorCount);
-    blocks = (int)std::min<size_t>(blocks, ctx->scratch_elems / (2 * (size_t)C));
-    layernorm_backward_kernel<<<blocks, LN_WARPS * 32, smem, ctx->stream>>>(dinp, ctx->scratch, dout, inp, w, mean, rstd, N, C);
-    launchCheck();
-    layernorm_params_accumulate_kernel<<<ceil_div(C, 256), 256, 0, ctx->stream>>>(dw, db, ctx->scratch, blocks, C);
+    const int nch = (int)ceil_div(C, 32 * x128::size);
+    int P = 0;
+    float* part = ctx->scratch;
+    // the chunk counts GPT-2's widths need (768, 1024, 1280, 1600 in 16-bit and fp32), then a few above
+    if (nch <= 1) layernorm_backward_launch<1>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 2) layernorm_backward_launch<2>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 3) layernorm_backward_launch<3>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 4) layernorm_backward_launch<4>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 5) layernorm_backward_launch<5>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 6) layernorm_backward_launch<6>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 7) layernorm_backward_launch<7>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 8) layernorm_backward_launch<8>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 10) layernorm_backward_launch<10>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 13) layernorm_backward_launch<13>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 16) layernorm_backward_launch<16>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else {
+        fprintf(stderr, "layernorm_backward: C=%d is wider than this kernel supports (%d)\n", C, 16 * 32 * x128::size);
+        exit(EXIT_FAILURE);
+    }
+    layernorm_params_accumulate_kernel<<<ceil_div(2 * (size_t)C, 32), dim3(32, LN_ACC_LANES), 0, ctx->stream>>>(dw, db, part, P, C);
     launchCheck();
 }

@@ -14,27 +14,61 @@
 // ----------------------------------------------------------------------------------------------
 // Kernels
 
-// dbias partial sums: partials (gridDim.y, OC) fp32 <- sums over row chunks of dout (N, OC).
-// Block = 32 x 8 threads: threadIdx.x picks a group of x128::size columns, threadIdx.y one of 8
-// row lanes; blockIdx.y picks a strided set of rows. Fixed summation order -> deterministic.
-__global__ void bias_backward_partial_kernel(float* partials, const floatX* dout, int N, int OC) {
-    __shared__ float smem[8][32 * x128::size];
-    const int col0 = (blockIdx.x * 32 + threadIdx.x) * x128::size;
-    float acc[x128::size] = {};
+// Column sums of dout (N, OC) row-major, the bias gradient, in two deterministic steps:
+//   bias_backward_partial_kernel:     partials (gridDim.y, OC) fp32 <- sums over row slabs
+//   reduce_partials_accumulate_kernel: dbias (OC) += sum of the partial rows, in order
+// The first reads dout once (N * OC * sizeof(floatX) bytes, the whole cost) and writes a few
+// hundred partial rows (~1 MiB); it must stream at HBM speed, and that takes bytes in flight.
+//
+// bias_backward_partial_kernel. Not in place; dout is only read.
+// Block = 32 x BIAS_ROW_LANES threads. threadIdx.x picks 16 bytes of columns (x128::size of them;
+// a warp covers 32 * x128::size adjacent columns of a row, 512 contiguous bytes: coalesced),
+// threadIdx.y one of the row lanes. blockIdx.x picks the column tile, blockIdx.y a contiguous slab
+// of rows_per_block rows; lane y sums rows y, y + LANES, y + 2 LANES, ... of the slab.
+// Why this shape:
+//   - the inner loop issues 4 independent 16-byte loads before it adds any of them, and the grid
+//     is one full wave (every block resident at once, as many per SM as the occupancy calculator
+//     allows: ~1500 threads at 38 registers): ~96 KiB in flight per SM, above what HBM's latency
+//     x bandwidth asks (~20-30 KiB per SM), where one load per thread at 16 warps per SM (the
+//     previous launch: 2 blocks of 256 per SM) left the memory system partly idle;
+//   - a contiguous slab per block (rather than rows strided over the grid) keeps each block's
+//     reads sequential in memory, and the slab is a multiple of 4 * LANES rows so the unrolled
+//     loop covers all but the last slab's tail;
+//   - each thread adds its rows in ascending order, the lanes are added in lane order through
+//     shared memory, the slabs in slab order by the reduce kernel: every sum has a fixed order
+//     (no atomics), so the gradient is bitwise reproducible.
+constexpr int BIAS_ROW_LANES = 8;
+constexpr int BIAS_UNROLL = 4;
+__global__ void __launch_bounds__(32 * BIAS_ROW_LANES)
+bias_backward_partial_kernel(float* partials, const floatX* dout, int N, int OC, int rows_per_block) {
+    constexpr int V = x128::size;
+    __shared__ float lane_sums[BIAS_ROW_LANES][32 * V];
+    const int col0 = (blockIdx.x * 32 + threadIdx.x) * V;
+    const int r_end = min(N, ((int)blockIdx.y + 1) * rows_per_block);
+    float acc[V] = {};
     if (col0 < OC) {
-        for (int row = blockIdx.y * 8 + threadIdx.y; row < N; row += gridDim.y * 8) {
-            x128 d = load128cs(dout + (size_t)row * OC + col0);
-            for (int k = 0; k < x128::size; k++) acc[k] += (float)d[k];
+        const floatX* col = dout + col0;
+        int r = blockIdx.y * rows_per_block + threadIdx.y;
+        for (; r + (BIAS_UNROLL - 1) * BIAS_ROW_LANES < r_end; r += BIAS_UNROLL * BIAS_ROW_LANES) {
+            x128 d[BIAS_UNROLL];
+            for (int u = 0; u < BIAS_UNROLL; u++) d[u] = load128cs(col + (size_t)(r + u * BIAS_ROW_LANES) * OC);
+            for (int u = 0; u < BIAS_UNROLL; u++)
+                for (int k = 0; k < V; k++) acc[k] += (float)d[u][k];
+        }
+        for (; r < r_end; r += BIAS_ROW_LANES) {
+            const x128 d = load128cs(col + (size_t)r * OC);
+            for (int k = 0; k < V; k++) acc[k] += (float)d[k];
         }
     }
-    for (int k = 0; k < x128::size; k++) smem[threadIdx.y][threadIdx.x * x128::size + k] = acc[k];
+    for (int k = 0; k < V; k++) lane_sums[threadIdx.y][threadIdx.x * V + k] = acc[k];
     __syncthreads();
-    // the 8 row lanes of each column are summed by the threads with threadIdx.y == 0
-    if (threadIdx.y == 0 && col0 < OC) {
-        for (int k = 0; k < x128::size; k++) {
+    // 32 * V columns, LANES lane sums each: every thread of the block finishes some columns
+    for (int c = threadIdx.y * 32 + threadIdx.x; c < 32 * V; c += 32 * BIAS_ROW_LANES) {
+        const int col = blockIdx.x * 32 * V + c;
+        if (col < OC) {
             float s = 0.0f;
-            for (int y = 0; y < 8; y++) s += smem[y][threadIdx.x * x128::size + k];
-            partials[(size_t)blockIdx.y * OC + col0 + k] = s;
+            for (int y = 0; y < BIAS_ROW_LANES; y++) s += lane_sums[y][c];
+            partials[(size_t)blockIdx.y * OC + col] = s;
         }
     }
 }
@@ -53,14 +87,26 @@ __global__ void gelu_forward_kernel(floatX* out, const floatX* inp, size_t n) {
     store128(out + i, o);
 }
 
-// out (n) += sum over p of partials (P, n), in order p = 0..P-1. In place on out.
-// Shared by every "sum these rows then accumulate into a gradient" step (bias, LayerNorm).
+// out (n) += sum over p of partials (P, n). In place on out.
+// Block = 32 columns x REDUCE_LANES row lanes: lane y sums partial rows y, y + LANES, ... (each warp
+// reads 32 adjacent floats of a row: coalesced), then lane 0 adds the lane sums in lane order.
+// A fixed order (deterministic) with LANES times the threads of one-thread-per-column, which
+// walked all P rows alone at a handful of loads in flight.
+// Shared by every "sum these rows then accumulate into a gradient" step.
+constexpr int REDUCE_LANES = 16;
 __global__ void reduce_partials_accumulate_kernel(floatX* out, const float* partials, int P, int n) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float s = 0.0f;
-    for (int p = 0; p < P; p++) s += partials[(size_t)p * n + i];
-    out[i] = (floatX)((float)out[i] + s);
+    __shared__ float lane_sums[REDUCE_LANES][33];
+    const int i = blockIdx.x * 32 + threadIdx.x;
+    float acc = 0.0f;
+    if (i < n)
+        for (int p = threadIdx.y; p < P; p += REDUCE_LANES) acc += partials[(size_t)p * n + i];
+    lane_sums[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && i < n) {
+        float s = 0.0f;
+        for (int y = 0; y < REDUCE_LANES; y++) s += lane_sums[y][threadIdx.x];
+        out[i] = (floatX)((float)out[i] + s);
+    }
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -194,15 +240,24 @@ inline void gelu_forward(Context* ctx, floatX* out, const floatX* inp, size_t n)
     launchCheck();
 }
 
-// dbias (OC) += column sums of dout (N, OC). Deterministic: per-block partials in fp32, then an
-// ordered reduction (reduce_partials_accumulate_kernel).
+// dbias (OC) += column sums of dout (N, OC). Deterministic: per-slab partials in fp32, then an
+// ordered reduction (reduce_partials_accumulate_kernel). OC a multiple of x128::size.
 inline void bias_backward(Context* ctx, floatX* dbias, const floatX* dout, int N, int OC) {
     const int col_blocks = (int)ceil_div(OC, 32 * x128::size);
-    int row_blocks = (int)std::max<size_t>(1, 2 * (size_t)ctx->props.multiProcessorCount / col_blocks);
-    row_blocks = std::min<int>(row_blocks, (int)std::min<size_t>(ceil_div(N, 8), ctx->scratch_elems / OC));
-    bias_backward_partial_kernel<<<dim3(col_blocks, row_blocks), dim3(32, 8), 0, ctx->stream>>>(ctx->scratch, dout, N, OC);
+    int per_sm = 0;
+    cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bias_backward_partial_kernel, 32 * BIAS_ROW_LANES, 0));
+    // one full wave of blocks; each takes a slab of rows, a multiple of the unrolled step
+    const size_t wave = (size_t)std::max(per_sm, 1) * ctx->props.multiProcessorCount;
+    const size_t row_blocks_target = std::max<size_t>(1, wave / col_blocks);
+    const size_t step = BIAS_UNROLL * BIAS_ROW_LANES;
+    size_t rows_per_block = ceil_div(ceil_div(N, row_blocks_target), step) * step;
+    // never more partial rows than the scratch holds
+    rows_per_block = std::max(rows_per_block, ceil_div(ceil_div(N, ctx->scratch_elems / OC), step) * step);
+    const int row_blocks = (int)ceil_div(N, rows_per_block);
+    bias_backward_partial_kernel<<<dim3(col_blocks, row_blocks), dim3(32, BIAS_ROW_LANES), 0, ctx->stream>>>(
+        ctx->scratch, dout, N, OC, (int)rows_per_block);
     launchCheck();
-    reduce_partials_accumulate_kernel<<<ceil_div(OC, 256), 256, 0, ctx->stream>>>(dbias, ctx->scratch, row_blocks, OC);
+    reduce_partials_accumulate_kernel<<<ceil_div(OC, 32), dim3(32, REDUCE_LANES), 0, ctx->stream>>>(dbias, ctx->scratch, row_blocks, OC);
     launchCheck();
 }
 

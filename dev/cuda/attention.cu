@@ -6,9 +6,17 @@
 //     beforehand); backward run twice must give bitwise-identical dqkv;
 //   - attention_reference_forward / _backward (every build): out, the probabilities att incl. exact
 //     zeros above the diagonal, dq, dk, dv;
-//   - timing at B=8, T=1024, NH=12, hs=64, as effective TFLOP/s counting the causal half
-//     (forward 2*B*NH*T*T*hs FLOPs, backward 2.5x that).
-// Run: make dev/cuda/attention_check && ./dev/cuda/attention_check   (PRECISION=BF16|FP32 for others)
+//   - fp16/bf16 builds, at long sequences where a CPU reference would crawl: flash attention
+//     against the cuBLAS reference on the GPU (B=1..4, T=1000/1024/2048, NH=12/25), relative errors
+//     ||flash - ref|| / ||ref|| of out, dq, dk, dv (the reference rounds its probabilities and their
+//     gradients to floatX, so this measures both: ~5e-4 fp16, ~4e-3 bf16 measured), and determinism;
+//   - timing at B=8 and B=64, T=1024, NH=12, hs=64, as effective TFLOP/s counting the causal half
+//     (forward 2*B*NH*T*T*hs FLOPs, backward 2.5x that), the backward also kernel by kernel;
+//   - with --sweep: forward, backward and forward+backward of the flash path for B in {1,4,8,64},
+//     T in {64,128,1000,1024,2048}, NH in {12,16,20,25}, one line per configuration (compare with
+//     dev/cuda/sdpa_bench.py, PyTorch's flash attention on the same configurations).
+// CHECK_NO_TIMING=1 (e.g. under compute-sanitizer) skips the timings and the long-sequence checks.
+// Run: make dev/cuda/attention_check && ./dev/cuda/attention_check [--sweep]   (PRECISION=BF16|FP32 for others)
 #include "check.cuh"
 #include "../../llmc/attention.cuh"
 
@@ -145,7 +153,121 @@ static void check_reference_path(Context* ctx, const Problem& P) {
     check_dqkv("attention_reference_backward" + tag, P, d_dqkv, tol_for(2e-5, 5e-3, 2.5e-2));
 }
 
-int main() {
+#if !defined(ENABLE_FP32)
+// ||a - b|| / ||b|| and max |a - b| over the elements of part `part` (0 q, 1 k, 2 v) of (B*T, 3C)
+// arrays, or over whole arrays when part < 0.
+static void rel_err(const std::vector<float>& a, const std::vector<float>& b, int C, int part, double& rel, double& max_abs) {
+    double se = 0, sr = 0;
+    max_abs = 0;
+    const size_t n = a.size();
+    for (size_t i = 0; i < n; i++) {
+        if (part >= 0 && (int)((i / C) % 3) != part) continue;
+        const double d = (double)a[i] - b[i];
+        se += d * d;
+        sr += (double)b[i] * b[i];
+        max_abs = std::max(max_abs, std::isfinite(d) ? std::fabs(d) : INFINITY);
+    }
+    rel = std::isfinite(se) ? std::sqrt(se) / std::max(std::sqrt(sr), 1e-30) : INFINITY;
+}
+
+// Flash attention vs the cuBLAS reference on the GPU at one (B, T, NH); optionally determinism.
+static void check_flash_vs_reference(Context* ctx, int B, int T, int NH, bool determinism) {
+    const int hs = 64, C = NH * hs;
+    const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C;
+    floatX* qkv = random_device<floatX>(ctx, nqkv, -1.5f, 1.5f);
+    floatX* dout = random_device<floatX>(ctx, nout, -1.0f, 1.0f);
+    floatX *out_f = dalloc<floatX>(nout), *out_r = dalloc<floatX>(nout);
+    floatX *dqkv_f = dalloc<floatX>(nqkv), *dqkv_r = dalloc<floatX>(nqkv);
+    float* state = dalloc<float>(attention_state_elems(B, T, NH));
+    unsigned char* scratch = dalloc<unsigned char>(attention_scratch_bytes(B, T, C, NH));
+    floatX* att = dalloc<floatX>((size_t)B * NH * T * T);
+    floatX* ref_scratch = dalloc<floatX>(attention_reference_scratch_elems(B, T, C, NH));
+    poison(out_f, nout); poison(dqkv_f, nqkv);
+    attention_forward(ctx, out_f, state, qkv, scratch, B, T, C, NH);
+    attention_backward(ctx, dqkv_f, dout, qkv, out_f, state, scratch, B, T, C, NH);
+    attention_reference_forward(ctx, out_r, att, qkv, ref_scratch, B, T, C, NH);
+    attention_reference_backward(ctx, dqkv_r, dout, qkv, att, ref_scratch, B, T, C, NH);
+    const std::vector<float> of = from_device(out_f, nout), orf = from_device(out_r, nout);
+    const std::vector<float> df = from_device(dqkv_f, nqkv), dr = from_device(dqkv_r, nqkv);
+    double rel[4], mx[4];
+    rel_err(of, orf, C, -1, rel[0], mx[0]);
+    for (int part = 0; part < 3; part++) rel_err(df, dr, C, part, rel[part + 1], mx[part + 1]);
+    const double tol = tol_for(0, 5e-3, 3e-2);
+    char buf[256];
+    snprintf(buf, sizeof buf, "rel_err out %.2e dq %.2e dk %.2e dv %.2e (max_abs %.2e %.2e %.2e %.2e; tol %.0e)",
+             rel[0], rel[1], rel[2], rel[3], mx[0], mx[1], mx[2], mx[3], tol);
+    const std::string name = "flash vs cuBLAS reference B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH);
+    check_true(name, rel[0] <= tol && rel[1] <= tol && rel[2] <= tol && rel[3] <= tol, buf);
+    if (determinism) {
+        const std::vector<unsigned char> first = bytes_of(dqkv_f, nqkv * sizeof(floatX));
+        poison(dqkv_f, nqkv);
+        attention_backward(ctx, dqkv_f, dout, qkv, out_f, state, scratch, B, T, C, NH);
+        check_true(name + " backward deterministic", bytes_of(dqkv_f, nqkv * sizeof(floatX)) == first, "two runs bitwise identical");
+    }
+    // free now: the next configuration allocates its own
+    for (void* p : {(void*)qkv, (void*)dout, (void*)out_f, (void*)out_r, (void*)dqkv_f, (void*)dqkv_r, (void*)state,
+                    (void*)scratch, (void*)att, (void*)ref_scratch}) {
+        cudaCheck(cudaFree(p));
+        auto& a = check_state().allocs;
+        a.erase(std::find(a.begin(), a.end(), p));
+    }
+}
+#endif
+
+// Median milliseconds of fn() over `reps` runs after 2 warm-ups (quiet; the sweep prints its own lines).
+template <class F>
+static float median_ms(Context* ctx, F&& fn, int reps) {
+    cudaEvent_t start, stop;
+    cudaCheck(cudaEventCreate(&start));
+    cudaCheck(cudaEventCreate(&stop));
+    for (int i = 0; i < 2; i++) fn();
+    std::vector<float> ms(reps);
+    for (int r = 0; r < reps; r++) {
+        cudaCheck(cudaEventRecord(start, ctx->stream));
+        fn();
+        cudaCheck(cudaEventRecord(stop, ctx->stream));
+        cudaCheck(cudaEventSynchronize(stop));
+        cudaCheck(cudaEventElapsedTime(&ms[r], start, stop));
+    }
+    cudaCheck(cudaEventDestroy(start));
+    cudaCheck(cudaEventDestroy(stop));
+    std::sort(ms.begin(), ms.end());
+    return ms[reps / 2];
+}
+
+#if !defined(ENABLE_FP32)
+// The model's attention path over B x T x NH; buffers sized once for the largest configuration.
+static void sweep(Context* ctx) {
+    const int Bs[] = {1, 4, 8, 64}, Ts[] = {64, 128, 1000, 1024, 2048}, NHs[] = {12, 16, 20, 25}, hs = 64;
+    const size_t max_bt = 64 * 2048, max_c = 25 * hs;
+    floatX* qkv = random_device<floatX>(ctx, max_bt * 3 * max_c, -1.5f, 1.5f);
+    floatX* dout = random_device<floatX>(ctx, max_bt * max_c, -1.0f, 1.0f);
+    floatX *out = dalloc<floatX>(max_bt * max_c), *dqkv = dalloc<floatX>(max_bt * 3 * max_c);
+    float* state = dalloc<float>(attention_state_elems(64, 2048, 25));
+    unsigned char* scratch = dalloc<unsigned char>(attention_scratch_bytes(64, 2048, 25 * hs, 25));
+    printf("SWEEP %s attention (causal, hs=64): effective TFLOP/s, forward 2*B*NH*T*T*hs FLOPs, backward 2.5x\n",
+           PRECISION_NAME);
+    for (int B : Bs)
+        for (int T : Ts)
+            for (int NH : NHs) {
+                const int C = NH * hs;
+                const double flops = 2.0 * B * NH * (double)T * T * hs;
+                const int reps = flops > 1e11 ? 10 : 20;
+                attention_forward(ctx, out, state, qkv, scratch, B, T, C, NH);
+                const float f = median_ms(ctx, [&] { attention_forward(ctx, out, state, qkv, scratch, B, T, C, NH); }, reps);
+                const float b = median_ms(ctx, [&] { attention_backward(ctx, dqkv, dout, qkv, out, state, scratch, B, T, C, NH); }, reps);
+                printf("SWEEP B=%2d T=%4d NH=%2d  fwd %8.4f ms %6.1f TFLOP/s | bwd %8.4f ms %6.1f TFLOP/s | fwd+bwd %6.1f TFLOP/s\n",
+                       B, T, NH, f, flops / f / 1e9, b, 2.5 * flops / b / 1e9, 3.5 * flops / (f + b) / 1e9);
+            }
+}
+#endif
+
+int main(int argc, char** argv) {
+    bool do_sweep = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--sweep") == 0) do_sweep = true;
+        else { fprintf(stderr, "usage: %s [--sweep]\n", argv[0]); return 2; }
+    }
     Context ctx;
     context_create(&ctx, 0);
     check_begin(ctx, "attention");
@@ -154,27 +276,54 @@ int main() {
         check_model_path(&ctx, P);
         check_reference_path(&ctx, P);
     }
+#if !defined(ENABLE_FP32)  // in FP32 builds the model's path is the reference
+    if (timing_enabled()) {
+        int i = 0;
+        for (int T : {1000, 1024, 2048})
+            for (int NH : {12, 25}) {
+                check_flash_vs_reference(&ctx, 1 + i % 4, T, NH, i == 3);
+                i++;
+            }
+    }
+#endif
 
     // ---- timing at GPT-2 small shapes
     if (timing_enabled()) {
-        const int B = 8, T = 1024, NH = 12, hs = 64, C = NH * hs;
-        floatX* qkv = random_device<floatX>(&ctx, (size_t)B * T * 3 * C, -1.5f, 1.5f);
-        floatX* dout = random_device<floatX>(&ctx, (size_t)B * T * C, -1, 1);
-        floatX *out = dalloc<floatX>((size_t)B * T * C), *dqkv = dalloc<floatX>((size_t)B * T * 3 * C);
-        float* state = dalloc<float>(attention_state_elems(B, T, NH));
-        unsigned char* scratch = dalloc<unsigned char>(attention_scratch_bytes(B, T, C, NH));
-        const double flops = 2.0 * B * NH * (double)T * T * hs;
-        time_ms(&ctx, "attention_forward B=8 T=1024 NH=12 hs=64", 0, flops,
-                [&] { attention_forward(&ctx, out, state, qkv, scratch, B, T, C, NH); });
-        time_ms(&ctx, "attention_backward B=8 T=1024 NH=12 hs=64", 0, 2.5 * flops,
-                [&] { attention_backward(&ctx, dqkv, dout, qkv, out, state, scratch, B, T, C, NH); });
-#if !defined(ENABLE_FP32)  // in FP32 builds the model's path is the reference: timed above
-        floatX* att = dalloc<floatX>((size_t)B * NH * T * T);
-        floatX* ref_scratch = dalloc<floatX>(attention_reference_scratch_elems(B, T, C, NH));
-        time_ms(&ctx, "attention_reference_forward B=8 T=1024 NH=12", 0, flops,
-                [&] { attention_reference_forward(&ctx, out, att, qkv, ref_scratch, B, T, C, NH); });
-        time_ms(&ctx, "attention_reference_backward B=8 T=1024 NH=12", 0, 2.5 * flops,
-                [&] { attention_reference_backward(&ctx, dqkv, dout, qkv, att, ref_scratch, B, T, C, NH); });
+        for (int B : {8, 64}) {
+            const int T = 1024, NH = 12, hs = 64, C = NH * hs;
+            floatX* qkv = random_device<floatX>(&ctx, (size_t)B * T * 3 * C, -1.5f, 1.5f);
+            floatX* dout = random_device<floatX>(&ctx, (size_t)B * T * C, -1, 1);
+            floatX *out = dalloc<floatX>((size_t)B * T * C), *dqkv = dalloc<floatX>((size_t)B * T * 3 * C);
+            float* state = dalloc<float>(attention_state_elems(B, T, NH));
+            unsigned char* scratch = dalloc<unsigned char>(attention_scratch_bytes(B, T, C, NH));
+            const double flops = 2.0 * B * NH * (double)T * T * hs;
+            const std::string shape = " B=" + std::to_string(B) + " T=1024 NH=12 hs=64";
+            time_ms(&ctx, ("attention_forward" + shape).c_str(), 0, flops,
+                    [&] { attention_forward(&ctx, out, state, qkv, scratch, B, T, C, NH); });
+            time_ms(&ctx, ("attention_backward" + shape).c_str(), 0, 2.5 * flops,
+                    [&] { attention_backward(&ctx, dqkv, dout, qkv, out, state, scratch, B, T, C, NH); });
+#if !defined(ENABLE_FP32)  // the backward's kernels one by one; TFLOP/s of the matmuls each does (dkdv 4, dq 3)
+            float* delta = (float*)scratch;
+            time_ms(&ctx, ("  flash backward delta" + shape).c_str(), 2.0 * B * T * C * sizeof(floatX) + B * NH * T * 4.0, 0,
+                    [&] { flash_backward_delta(&ctx, delta, dout, out, B, T, NH); });
+            time_ms(&ctx, ("  flash backward dkdv (4 matmuls)" + shape).c_str(), 0, 2.0 * flops,
+                    [&] { flash_backward_dkdv(&ctx, dqkv, delta, dout, qkv, state, B, T, NH); });
+            time_ms(&ctx, ("  flash backward dq (3 matmuls)" + shape).c_str(), 0, 1.5 * flops,
+                    [&] { flash_backward_dq(&ctx, dqkv, delta, dout, qkv, state, B, T, NH); });
+            if (B == 8) {  // in FP32 builds the model's path is the reference: timed above
+                floatX* att = dalloc<floatX>((size_t)B * NH * T * T);
+                floatX* ref_scratch = dalloc<floatX>(attention_reference_scratch_elems(B, T, C, NH));
+                time_ms(&ctx, "attention_reference_forward B=8 T=1024 NH=12", 0, flops,
+                        [&] { attention_reference_forward(&ctx, out, att, qkv, ref_scratch, B, T, C, NH); });
+                time_ms(&ctx, "attention_reference_backward B=8 T=1024 NH=12", 0, 2.5 * flops,
+                        [&] { attention_reference_backward(&ctx, dqkv, dout, qkv, att, ref_scratch, B, T, C, NH); });
+            }
+#endif
+        }
+#if !defined(ENABLE_FP32)
+        if (do_sweep) sweep(&ctx);
+#else
+        if (do_sweep) printf("--sweep: flash attention only (fp16/bf16 builds)\n");
 #endif
     }
 

@@ -4,10 +4,94 @@
 //     then out, mean, rstd of that residual;
 //   - layernorm_backward: dinp accumulated onto a non-zero initial dinp, dw/db accumulated onto
 //     non-zero initial values;
-//   - timing of the three at N = 16384 rows, C = 768.
+//   - layernorm_backward is bitwise reproducible (two runs from the same inputs), also for a row
+//     count that is not a multiple of the rows a block takes;
+//   - timing of the three at N = 65536 rows (GPT-2 124M's B*T = 64*1024), C = 768, and of the
+//     backward at C = 1600: the llmc kernel against the previous one (kept below for that only).
 // Run: make dev/cuda/layernorm_check && ./dev/cuda/layernorm_check   (PRECISION=BF16|FP32 for others)
 #include "check.cuh"
 #include "../../llmc/layernorm.cuh"
+
+// ----------------------------------------------------------------------------------------------
+// The previous backward, for the timing comparison only: one warp per row, each warp's dw/db sums
+// in shared memory (LN_WARPS * 2 * C floats a block, lane-strided: 8-way bank conflicts), a grid
+// of 2 blocks per SM, and one thread per column summing all the partial rows.
+__global__ void layernorm_backward_smem_sums_kernel_prev(floatX* dinp, float* partials, const floatX* dout, const floatX* inp,
+                                                         const floatX* w, const float* mean, const float* rstd, int N, int C) {
+    extern __shared__ float smem_f[];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float* dw_acc = smem_f + (size_t)warp * 2 * C;
+    float* db_acc = dw_acc + C;
+    for (int c = lane; c < 2 * C; c += 32) dw_acc[c] = 0.0f;
+    __syncwarp();
+    for (int row = blockIdx.x * LN_WARPS + warp; row < N; row += gridDim.x * LN_WARPS) {
+        const size_t base = (size_t)row * C;
+        const float m = mean[row], s = rstd[row];
+        float mean_d = 0.0f, mean_dx = 0.0f;
+        for (int c = lane * x128::size; c < C; c += 32 * x128::size) {
+            x128 d = load128(dout + base + c), x = load128(inp + base + c), wv = load128(w + c);
+            for (int k = 0; k < x128::size; k++) {
+                float dn = (float)wv[k] * (float)d[k];
+                mean_d += dn;
+                mean_dx += dn * ((float)x[k] - m) * s;
+            }
+        }
+        mean_d = warp_sum(mean_d) / C;
+        mean_dx = warp_sum(mean_dx) / C;
+        for (int c = lane * x128::size; c < C; c += 32 * x128::size) {
+            x128 d = load128(dout + base + c), x = load128(inp + base + c), wv = load128(w + c);
+            x128 di = load128(dinp + base + c);
+            for (int k = 0; k < x128::size; k++) {
+                const float xhat = ((float)x[k] - m) * s, dk = (float)d[k];
+                const float dn = (float)wv[k] * dk;
+                di[k] = (floatX)((float)di[k] + (dn - mean_d - xhat * mean_dx) * s);
+                dw_acc[c + k] += dk * xhat;
+                db_acc[c + k] += dk;
+            }
+            store128(dinp + base + c, di);
+        }
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) {
+        float acc = 0.0f;
+        for (int wi = 0; wi < LN_WARPS; wi++) acc += smem_f[(size_t)wi * 2 * C + c];
+        partials[(size_t)blockIdx.x * 2 * C + c] = acc;
+    }
+}
+__global__ void layernorm_params_accumulate_kernel_prev(floatX* dw, floatX* db, const float* partials, int P, int C) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= C) return;
+    float sw = 0.0f, sb = 0.0f;
+    for (int p = 0; p < P; p++) {
+        sw += partials[(size_t)p * 2 * C + i];
+        sb += partials[(size_t)p * 2 * C + C + i];
+    }
+    dw[i] = (floatX)((float)dw[i] + sw);
+    db[i] = (floatX)((float)db[i] + sb);
+}
+static void layernorm_backward_prev(Context* ctx, floatX* dinp, floatX* dw, floatX* db, const floatX* dout,
+                                    const floatX* inp, const floatX* w, const float* mean, const float* rstd, int N, int C) {
+    const size_t smem = (size_t)LN_WARPS * 2 * C * sizeof(float);
+    if (smem > 48 * 1024)
+        cudaCheck(cudaFuncSetAttribute(layernorm_backward_smem_sums_kernel_prev, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    int blocks = (int)std::min<size_t>(ceil_div(N, LN_WARPS), 2 * (size_t)ctx->props.multiProcessorCount);
+    blocks = (int)std::min<size_t>(blocks, ctx->scratch_elems / (2 * (size_t)C));
+    layernorm_backward_smem_sums_kernel_prev<<<blocks, LN_WARPS * 32, smem, ctx->stream>>>(dinp, ctx->scratch, dout, inp, w, mean, rstd, N, C);
+    launchCheck();
+    layernorm_params_accumulate_kernel_prev<<<ceil_div(C, 256), 256, 0, ctx->stream>>>(dw, db, ctx->scratch, blocks, C);
+    launchCheck();
+}
+// The llmc kernel at C = 768 with the other register budget (1 <-> 2 blocks per SM), to show the
+// choice ln_bwd_min_blocks makes is the faster one.
+constexpr int NCH_768 = 768 / (32 * x128::size);
+constexpr int MINB_768_OTHER = 3 - ln_bwd_min_blocks(NCH_768);
+static void layernorm_backward_768_other_budget(Context* ctx, floatX* dinp, floatX* dw, floatX* db, const floatX* dout,
+                                                const floatX* inp, const floatX* w, const float* mean, const float* rstd, int N) {
+    int P = 0;
+    layernorm_backward_launch<NCH_768, MINB_768_OTHER>(ctx, dinp, ctx->scratch, &P, dout, inp, w, mean, rstd, N, 768);
+    layernorm_params_accumulate_kernel<<<ceil_div(2 * 768, 32), dim3(32, LN_ACC_LANES), 0, ctx->stream>>>(dw, db, ctx->scratch, P, 768);
+    launchCheck();
+}
 
 // out, mean, rstd (double) = LayerNorm(x) with w, b; eps 1e-5, biased variance.
 static void layernorm_ref(std::vector<double>& out, std::vector<double>& mean, std::vector<double>& rstd,
@@ -83,6 +167,19 @@ static void check_backward(Context* ctx, int N, int C) {
     check_close(tag + " dinp (accumulated)", from_device(d_dinp, (size_t)N * C), dinp, tol_default());
     check_close(tag + " dw (accumulated)", from_device(d_dw, C), dw, tol_for(2e-5, 2e-3, 1.5e-2));
     check_close(tag + " db (accumulated)", from_device(d_db, C), db, tol_for(2e-5, 2e-3, 1.5e-2));
+
+    // bitwise reproducible: the same inputs again give the same bits
+    const auto run_bytes = [&] {
+        upload(d_dinp, dinp0); upload(d_dw, dw0); upload(d_db, db0);
+        layernorm_backward(ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C);
+        std::vector<unsigned char> b = bytes_of(d_dinp, (size_t)N * C * sizeof(floatX)), bw = bytes_of(d_dw, C * sizeof(floatX)),
+                                   bb = bytes_of(d_db, C * sizeof(floatX));
+        b.insert(b.end(), bw.begin(), bw.end());
+        b.insert(b.end(), bb.begin(), bb.end());
+        return b;
+    };
+    const std::vector<unsigned char> first = run_bytes(), second = run_bytes();
+    check_true(tag + " bitwise reproducible", first == second, first == second ? "two runs identical" : "two runs differ");
 }
 
 int main() {
@@ -95,25 +192,41 @@ int main() {
         check_forward(&ctx, N, C, true);
         check_backward(&ctx, N, C);
     }
+    check_backward(&ctx, 999, 768);  // fewer rows than warps in the grid, and not a multiple of 8
+    check_backward(&ctx, 1000, 1024);
 
-    // ---- timing: N = B*T = 16384 rows of C = 768
+    // ---- timing: N = B*T = 65536 rows (GPT-2 124M at B=64, T=1024) of C = 768, then C = 1600
     if (timing_enabled()) {
-        const int N = 16384, C = 768;
-        const size_t n = (size_t)N * C;
-        floatX *inp = random_device<floatX>(&ctx, n, -2, 2), *add = random_device<floatX>(&ctx, n, -1, 1);
-        floatX *out = random_device<floatX>(&ctx, n, -1, 1), *res = random_device<floatX>(&ctx, n, -1, 1);
-        floatX *dout = random_device<floatX>(&ctx, n, -1, 1), *dinp = random_device<floatX>(&ctx, n, -1, 1);
-        floatX *w = random_device<floatX>(&ctx, C, 0.5f, 1.5f), *b = random_device<floatX>(&ctx, C, -1, 1);
-        floatX *dw = random_device<floatX>(&ctx, C, -1, 1), *db = random_device<floatX>(&ctx, C, -1, 1);
-        float *mean = dalloc<float>(N), *rstd = dalloc<float>(N);
-        const double X = sizeof(floatX), stats = 8.0 * N, params = 2.0 * X * C;
-        time_ms(&ctx, "layernorm_forward N=16384 C=768", 2 * X * n + stats + params, 0,
-                [&] { layernorm_forward(&ctx, out, mean, rstd, inp, w, b, N, C); });
-        time_ms(&ctx, "layernorm_residual_forward N=16384 C=768", 4 * X * n + stats + params, 0,
-                [&] { layernorm_residual_forward(&ctx, res, out, mean, rstd, inp, add, w, b, N, C); });
-        // dout, inp, dinp read; dinp written; w, mean, rstd read; dw, db read+written
-        time_ms(&ctx, "layernorm_backward N=16384 C=768", 4 * X * n + stats + 3 * params, 0,
-                [&] { layernorm_backward(&ctx, dinp, dw, db, dout, res, w, mean, rstd, N, C); });
+        for (int C : {768, 1600}) {
+            const int N = 65536;
+            const size_t n = (size_t)N * C;
+            floatX *inp = random_device<floatX>(&ctx, n, -2, 2), *add = random_device<floatX>(&ctx, n, -1, 1);
+            floatX *out = random_device<floatX>(&ctx, n, -1, 1), *res = random_device<floatX>(&ctx, n, -1, 1);
+            floatX *dout = random_device<floatX>(&ctx, n, -1, 1), *dinp = random_device<floatX>(&ctx, n, -1, 1);
+            floatX *w = random_device<floatX>(&ctx, C, 0.5f, 1.5f), *b = random_device<floatX>(&ctx, C, -1, 1);
+            floatX *dw = random_device<floatX>(&ctx, C, -1, 1), *db = random_device<floatX>(&ctx, C, -1, 1);
+            float *mean = dalloc<float>(N), *rstd = dalloc<float>(N);
+            const double X = sizeof(floatX), stats = 8.0 * N, params = 2.0 * X * C;
+            const std::string shape = " N=65536 C=" + std::to_string(C);
+            if (C == 768) {
+                time_ms(&ctx, ("layernorm_forward" + shape).c_str(), 2 * X * n + stats + params, 0,
+                        [&] { layernorm_forward(&ctx, out, mean, rstd, inp, w, b, N, C); });
+                time_ms(&ctx, ("layernorm_residual_forward" + shape).c_str(), 4 * X * n + stats + params, 0,
+                        [&] { layernorm_residual_forward(&ctx, res, out, mean, rstd, inp, add, w, b, N, C); });
+            } else {
+                layernorm_residual_forward(&ctx, res, out, mean, rstd, inp, add, w, b, N, C);  // real statistics
+            }
+            // dout, inp, dinp read; dinp written; w, mean, rstd read; dw, db read+written
+            const double bytes = 4 * X * n + stats + 3 * params;
+            const float t_new = time_ms(&ctx, ("layernorm_backward" + shape).c_str(), bytes, 0,
+                                        [&] { layernorm_backward(&ctx, dinp, dw, db, dout, res, w, mean, rstd, N, C); });
+            const float t_old = time_ms(&ctx, ("layernorm_backward (previous kernel)" + shape).c_str(), bytes, 0,
+                                        [&] { layernorm_backward_prev(&ctx, dinp, dw, db, dout, res, w, mean, rstd, N, C); });
+            if (C == 768)
+                time_ms(&ctx, ("layernorm_backward (other reg budget)" + shape).c_str(), bytes, 0,
+                        [&] { layernorm_backward_768_other_budget(&ctx, dinp, dw, db, dout, res, w, mean, rstd, N); });
+            printf("SPEEDUP layernorm_backward%s: %.2fx (%.4f ms -> %.4f ms)\n", shape.c_str(), t_old / t_new, t_old, t_new);
+        }
     }
 
     context_destroy(&ctx);

@@ -5,9 +5,124 @@
 //   - bias_backward alone (row count not a multiple of 8, column count not a multiple of a block);
 //   - matmul_rowmajor, batched with padded strides, for the four transpose combinations (beta=0
 //     onto a NaN-poisoned C) and once with beta != 0;
-//   - timing of matmul_forward (+GELU) and matmul_backward at N=B*T=16384, C=768, OC=3072.
+//   - bias_backward is bitwise reproducible (two runs from the same inputs);
+//   - timing of matmul_forward (+GELU) and matmul_backward at N=B*T=16384, C=768, OC=3072;
+//   - timing of bias_backward at N=65536 for GPT-2 124M's four bias widths (2304, 768, 3072, 768),
+//     the llmc kernels against the previous ones (kept below for that only), and of the
+//     alternative of fusing the bias gradient into the dweight GEMM (cuBLASLt's BGRADB epilogue).
 // Run: make dev/cuda/matmul_check && ./dev/cuda/matmul_check   (PRECISION=BF16|FP32 for others)
 #include "check.cuh"
+
+// ----------------------------------------------------------------------------------------------
+// The previous bias backward, for the timing comparison only: block 32 x 8, one 16-byte load per
+// thread per iteration, rows strided over a grid of ~2 blocks per SM; then one thread per column
+// summing all the partial rows.
+__global__ void bias_backward_partial_kernel_prev(float* partials, const floatX* dout, int N, int OC) {
+    __shared__ float smem[8][32 * x128::size];
+    const int col0 = (blockIdx.x * 32 + threadIdx.x) * x128::size;
+    float acc[x128::size] = {};
+    if (col0 < OC) {
+        for (int row = blockIdx.y * 8 + threadIdx.y; row < N; row += gridDim.y * 8) {
+            x128 d = load128cs(dout + (size_t)row * OC + col0);
+            for (int k = 0; k < x128::size; k++) acc[k] += (float)d[k];
+        }
+    }
+    for (int k = 0; k < x128::size; k++) smem[threadIdx.y][threadIdx.x * x128::size + k] = acc[k];
+    __syncthreads();
+    if (threadIdx.y == 0 && col0 < OC) {
+        for (int k = 0; k < x128::size; k++) {
+            float s = 0.0f;
+            for (int y = 0; y < 8; y++) s += smem[y][threadIdx.x * x128::size + k];
+            partials[(size_t)blockIdx.y * OC + col0 + k] = s;
+        }
+    }
+}
+__global__ void reduce_partials_accumulate_kernel_prev(floatX* out, const float* partials, int P, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float s = 0.0f;
+    for (int p = 0; p < P; p++) s += partials[(size_t)p * n + i];
+    out[i] = (floatX)((float)out[i] + s);
+}
+static void bias_backward_prev(Context* ctx, floatX* dbias, const floatX* dout, int N, int OC) {
+    const int col_blocks = (int)ceil_div(OC, 32 * x128::size);
+    int row_blocks = (int)std::max<size_t>(1, 2 * (size_t)ctx->props.multiProcessorCount / col_blocks);
+    row_blocks = std::min<int>(row_blocks, (int)std::min<size_t>(ceil_div(N, 8), ctx->scratch_elems / OC));
+    bias_backward_partial_kernel_prev<<<dim3(col_blocks, row_blocks), dim3(32, 8), 0, ctx->stream>>>(ctx->scratch, dout, N, OC);
+    launchCheck();
+    reduce_partials_accumulate_kernel_prev<<<ceil_div(OC, 256), 256, 0, ctx->stream>>>(dbias, ctx->scratch, row_blocks, OC);
+    launchCheck();
+}
+
+// The fused alternative, measured, not used: dweight (C, OC) += inp^T dout as matmul_backward does
+// it (column-major m=C, n=OC, k=N, A = inp, B = dout transposed), with the BGRADB epilogue writing
+// the column sums of op(B) = the bias gradient (n = OC values; it overwrites, so an accumulating
+// dbias would still need an add). Prints whether cuBLASLt has an algorithm, the time against the
+// plain GEMM, whether two runs give the same bits, and how far it is from bias_backward.
+static void time_bgradb(Context* ctx, int N, int C, int OC, const floatX* inp, const floatX* dout, floatX* dweight,
+                        cudaDataType_t bias_type, float plain_ms, const std::vector<float>& ref_db) {
+    const char* tname = bias_type == CUDA_R_32F ? "fp32" : "floatX";
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasCheck(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_T;
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BGRADB;
+    void* bias = bias_type == CUDA_R_32F ? (void*)dalloc<float>(OC) : (void*)dalloc<floatX>(OC);
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    const bool type_ok = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)) == CUBLAS_STATUS_SUCCESS;
+    cublasCheck(cublasLtMatrixLayoutCreate(&la, CUBLAS_FLOATX, C, N, C));
+    cublasCheck(cublasLtMatrixLayoutCreate(&lb, CUBLAS_FLOATX, OC, N, OC));
+    cublasCheck(cublasLtMatrixLayoutCreate(&ld, CUBLAS_FLOATX, C, OC, C));
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ctx->lt_workspace_size, sizeof(ctx->lt_workspace_size)));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx->lt, desc, la, lb, ld, ld, pref, 1, &res, &found);
+    char name[128];
+    snprintf(name, sizeof(name), "dW GEMM+BGRADB (%s bias) C=%d OC=%d", tname, C, OC);
+    if (!type_ok || st != CUBLAS_STATUS_SUCCESS || found == 0) {
+        printf("BGRADB %s: no algorithm (type attribute %s, heuristic status %d, found %d)\n", name, type_ok ? "ok" : "refused", (int)st, found);
+    } else {
+        const float alpha = 1.0f, beta = 1.0f;
+        auto launch = [&] {
+            return cublasLtMatmul(ctx->lt, desc, &alpha, inp, la, dout, lb, &beta, dweight, ld, dweight, ld, &res.algo,
+                                  ctx->lt_workspace, ctx->lt_workspace_size, ctx->stream);
+        };
+        auto run = [&] { cublasCheck(launch()); };
+        const cublasStatus_t first = launch();  // an experiment: a refusal is reported, not fatal
+        if (first != CUBLAS_STATUS_SUCCESS) {
+            printf("BGRADB %s: cublasLtMatmul refused it (%s)\n", name, cublasGetStatusString(first));
+            cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+            cublasCheck(cublasLtMatrixLayoutDestroy(la));
+            cublasCheck(cublasLtMatrixLayoutDestroy(lb));
+            cublasCheck(cublasLtMatrixLayoutDestroy(ld));
+            cublasCheck(cublasLtMatmulDescDestroy(desc));
+            return;
+        }
+        const float ms = time_ms(ctx, name, 0, 2.0 * N * C * OC, run);
+        printf("BGRADB %s: %+.4f ms against the plain GEMM\n", name, ms - plain_ms);
+        run();
+        const std::vector<unsigned char> b1 = bytes_of(bias, OC * (bias_type == CUDA_R_32F ? 4 : sizeof(floatX)));
+        run();
+        const std::vector<unsigned char> b2 = bytes_of(bias, b1.size());
+        std::vector<float> got(OC);
+        if (bias_type == CUDA_R_32F) got = from_device_raw((const float*)bias, OC);
+        else got = from_device((const floatX*)bias, OC);
+        double se = 0, sr = 0;
+        for (int i = 0; i < OC; i++) { se += (got[i] - ref_db[i]) * (got[i] - ref_db[i]); sr += (double)ref_db[i] * ref_db[i]; }
+        printf("BGRADB %s: two runs %s; rel diff to bias_backward's sum %.3e\n", name, b1 == b2 ? "bitwise identical" : "DIFFER",
+               std::sqrt(se / std::max(sr, 1e-30)));
+    }
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    cublasCheck(cublasLtMatrixLayoutDestroy(la));
+    cublasCheck(cublasLtMatrixLayoutDestroy(lb));
+    cublasCheck(cublasLtMatrixLayoutDestroy(ld));
+    cublasCheck(cublasLtMatmulDescDestroy(desc));
+}
 
 static const double kS = 0.7978845608028654;  // sqrt(2/pi)
 static double gelu(double x) { return 0.5 * x * (1.0 + std::tanh(kS * (x + 0.044715 * x * x * x))); }
@@ -84,6 +199,21 @@ static void check_bias_backward(Context* ctx) {
     for (int n = 0; n < N; n++)
         for (int o = 0; o < OC; o++) ref[o] += dout[(size_t)n * OC + o];
     check_close("bias_backward (accumulated, N=1000)", from_device(d_db, OC), ref, tol_default());
+    // bitwise reproducible, at a size where the grid has many row slabs
+    const int N2 = 20000, OC2 = 768;
+    std::vector<float> dout2 = randn((size_t)N2 * OC2), db2 = randn(OC2);
+    floatX *d_dout2 = to_device(dout2), *d_db2 = dalloc<floatX>(OC2);
+    std::vector<unsigned char> runs[2];
+    for (auto& r : runs) {
+        upload(d_db2, db2);
+        bias_backward(ctx, d_db2, d_dout2, N2, OC2);
+        r = bytes_of(d_db2, OC2 * sizeof(floatX));
+    }
+    std::vector<double> ref2(db2.begin(), db2.end());
+    for (int n = 0; n < N2; n++)
+        for (int o = 0; o < OC2; o++) ref2[o] += dout2[(size_t)n * OC2 + o];
+    check_close("bias_backward (accumulated, N=20000 OC=768)", from_device(d_db2, OC2), ref2, tol_default());
+    check_true("bias_backward bitwise reproducible", runs[0] == runs[1], runs[0] == runs[1] ? "two runs identical" : "two runs differ");
 }
 
 // C[b] (M,N) = alpha * opX(X[b]) @ opY(Y[b]) + beta * C[b], batch 3, strides padded past the matrices.
@@ -139,9 +269,41 @@ int main() {
         floatX* dout = random_device<floatX>(&ctx, (size_t)N * OC, -0.01f, 0.01f);
         time_ms(&ctx, "matmul_backward (dinp,dw,db) N=16384 C=768 OC=3072", 0, 2 * flops,
                 [&] { matmul_backward(&ctx, dinp, dw, db, dout, inp, w, N, C, OC); });
+    }
+    // ---- bias backward at GPT-2 124M's step (B*T = 65536): new vs previous kernels, and BGRADB
+    if (timing_enabled()) {
+        const int N = 65536;
         const double X = sizeof(floatX);
-        time_ms(&ctx, "bias_backward N=16384 OC=3072", X * ((double)N * OC + 2.0 * OC), 0,
-                [&] { bias_backward(&ctx, db, dout, N, OC); });
+        floatX* dout = random_device<floatX>(&ctx, (size_t)N * 3072, -1, 1);
+        floatX* inp = random_device<floatX>(&ctx, (size_t)N * 3072, -1, 1);
+        floatX* dw = random_device<floatX>(&ctx, (size_t)3072 * 768, -0.01f, 0.01f);
+        floatX* db = random_device<floatX>(&ctx, 3072, -0.01f, 0.01f);
+        floatX* db0 = dalloc<floatX>(3072);
+        float sum_new = 0, sum_old = 0, sum_gemm = 0;
+        const int shapes[4][2] = {{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}};  // (C, OC): qkv, attproj, fc, fcproj
+        for (auto& sh : shapes) {
+            const int C = sh[0], OC = sh[1];
+            const double bytes = X * ((double)N * OC + 2.0 * OC);
+            char name[96];
+            snprintf(name, sizeof(name), "bias_backward N=%d OC=%d", N, OC);
+            const float t_new = time_ms(&ctx, name, bytes, 0, [&] { bias_backward(&ctx, db, dout, N, OC); });
+            snprintf(name, sizeof(name), "bias_backward (previous kernel) N=%d OC=%d", N, OC);
+            const float t_old = time_ms(&ctx, name, bytes, 0, [&] { bias_backward_prev(&ctx, db, dout, N, OC); });
+            sum_new += t_new; sum_old += t_old;
+            // BGRADB: the plain dweight GEMM, then the fused one (reference: bias_backward onto zeros)
+            snprintf(name, sizeof(name), "dW GEMM (plain, beta=1) C=%d OC=%d", C, OC);
+            MatmulCall dwc{dw, inp, dout, C, OC, N, /*trans_a=*/false, /*trans_b=*/true};
+            dwc.beta = 1.0f;
+            const float t_gemm = time_ms(&ctx, name, 0, 2.0 * N * C * OC, [&] { matmul(&ctx, dwc); });
+            sum_gemm += t_gemm;
+            cudaCheck(cudaMemsetAsync(db0, 0, OC * sizeof(floatX), ctx.stream));
+            bias_backward(&ctx, db0, dout, N, OC);
+            const std::vector<float> ref_db = from_device(db0, OC);
+            time_bgradb(&ctx, N, C, OC, inp, dout, dw, CUBLAS_FLOATX, t_gemm, ref_db);
+            if (CUBLAS_FLOATX != CUDA_R_32F) time_bgradb(&ctx, N, C, OC, inp, dout, dw, CUDA_R_32F, t_gemm, ref_db);
+        }
+        printf("SUMMARY one layer's 4 bias_backward calls at N=65536: %.4f ms (previous %.4f ms, %.2fx); x12 layers: %.3f ms (previous %.3f ms); the 4 dW GEMMs: %.4f ms\n",
+               sum_new, sum_old, sum_old / sum_new, 12 * sum_new, 12 * sum_old, sum_gemm);
     }
 
     context_destroy(&ctx);

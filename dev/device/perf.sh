@@ -4,11 +4,11 @@
 # B=64, and 350M / 774M / 1558M in BF16, then one table (tok/s, MFU, ms/step, memory). With
 # `profile`, ncu's per-kernel times of one d12 step (dev/kernel_profile.py).
 # Binaries prebuilt here (dev/device/build.sh), carried in build/.
-#   dev/device/perf.sh [bench] [profile] [big]
+#   dev/device/perf.sh [bench] [recompute] [big] [profile]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-sections=${*:-bench profile big}
+sections=${*:-bench recompute big profile}
 has() { [[ " $sections " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 rows=()
@@ -30,6 +30,10 @@ if has bench; then
     bench bf16 d12 64
     kill $smi
     rows+=("clocks during d12: $(awk -F, '$2 > 300 {print $1}' "$OUT/clocks.csv" | sort -n | awk '{a[NR] = $1} END {print "SM MHz median " a[int(NR/2)+1] ", min " a[1] ", max " a[NR]}'); $(awk -F, '{print $2}' "$OUT/clocks.csv" | sort -n | tail -n 1) W max")
+fi
+if has recompute; then
+    bench bf16 d12 64 -r 1
+    bench bf16 d12 64 -r 2
 fi
 if has big; then
     bench bf16 d24 32
