@@ -41,7 +41,7 @@ if has big; then
     bench bf16 d48 16
 fi
 if has profile; then
-    for p in bf16 fp16; do
+    for p in ${PROFILE_PRECISIONS:-bf16 fp16}; do
         timeout 150 ncu --profile-from-start off --clock-control none --metrics gpu__time_duration.sum --csv \
             build/$p/train_gpt2cu --bench -e d12 -b 64 -t 1024 --bench-warmup 2 --bench-steps 1 --bench-profile \
             > "$OUT/ncu_$p.csv" 2> "$OUT/ncu_$p.err"
