@@ -31,7 +31,7 @@ fi
 if has bench; then
     p=${BENCH_PRECISION:-bf16}
     bin=build/$p/train_gpt2cu
-    args="--bench -b 64 -t 1024 -d 524288 --bench-warmup 2 --bench-steps 6"
+    args="--bench -b 64 -t 1024 -d 524288 --bench-warmup 2 --bench-steps ${BENCH_STEPS:-6}"
     $bin $args > "$OUT/bench_1gpu.log" 2>&1
     summary+=("1 GPU:            $(grep ^RESULT "$OUT/bench_1gpu.log" || tail -n 3 "$OUT/bench_1gpu.log")")
     for p2p in 0 1; do
@@ -49,6 +49,13 @@ if has env; then
     done
     wait
     summary+=("env launch: $(grep -h ^RESULT "$OUT"/env_rank*.log || tail -n 3 "$OUT"/env_rank*.log)")
+    rm -f /tmp/rdv.id
+    for r in $(seq 0 $((N - 1))); do
+        RANK=$r WORLD_SIZE=$N LOCAL_RANK=$r build/bf16/train_gpt2cu --rendezvous file:/tmp/rdv.id --bench -b 8 -t 1024 \
+            --bench-warmup 1 --bench-steps 3 > "$OUT/file_rank$r.log" 2>&1 &
+    done
+    wait
+    summary+=("env launch, file rendezvous: $(grep -h ^RESULT "$OUT"/file_rank*.log || tail -n 3 "$OUT"/file_rank*.log)")
 fi
 echo "================ summary"
 printf '%s\n' "${summary[@]}"
