@@ -5,9 +5,9 @@
 #          --nccl-timeout + 10 s, with one clear line from the survivor;
 #   nan    --debug-nan 1:5: rank 1's gradients turn NaN from step 5 on; every rank skips those
 #          steps and names rank 1; after --max-bad-steps 3 all ranks stop with exit code 2;
-#   ckpt   one GPU: a run with a checkpoint every 2 steps is SIGKILLed at random moments (most land
-#          inside a 1.5 GB checkpoint write) and resumed each time; the losses of the finished run
-#          must equal, bit for bit, those of a run never interrupted.
+#   ckpt   one GPU: a run (a small GPT-2, 200 steps) with a checkpoint every 2 steps is SIGKILLed at
+#          random moments 20 times and resumed each time; the losses of the finished run must
+#          equal, bit for bit, those of a run never interrupted.
 # Each result line goes to stdout and $OUT/faults_summary.txt as it comes; logs in $OUT/faults.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -92,27 +92,39 @@ if has nan; then
     done
 fi
 if has ckpt; then
-    common="-e d12 -b 4 -t 256 -x 16 -l 3e-4 --warmup 2 -i dev_data/tinyshakespeare_train.bin -g 0 -v 0 --val-batches 1 -n 2 --keep-checkpoints 2"
+    # a small GPT-2 (L=2, C=128, NH=2: head size 64 like every GPT-2; 6.7 M parameters, an 80 MB
+    # checkpoint) so that 20 kills and resumes take a minute; the code path is the d12 one
+    python3 - <<'PY'
+import numpy as np, sys
+sys.path.insert(0, "dev")
+from model_file import param_shapes, write_model, padded_vocab
+cfg = {"maxT": 256, "V": 50257, "L": 2, "NH": 2, "C": 128}
+rng = np.random.default_rng(0)
+shapes = param_shapes(dict(cfg, Vp=padded_vocab(cfg["V"])))
+params = {n: (np.ones(sh) if n.endswith("w") and n.startswith("ln") else
+              np.zeros(sh) if n.endswith("b") else rng.normal(0, 0.02, sh)).astype(np.float32) for n, sh in shapes.items()}
+write_model("/tmp/tiny_model.bin", params, cfg)
+PY
+    common="-e /tmp/tiny_model.bin -b 4 -t 256 -x 200 -l 1e-3 --warmup 5 -i dev_data/tinyshakespeare_train.bin -g 0 -v 0 --val-batches 1 -n 2 --keep-checkpoints 2"
     rm -rf runs/ck_a runs/ck_b
     $BIN $common -o runs/ck_a > "$LOGS/ckpt_a.log" 2>&1
     kills=0; mid=0; : > "$LOGS/ckpt_b.log"
-    for seg in $(seq 1 8); do
+    for seg in $(seq 1 40); do
         $BIN $common -o runs/ck_b --resume > "$LOGS/ckpt_b_$seg.log" 2>&1 &
         pid=$!
         wait_for_line "$LOGS/ckpt_b_$seg.log" "^step " 60 "$pid"
-        sleep "$(( 1 + RANDOM % 10 )).$(( RANDOM % 10 ))"   # a 1.5 GB checkpoint write takes ~3 s there
+        sleep "0.$(( RANDOM % 10 ))$(( RANDOM % 10 ))"
         if kill -9 "$pid" 2>/dev/null; then
             kills=$((kills + 1)); ls -d runs/ck_b/*.tmp > /dev/null 2>&1 && mid=$((mid + 1))
         fi
         wait "$pid" 2>/dev/null
         cat "$LOGS/ckpt_b_$seg.log" >> "$LOGS/ckpt_b.log"
-        grep -q "^step   16/16" "$LOGS/ckpt_b_$seg.log" && grep -q "checkpoint: runs/ck_b/step_00000016" "$LOGS/ckpt_b_$seg.log" && break
+        [ $kills -ge 20 ] && break
+        grep -q "checkpoint: runs/ck_b/step_00000200" "$LOGS/ckpt_b_$seg.log" && break
     done
-    if ! grep -q "^step   16/16" "$LOGS/ckpt_b.log"; then
-        $BIN $common -o runs/ck_b --resume > "$LOGS/ckpt_b_final.log" 2>&1; cat "$LOGS/ckpt_b_final.log" >> "$LOGS/ckpt_b.log"
-    fi
+    $BIN $common -o runs/ck_b --resume > "$LOGS/ckpt_b_final.log" 2>&1; cat "$LOGS/ckpt_b_final.log" >> "$LOGS/ckpt_b.log"
     # the last occurrence of each step (after the last resume that reached it), in step order
-    grep -hE '^step +[0-9]+/' "$LOGS/ckpt_b.log" | awk '{split($2, a, "/"); last[a[1] + 0] = $0} END {for (i = 1; i <= 16; i++) print last[i]}' > "$LOGS/ckpt_b_final_steps.log"
-    note "checkpoint kills: $kills SIGKILLs ($mid during a write: .tmp present), $(grep -c '^resumed from' "$LOGS/ckpt_b.log") resumes; losses vs uninterrupted: $(python3 dev/compare_losses.py "$LOGS/ckpt_a.log" "$LOGS/ckpt_b_final_steps.log" --tol 0)"
+    grep -hE '^step +[0-9]+/' "$LOGS/ckpt_b.log" | awk '{split($2, a, "/"); last[a[1] + 0] = $0} END {for (i = 1; i <= 200; i++) print last[i]}' > "$LOGS/ckpt_b_final_steps.log"
+    note "checkpoint kills: $kills SIGKILLs ($mid during a write: .tmp present), $(grep -c '^resumed from' "$LOGS/ckpt_b.log") resumes ($(grep -h '^resumed from' "$LOGS/ckpt_b.log" | awk '{print $NF}' | tr '\n' ' ')); losses vs uninterrupted: $(python3 dev/compare_losses.py "$LOGS/ckpt_a.log" "$LOGS/ckpt_b_final_steps.log" --tol 0)"
     rm -rf runs/ck_a runs/ck_b
 fi
