@@ -328,14 +328,13 @@ void save_checkpoint(Run* r) {
 // starts from step 0, so a requeue script can always pass --resume; a checkpoint that exists but
 // cannot be used is an error, never a silent fresh start.
 bool resume(Run* r, std::string* err) {
-    std::string dir;
-    std::vector<std::pair<long long, std::string>> found;
+    std::vector<std::pair<long long, std::string>> found;  // the complete checkpoints, oldest first
     if (!ckpt_detail::list_complete(r->tc.out, &found, err)) return false;
     if (found.empty()) {
         if (r->comm.rank == 0) printf("note: no complete checkpoint in %s: starting from step 0\n", r->tc.out.c_str());
         return true;
     }
-    if (!checkpoint_find_latest(r->tc.out, &dir, err)) return false;
+    const std::string dir = found.back().second;
     TrainState st, expect = train_state(r);
     std::vector<float> master(r->model.layout.total), am(master.size()), av(master.size());
     if (!checkpoint_read(dir, expect, &st, master.data(), am.data(), av.data(), err)) return false;

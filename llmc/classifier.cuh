@@ -41,17 +41,6 @@ constexpr int WARPS = THREADS / 32;
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 
-// 16-byte global -> shared copy that bypasses registers (.cg: cached in L2 only, the row is read
-// once). Completion is awaited with cp_async_wait_all(); after it the copying thread sees its own
-// copies; other threads see them only after a __syncthreads().
-__device__ inline void cp_async16(void* smem, const void* gmem) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
-                 ::"r"((uint32_t)__cvta_generic_to_shared(smem)), "l"(__cvta_generic_to_global(gmem)) : "memory");
-}
-// The "memory" clobber keeps the compiler from moving shared-memory reads above the wait.
-__device__ inline void cp_async_wait_all() {
-    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
-}
 // A chunk: the K = x128::size values of 16 bytes, 8 (fp16/bf16) or 4 (fp32). The kernel moves a
 // chunk as a uint4 of raw bits, four 32-bit words, and converts only where it computes: kept as
 // an array of 8 separate 16-bit values, the compiler shuffles halves between registers (PRMT)
@@ -141,6 +130,7 @@ __global__ void __launch_bounds__(THREADS, 2)
     const int target = targets[row];
 
     for (int i = threadIdx.x; i < cached; i += THREADS) cp_async16(row_smem + i, x + i * K);
+    cp_async_commit();
     cp_async_wait_all();
     // chunk i of the row: from shared memory if it was copied there, else from global memory
     const uint4* xg = reinterpret_cast<const uint4*>(x);

@@ -98,6 +98,19 @@ __device__ inline Packed128<T> load128cs(const T* p) {
 template <class T>
 __device__ inline void store128(T* p, const Packed128<T>& x) { *reinterpret_cast<Packed128<T>*>(p) = x; }
 
+// Asynchronous global -> shared copies (sm_80+): the data goes to shared memory without passing
+// through registers, so a thread can issue many copies back to back and compute while they fly.
+__device__ inline uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+// 16 bytes; .cg caches them in L2 only. valid = false writes 16 zero bytes instead (rows past the end).
+__device__ inline void cp_async16(void* smem, const void* gmem, bool valid = true) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(__cvta_generic_to_global(gmem)), "r"(valid ? 16 : 0));
+}
+// Closes a group of copies; cp_async_wait_all waits for every group this thread committed (its own
+// copies only: other threads see them after a __syncthreads). The "memory" clobber keeps the
+// compiler from moving shared-memory reads above the wait.
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
 // Reductions over a warp (32 lanes) with shuffles; every lane gets the result.
 __device__ inline float warp_sum(float x) {
     for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffff, x, o);

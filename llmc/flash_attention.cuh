@@ -52,22 +52,13 @@ constexpr float SCALE = 0.125f;             // 1/sqrt(64)
 constexpr float SCALE_LOG2 = SCALE * LOG2E; // exp(x/8) = exp2(x * SCALE_LOG2)
 
 // ---------------------------------------------------------------------------------------------
-// Tensor-core and async-copy primitives (inline PTX).
+// Tensor-core primitives and the swizzled tile layout (inline PTX; the async copies are in common.cuh).
 
 // A tile of R rows x 64 halves in shared memory, rows of 8 chunks of 16 bytes. Chunk c of row r
 // is stored at chunk position c ^ (r % 8): ldmatrix reads one 16-byte chunk from each of 8
 // consecutive rows, and without the XOR those 8 chunks would sit in the same banks (row stride
 // 128 bytes) and be served one after another.
 __device__ inline int swz(int row, int chunk) { return row * HS + ((chunk ^ (row & 7)) << 3); }
-
-__device__ inline uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-// 16-byte global->shared copy that bypasses registers; src_bytes = 0 fills zeros (rows past T).
-__device__ inline void cp_async16(void* smem, const void* gmem, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem), "r"(valid ? 16 : 0));
-}
-__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
 
 // Four 8x8 16-bit matrices from shared memory; lane l gives the address of row l%8 of matrix l/8.
 __device__ inline void ldsm_x4(uint32_t (&r)[4], const void* p) {
@@ -229,14 +220,21 @@ __device__ inline void store_rows(floatX* dst, size_t stride, const float (&acc)
 
 // Where one (batch, head) lives in each tensor. Every kernel's blockIdx.x is b*NH + h.
 struct Head {
-    size_t qkv;  // offset of q[b, t=0, h, 0] in qkv (B,T,3,NH,64) (and dqkv); k is +C, v is +2C; rows 3C apart
-    size_t out;  // offset of out[b, t=0, h, 0] in (B,T,NH,64) = (B,T,C): out, dout; rows C apart
-    size_t row;  // offset of [b, h, t=0] in (B,NH,T): lse, delta
-    int C;       // NH * 64
+    size_t qkv;     // offset of q[b, t=0, h, 0] in qkv (B,T,3,NH,64) (and dqkv); k is +C, v is +2C
+    size_t out;     // offset of out[b, t=0, h, 0] in (B,T,NH,64) = (B,T,C): out, dout; rows C apart
+    size_t row;     // offset of [b, h, t=0] in (B,NH,T): lse, delta
+    int C;          // NH * 64
+    size_t stride;  // 3C: elements between consecutive rows (t) of qkv and dqkv
 };
 __device__ inline Head head_of(int T, int NH) {
     const int bh = blockIdx.x, b = bh / NH, h = bh % NH, C = NH * HS;
-    return Head{(size_t)b * T * 3 * C + (size_t)h * HS, (size_t)b * T * C + (size_t)h * HS, (size_t)bh * T, C};
+    return Head{(size_t)b * T * 3 * C + (size_t)h * HS, (size_t)b * T * C + (size_t)h * HS, (size_t)bh * T, C, 3 * (size_t)C};
+}
+// The head's q, k, v rows at t=0 inside qkv (B,T,3,NH,64); rows hd.stride apart.
+struct HeadQKV { const floatX *q, *k, *v; };
+__device__ inline HeadQKV head_qkv(const floatX* qkv, const Head& hd) {
+    const floatX* q = qkv + hd.qkv;
+    return {q, q + hd.C, q + 2 * hd.C};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -252,10 +250,9 @@ __device__ inline Head head_of(int T, int NH) {
 __global__ void __launch_bounds__(THREADS, 2) forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
     __shared__ __align__(128) floatX q_s[BLOCK_ROWS * HS], k_s[2][STEP * HS], v_s[2][STEP * HS];
     const Head hd = head_of(T, NH);
-    const size_t stride = 3 * (size_t)hd.C;
-    const floatX* q = qkv + hd.qkv;
-    const floatX* k = q + hd.C;
-    const floatX* v = q + 2 * hd.C;
+    const size_t stride = hd.stride;
+    const HeadQKV in = head_qkv(qkv, hd);
+    const floatX *q = in.q, *k = in.k, *v = in.v;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int q0 = (gridDim.y - 1 - blockIdx.y) * BLOCK_ROWS;  // the last (longest) query tiles first
     const int w0 = q0 + warp * WARP_ROWS;                      // the warp's first query
@@ -370,10 +367,9 @@ __global__ void __launch_bounds__(THREADS, 2) backward_dkdv_kernel(floatX* dqkv,
     float* lse_s = (float*)(do_s + 2 * STEP * HS);  // [2][STEP], in base 2
     float* dl_s = lse_s + 2 * STEP;                 // [2][STEP]
     const Head hd = head_of(T, NH);
-    const size_t stride = 3 * (size_t)hd.C;
-    const floatX* q = qkv + hd.qkv;
-    const floatX* k = q + hd.C;
-    const floatX* v = q + 2 * hd.C;
+    const size_t stride = hd.stride;
+    const HeadQKV in = head_qkv(qkv, hd);
+    const floatX *q = in.q, *k = in.k, *v = in.v;
     const floatX* dO = dout + hd.out;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane % 4;
     const int k0 = blockIdx.y * BLOCK_ROWS;  // the first keys see the most queries: they go first
@@ -454,10 +450,9 @@ __global__ void __launch_bounds__(THREADS, 2) backward_dq_kernel(floatX* dqkv, c
     floatX* k_s = do_s + BLOCK_ROWS * HS;      // [2][STEP * HS]
     floatX* v_s = k_s + 2 * STEP * HS;         // [2][STEP * HS]
     const Head hd = head_of(T, NH);
-    const size_t stride = 3 * (size_t)hd.C;
-    const floatX* q = qkv + hd.qkv;
-    const floatX* k = q + hd.C;
-    const floatX* v = q + 2 * hd.C;
+    const size_t stride = hd.stride;
+    const HeadQKV in = head_qkv(qkv, hd);
+    const floatX *q = in.q, *k = in.k, *v = in.v;
     const floatX* dO = dout + hd.out;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
     const int q0 = (gridDim.y - 1 - blockIdx.y) * BLOCK_ROWS;  // the last (longest) query tiles first

@@ -214,27 +214,6 @@ static void check_flash_vs_reference(Context* ctx, int B, int T, int NH, bool de
 }
 #endif
 
-// Median milliseconds of fn() over `reps` runs after 2 warm-ups (quiet; the sweep prints its own lines).
-template <class F>
-static float median_ms(Context* ctx, F&& fn, int reps) {
-    cudaEvent_t start, stop;
-    cudaCheck(cudaEventCreate(&start));
-    cudaCheck(cudaEventCreate(&stop));
-    for (int i = 0; i < 2; i++) fn();
-    std::vector<float> ms(reps);
-    for (int r = 0; r < reps; r++) {
-        cudaCheck(cudaEventRecord(start, ctx->stream));
-        fn();
-        cudaCheck(cudaEventRecord(stop, ctx->stream));
-        cudaCheck(cudaEventSynchronize(stop));
-        cudaCheck(cudaEventElapsedTime(&ms[r], start, stop));
-    }
-    cudaCheck(cudaEventDestroy(start));
-    cudaCheck(cudaEventDestroy(stop));
-    std::sort(ms.begin(), ms.end());
-    return ms[reps / 2];
-}
-
 #if !defined(ENABLE_FP32)
 // The model's attention path over B x T x NH; buffers sized once for the largest configuration.
 static void sweep(Context* ctx) {

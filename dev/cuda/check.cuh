@@ -157,10 +157,9 @@ inline bool timing_enabled() {
     const char* e = getenv("CHECK_NO_TIMING");
     return !(e && *e && strcmp(e, "0") != 0);
 }
-// Timing: median over `reps` runs of fn() (which launches on ctx->stream), after warm-up runs.
-// bytes: each input read once + each output written once; flops: the useful arithmetic.
+// Median milliseconds over `reps` runs of fn() (which launches on ctx->stream), after warm-up runs.
 template <class F>
-inline float time_ms(Context* ctx, const char* name, double bytes, double flops, F&& fn, int reps = 25) {
+inline float median_ms(Context* ctx, F&& fn, int reps = 25) {
     cudaEvent_t start, stop;
     cudaCheck(cudaEventCreate(&start));
     cudaCheck(cudaEventCreate(&stop));
@@ -177,7 +176,14 @@ inline float time_ms(Context* ctx, const char* name, double bytes, double flops,
     cudaCheck(cudaEventDestroy(start));
     cudaCheck(cudaEventDestroy(stop));
     std::sort(ms.begin(), ms.end());
-    const float med = ms[reps / 2];
+    return ms[reps / 2];
+}
+
+// Timing with a TIME line: median_ms, then bandwidth and throughput from what fn() must move and
+// compute. bytes: each input read once + each output written once; flops: the useful arithmetic.
+template <class F>
+inline float time_ms(Context* ctx, const char* name, double bytes, double flops, F&& fn, int reps = 25) {
+    const float med = median_ms(ctx, fn, reps);
     printf("TIME %-46s %9.4f ms", name, med);
     if (bytes > 0) printf("  %8.1f GB/s", bytes / (med * 1e-3) / 1e9);
     if (flops > 0) printf("  %7.1f TFLOP/s", flops / (med * 1e-3) / 1e12);

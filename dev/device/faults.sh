@@ -22,6 +22,7 @@ summary=()
 BIN=build/bf16/train_gpt2cu
 TIMEOUT=5
 now() { date +%s.%N; }
+since() { awk -v a="$(now)" -v b="$1" 'BEGIN {printf "%.1f", a - b}'; }   # seconds since $1 (a now)
 # waits (up to $2 s) for the processes $1 (space-separated pids) to be gone; echoes the seconds taken
 wait_gone() {
     local t0; t0=$(now)
@@ -32,7 +33,7 @@ wait_gone() {
         if awk -v a="$(now)" -v b="$t0" -v m="$2" 'BEGIN {exit !(a - b > m)}'; then echo "HANG"; return; fi
         sleep 0.05
     done
-    awk -v a="$(now)" -v b="$t0" 'BEGIN {printf "%.1f", a - b}'
+    since "$t0"
 }
 wait_for_line() {  # file pattern seconds pid: until the line shows, the process ends, or time is up
     for _ in $(seq 1 $(( $3 * 20 ))); do
@@ -88,7 +89,7 @@ if has nan; then
         mpirun --allow-run-as-root -np 2 --bind-to none -x NCCL_NVLS_ENABLE build/$p/train_gpt2cu --bench -e d12 -b 8 -t 1024 \
             --bench-warmup 0 --bench-steps 20 --debug-nan 1:5 --max-bad-steps 3 > "$log" 2>&1
         rc=$?
-        note "nan $p: rc=$rc after $(awk -v a="$(now)" -v b="$t0" 'BEGIN {printf "%.1f", a - b}') s; $(grep -c 'skipped: non-finite' "$log") skipped steps; $(grep -m1 'skipped: non-finite' "$log"); $(grep -m1 '^error' "$log")"
+        note "nan $p: rc=$rc after $(since "$t0") s; $(grep -c 'skipped: non-finite' "$log") skipped steps; $(grep -m1 'skipped: non-finite' "$log"); $(grep -m1 '^error' "$log")"
     done
 fi
 if has ckpt; then
