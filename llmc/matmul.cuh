@@ -135,6 +135,23 @@ inline int pointer_alignment(std::initializer_list<const void*> ptrs) {
     return align;
 }
 
+// cuBLASLt's best `want` algorithms (its own ranking, first = what it expects to be fastest) for
+// the plan's descriptors, with our workspace and the operands' alignment; returns how many it gave.
+inline int matmul_heuristics(Context* ctx, const MatmulPlan& p, int align_bytes, int want, cublasLtMatmulHeuristicResult_t* results) {
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                     &ctx->lt_workspace_size, sizeof(ctx->lt_workspace_size)));
+    uint32_t align = align_bytes;
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
+    int found = 0;
+    cublasCheck(cublasLtMatmulAlgoGetHeuristic(ctx->lt, p.desc, p.a, p.b, p.d, p.d, pref, want, results, &found));
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    return found;
+}
+
 inline MatmulPlan& matmul_plan(Context* ctx, const MatmulKey& key) {
     auto it = ctx->plans->plans.find(key);
     if (it != ctx->plans->plans.end()) return it->second;
@@ -165,18 +182,8 @@ inline MatmulPlan& matmul_plan(Context* ctx, const MatmulKey& key) {
             cublasCheck(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &s, sizeof(s)));
         }
     }
-    cublasLtMatmulPreference_t pref;
-    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                     &ctx->lt_workspace_size, sizeof(ctx->lt_workspace_size)));
-    uint32_t align = key.align;
-    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
     cublasLtMatmulHeuristicResult_t result;
-    int found = 0;
-    cublasCheck(cublasLtMatmulAlgoGetHeuristic(ctx->lt, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found));
-    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    const int found = matmul_heuristics(ctx, p, key.align, 1, &result);
     if (found == 0) {
         fprintf(stderr, "cuBLASLt has no algorithm for m=%d n=%d k=%d transa=%d transb=%d epilogue=%d batch=%d align=%d\n",
                 key.m, key.n, key.k, key.trans_a, key.trans_b, key.epilogue, key.batch, key.align);
@@ -199,14 +206,22 @@ struct MatmulCall {
     int batch = 1;
     long long stride_a = 0, stride_b = 0, stride_d = 0;
 };
-inline void matmul(Context* ctx, const MatmulCall& c) {
-    MatmulKey key{c.m, c.n, c.k, c.trans_a, c.trans_b, (int)c.epilogue, c.batch,
-                  pointer_alignment({c.d, c.a, c.b, c.bias, c.aux}), c.stride_a, c.stride_b, c.stride_d};
-    MatmulPlan& p = matmul_plan(ctx, key);
+inline MatmulKey matmul_key(const MatmulCall& c) {
+    return MatmulKey{c.m, c.n, c.k, c.trans_a, c.trans_b, (int)c.epilogue, c.batch,
+                     pointer_alignment({c.d, c.a, c.b, c.bias, c.aux}), c.stride_a, c.stride_b, c.stride_d};
+}
+// The plan for the call, with this call's bias and aux pointers set on its descriptor.
+inline MatmulPlan& matmul_prepare(Context* ctx, const MatmulCall& c) {
+    MatmulPlan& p = matmul_plan(ctx, matmul_key(c));
     if (c.bias) cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias, sizeof(c.bias)));
     if (c.aux) cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c.aux, sizeof(c.aux)));
+    return p;
+}
+// Runs the call with `algo` (default: the plan's).
+inline void matmul(Context* ctx, const MatmulCall& c, const cublasLtMatmulAlgo_t* algo = nullptr) {
+    MatmulPlan& p = matmul_prepare(ctx, c);
     cublasCheck(cublasLtMatmul(ctx->lt, p.desc, &c.alpha, c.a, p.a, c.b, p.b, &c.beta, c.d, p.d, c.d, p.d,
-                               &p.algo, ctx->lt_workspace, ctx->lt_workspace_size, ctx->stream));
+                               algo ? algo : &p.algo, ctx->lt_workspace, ctx->lt_workspace_size, ctx->stream));
 }
 
 // Row-major view: C (M,N) = alpha * opX(X) @ opY(Y) + beta * C, opX(X) (M,K), opY(Y) (K,N), each

@@ -10,6 +10,8 @@
 //   - timing of bias_backward at N=65536 for GPT-2 124M's four bias widths (2304, 768, 3072, 768),
 //     the llmc kernels against the previous ones (kept below for that only), and of the
 //     alternative of fusing the bias gradient into the dweight GEMM (cuBLASLt's BGRADB epilogue).
+//   - with --algorithms, only: every GEMM of a d12 B=64 step with cuBLASLt's first algorithm vs the
+//     best of its first 16 (sweep_algorithms).
 // Run: make dev/cuda/matmul_check && ./dev/cuda/matmul_check   (PRECISION=BF16|FP32 for others)
 #include "check.cuh"
 
@@ -245,9 +247,84 @@ static void check_rowmajor(Context* ctx, bool tx, bool ty, float beta) {
     check_close(name, out, ref, tol_default());
 }
 
-int main() {
+// cuBLASLt algorithm choice for every GEMM of one GPT-2 124M training step (B*T = 65536, lm head in
+// 16384-row chunks): the time of the algorithm the trainer takes (cuBLASLt's first heuristic)
+// against the best of its first 16, each timed on the same buffers; and the step total both ways
+// (count = calls per step). Says whether timing the candidates at startup would pay.
+static void sweep_algorithms(Context* ctx) {
+    const int N = 65536, NC = 16384, C = 768, V = 50304;
+    floatX* inp = random_device<floatX>(ctx, (size_t)N * 4 * C, -1, 1);
+    floatX* dout = random_device<floatX>(ctx, (size_t)NC * V, -0.01f, 0.01f);  // >= N * 4C too
+    floatX* w = random_device<floatX>(ctx, (size_t)V * C, -0.05f, 0.05f);
+    floatX* bias = random_device<floatX>(ctx, 4 * C, -0.1f, 0.1f);
+    floatX* out = dalloc<floatX>((size_t)NC * V);
+    floatX* aux = random_device<floatX>(ctx, (size_t)N * 4 * C, -1, 1);
+    floatX* dw = random_device<floatX>(ctx, (size_t)V * C, -0.01f, 0.01f);
+    struct Case { const char* name; int count; MatmulCall c; };
+    auto fwd = [&](int n, int in, int oc, bool gelu, bool has_bias) {
+        MatmulCall c{out, w, inp, oc, n, in, true, false};
+        if (has_bias) c.bias = bias;
+        c.epilogue = gelu ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+        if (gelu) c.aux = aux;
+        return c;
+    };
+    auto dx = [&](int n, int in, int oc, bool dgelu) {
+        MatmulCall c{out, w, dout, in, n, oc, false, false};
+        if (dgelu) { c.aux = aux; c.epilogue = CUBLASLT_EPILOGUE_DGELU; }
+        return c;
+    };
+    auto dwt = [&](int n, int in, int oc) {
+        MatmulCall c{dw, inp, dout, in, oc, n, false, true};
+        c.beta = 1.0f;
+        return c;
+    };
+    const Case cases[] = {
+        {"fwd qkv 768->2304 +bias", 12, fwd(N, C, 3 * C, false, true)},
+        {"fwd attproj 768->768 +bias", 12, fwd(N, C, C, false, true)},
+        {"fwd fc 768->3072 +bias+GELU", 12, fwd(N, C, 4 * C, true, true)},
+        {"fwd fcproj 3072->768 +bias", 12, fwd(N, 4 * C, C, false, true)},
+        {"fwd lm head 768->50304 (16384 rows)", 4, fwd(NC, C, V, false, false)},
+        {"dinp qkv", 12, dx(N, C, 3 * C, false)},
+        {"dinp attproj", 12, dx(N, C, C, false)},
+        {"dinp fc", 12, dx(N, C, 4 * C, false)},
+        {"dinp fcproj +DGELU", 12, dx(N, 4 * C, C, true)},
+        {"dinp lm head (16384 rows)", 4, dx(NC, C, V, false)},
+        {"dW qkv", 12, dwt(N, C, 3 * C)},
+        {"dW attproj", 12, dwt(N, C, C)},
+        {"dW fc", 12, dwt(N, C, 4 * C)},
+        {"dW fcproj", 12, dwt(N, 4 * C, C)},
+        {"dW lm head (16384 rows)", 4, dwt(NC, C, V)},
+    };
+    double step_first = 0, step_best = 0;
+    for (const Case& k : cases) {
+        const MatmulPlan& p = matmul_prepare(ctx, k.c);
+        cublasLtMatmulHeuristicResult_t res[16];
+        const int found = matmul_heuristics(ctx, p, matmul_key(k.c).align, 16, res);
+        const double flops = 2.0 * k.c.m * k.c.n * k.c.k;
+        float first = 0, best = 1e30f;
+        int best_i = 0;
+        for (int i = 0; i < found; i++) {
+            const float ms = median_ms(ctx, [&] { matmul(ctx, k.c, &res[i].algo); }, 15);
+            if (i == 0) first = ms;
+            if (ms < best) { best = ms; best_i = i; }
+        }
+        step_first += k.count * first;
+        step_best += k.count * best;
+        printf("ALGO %-36s m=%5d n=%5d k=%5d: first %.4f ms (%5.1f TFLOP/s), best #%-2d of %2d %.4f ms (%5.1f TFLOP/s), %+5.1f %%\n",
+               k.name, k.c.m, k.c.n, k.c.k, first, flops / first / 1e9, best_i, found, best, flops / best / 1e9, 100.0 * (first - best) / first);
+    }
+    printf("SUMMARY cuBLASLt GEMMs of one d12 B=64 step: first heuristic %.2f ms, best of 16 %.2f ms (%.1f %% less)\n",
+           step_first, step_best, 100.0 * (step_first - step_best) / step_first);
+}
+
+int main(int argc, char** argv) {
     Context ctx;
     context_create(&ctx, 0);
+    if (argc > 1 && std::string(argv[1]) == "--algorithms") {  // the algorithm sweep only
+        sweep_algorithms(&ctx);
+        context_destroy(&ctx);
+        return 0;
+    }
     check_begin(ctx, "matmul");
     check_linear(&ctx);
     check_bias_backward(&ctx);
