@@ -2,7 +2,7 @@
 //   logits and loss of one forward pass, the gradient of every parameter tensor, and the losses
 //   of 10 AdamW steps on the same batch; plus bitwise determinism of forward+backward.
 // Run:  python3 dev/reference.py  (writes dev_data/reference_{model,state}.bin), then
-//       make test_gpt2cu && ./test_gpt2cu [model file] [state file] [recompute level 0|1|2] [lm-head chunk, tokens]
+//       make test_gpt2cu && ./test_gpt2cu [model file] [state file] [recompute level 0|1|2] [lm-head chunk, tokens] [1: timed GEMM algorithms]
 // Tolerances per precision are in `Tolerances` below (and in the README): fp32 is checked tightly;
 // fp16/bf16 round every activation to 11/8 significant bits, so they get looser bounds that still
 // catch any wrong kernel (a wrong kernel gives errors of order 1, not 1e-2).
@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
     const char* state_path = argc > 2 ? argv[2] : "dev_data/reference_state.bin";
     const int recompute = argc > 3 ? atoi(argv[3]) : 0;
     const size_t logit_chunk = argc > 4 ? (size_t)atol(argv[4]) : DEFAULT_LOGIT_CHUNK;  // smaller: the chunked lm head
+    const bool tune = argc > 5 && atoi(argv[5]) != 0;  // the GEMM algorithms the trainer's --gemm-tune picks
     std::string err;
     GPT2Config cfg;
     ReferenceState ref;
@@ -82,14 +83,21 @@ int main(int argc, char** argv) {
         fprintf(stderr, "error: %s\n", err.c_str());
         return 1;
     }
-    printf("test_gpt2cu (%s): L=%d NH=%d C=%d, B=%d T=%d, %d steps, recompute %d, lm-head chunk %zu tokens\n", PRECISION_NAME,
-           cfg.num_layers, cfg.num_heads, cfg.channels, ref.B, ref.T, ref.steps, recompute, std::min(logit_chunk, (size_t)ref.B * ref.T));
+    printf("test_gpt2cu (%s): L=%d NH=%d C=%d, B=%d T=%d, %d steps, recompute %d, lm-head chunk %zu tokens, GEMM algorithms %s\n",
+           PRECISION_NAME, cfg.num_layers, cfg.num_heads, cfg.channels, ref.B, ref.T, ref.steps, recompute,
+           std::min(logit_chunk, (size_t)ref.B * ref.T), tune ? "timed" : "cuBLASLt's first");
     Context ctx;
     context_create(&ctx, 0);
     GPT2 m;
     gpt2_build(&m, cfg, ref.B, ref.T, 0, 1, 0, recompute, logit_chunk);
     if (!gpt2_init_from_file(&m, &ctx, model_path, &err)) { fprintf(stderr, "error: %s\n", err.c_str()); return 1; }
     const size_t BT = (size_t)ref.B * ref.T, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
+    if (tune) {
+        gpt2_tune_gemms(&m, &ctx, 1);
+        int differ = 0;
+        for (int c : matmul_choices(&ctx)) differ += c != 0;
+        printf("     GEMM algorithms timed: %zu shapes, %d not cuBLASLt's first choice\n", matmul_choices(&ctx).size(), differ);
+    }
 
     // 1. forward: logits (only the V real columns) and the mean loss
     gpt2_set_batch(&m, &ctx, ref.x.data(), ref.y.data());

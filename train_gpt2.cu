@@ -225,6 +225,23 @@ StepResult gpt2_train_step(GPT2* m, Context* ctx, int accum, const std::function
     return r;
 }
 
+// GEMM algorithm tuning (matmul.cuh): one forward+backward at the model's own shapes on random
+// tokens, in which every matmul plan created times cuBLASLt's candidate algorithms on its first
+// call (with `time` false it only creates the plans). A throwaway pass: it leaves garbage in the
+// activations and gradients (a step zeroes the gradients first) and touches neither the weights
+// nor the optimizer state. Plans that already exist, or are pinned (a choices file), keep theirs.
+void gpt2_tune_gemms(GPT2* m, Context* ctx, uint32_t seed, bool time = true) {
+    std::mt19937 rng(seed);
+    std::vector<int> in((size_t)m->B * m->T), tg(in.size());
+    for (size_t i = 0; i < in.size(); i++) { in[i] = (int)(rng() % m->cfg.vocab_size); tg[i] = (int)(rng() % m->cfg.vocab_size); }
+    gpt2_set_batch(m, ctx, in.data(), tg.data());
+    ctx->plans->tuning = time;
+    gpt2_forward(m, ctx, m->B, m->T, true, 1.0f / ((float)m->B * m->T));
+    gpt2_backward(m, ctx, GradReadyFn());
+    ctx->plans->tuning = false;
+    cudaCheck(cudaStreamSynchronize(ctx->stream));
+}
+
 #ifndef TESTING
 // ----------------------------------------------------------------------------------------------
 // A training run: what main sets up, and the phases of the loop.
@@ -347,6 +364,60 @@ bool resume(Run* r, std::string* err) {
     return true;
 }
 
+// The GEMM algorithms (--gemm-tune, --gemm-algos). Rank 0 takes its choices from a file (the
+// --gemm-algos file, else <out>/gemm_algos.txt when a run directory holds one, e.g. on --resume)
+// or times them (gpt2_tune_gemms); every rank then adopts rank 0's, so all ranks, and a resumed
+// run, compute with the same algorithms. A tuned run with --out keeps its choices there.
+bool choose_gemm_algorithms(Run* r, std::string* err) {
+    const TrainConfig& tc = r->tc;
+    if (!tc.gemm_tune && tc.gemm_algos.empty()) return true;
+    Context* ctx = &r->ctx;
+    const bool rank0 = r->comm.rank == 0;
+    const std::string kept = tc.out.empty() ? "" : tc.out + "/gemm_algos.txt";
+    std::string from;  // the file rank 0 took its choices from ("" = tuned)
+    if (!tc.gemm_algos.empty()) {  // every rank checks the named file, so a bad one fails them all alike
+        std::string text, why;
+        std::map<MatmulKey, int> pinned;
+        if (!read_text_file(tc.gemm_algos, &text, err)) { *err = "option --gemm-algos: " + *err; return false; }
+        if (!matmul_choices_parse(ctx, text, &pinned, &why)) { *err = "option --gemm-algos: " + tc.gemm_algos + ": " + why; return false; }
+        ctx->plans->pinned = pinned;
+        from = tc.gemm_algos;
+    } else if (rank0 && !kept.empty() && file_exists(kept)) {
+        std::string text, why;
+        if (read_text_file(kept, &text, &why) && matmul_choices_parse(ctx, text, &ctx->plans->pinned, &why)) from = kept;
+        else printf("note: %s not used (%s): timing the GEMM algorithms again\n", kept.c_str(), why.c_str());
+    }
+    comm_watch(&r->comm, 0, "choosing GEMM algorithms (rank 0's choices to every rank)");
+    const double t0 = steady_ms();
+    gpt2_tune_gemms(&r->model, ctx, (uint32_t)tc.seed + 17, tc.gemm_tune);  // pinned shapes are not timed
+    // rank 0's choices to every rank: a sum to which the others add zeros (after checking that
+    // every rank has the same number of plans: the same model makes the same calls)
+    std::vector<int> mine = matmul_choices(ctx);
+    const size_t n = mine.size();
+    std::vector<float> h(n + 1, 0.0f);
+    h[n] = (float)n;
+    if (rank0) for (size_t i = 0; i < n; i++) h[i] = (float)mine[i];
+    float* d = nullptr;
+    cudaCheck(cudaMalloc(&d, h.size() * sizeof(float)));
+    cudaCheck(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+    comm_sum_floats(&r->comm, d, h.size(), ctx->stream);
+    cudaCheck(cudaMemcpyAsync(h.data(), d, h.size() * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream));
+    cudaCheck(cudaStreamSynchronize(ctx->stream));
+    cudaCheck(cudaFree(d));
+    comm_unwatch(&r->comm);
+    if (h[n] != (float)n * r->comm.world) { *err = "GEMM algorithms: the ranks made different matmul calls"; return false; }
+    std::vector<int> chosen(n);
+    int differ = 0;
+    for (size_t i = 0; i < n; i++) { chosen[i] = (int)h[i]; differ += chosen[i] != 0; }
+    matmul_set_choices(ctx, chosen);
+    if (rank0) {
+        printf("GEMM algorithms: %zu shapes, %d not cuBLASLt's first choice (%s, %.1f s)\n", n, differ,
+               from.empty() ? "timed" : ("from " + from).c_str(), (steady_ms() - t0) / 1e3);
+        if (from.empty() && !kept.empty() && !write_text_file_atomic(kept, matmul_choices_text(ctx), err)) return false;
+    }
+    return true;
+}
+
 // Everything before the first step. false + one line in *err on any problem.
 bool setup(Run* r, std::string* err) {
     TrainConfig& tc = r->tc;
@@ -394,7 +465,7 @@ bool setup(Run* r, std::string* err) {
                r->comm.launcher.c_str(), tc.zero ? ", ZeRO-1" : "", tc.B, tc.T, tc.total_batch, r->accum, r->ctx.props.name,
                2.0 * m->padded * sizeof(floatX) / 1e9, 3.0 * (m->shard_hi - m->shard_lo) * sizeof(float) / 1e9,
                tc.zero ? " (this rank's shard)" : "", m->acts.bytes / 1e9, tc.recompute);
-    return true;
+    return choose_gemm_algorithms(r, err);
 }
 
 // Evaluation, sample, checkpoint: whichever is due after `r->step` steps.

@@ -22,6 +22,33 @@ inline bool make_dirs(const std::string& path, std::string* err) {
     return true;
 }
 
+// A whole (small) text file into *text; false + the reason in *err.
+inline bool read_text_file(const std::string& path, std::string* text, std::string* err) {
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f) { *err = path + ": cannot open: " + strerror(errno); return false; }
+    text->clear();
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) text->append(buf, n);
+    const bool ok = !ferror(f);
+    fclose(f);
+    if (!ok) *err = path + ": read error";
+    return ok;
+}
+// Writes text to path.tmp, then renames it over path: a reader sees the old file or the new one.
+inline bool write_text_file_atomic(const std::string& path, const std::string& text, std::string* err) {
+    const std::string tmp = path + ".tmp";
+    FILE* f = fopen(tmp.c_str(), "wb");
+    if (!f) { *err = tmp + ": cannot create: " + strerror(errno); return false; }
+    const bool ok = fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (fclose(f) != 0 || !ok || rename(tmp.c_str(), path.c_str()) != 0) {
+        *err = path + ": cannot write: " + strerror(errno);
+        remove(tmp.c_str());
+        return false;
+    }
+    return true;
+}
+
 // A JSON string literal of s (quotes, backslashes and control bytes escaped; other bytes as is,
 // so UTF-8 stays UTF-8).
 inline std::string json_string(const std::string& s) {

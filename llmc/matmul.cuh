@@ -7,6 +7,7 @@
 // B = inp. Each launcher below spells out its m, n, k.
 #pragma once
 #include <algorithm>
+#include <sstream>
 #include <map>
 #include <tuple>
 #include "common.cuh"
@@ -123,8 +124,21 @@ struct MatmulPlan {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d;
     cublasLtMatmulAlgo_t algo;
+    int choice = 0;        // index of `algo` in cuBLASLt's own ranking for this shape (0: its first)
+    bool untimed = false;  // created while tuning: its first call times the candidates (matmul_tune)
 };
-struct MatmulPlanCache { std::map<MatmulKey, MatmulPlan> plans; };
+// Algorithm choice. cuBLASLt ranks candidate algorithms by a model of the GPU, and its first is
+// not always the fastest: on an H200, for GPT-2 124M's shapes, the best of its first 16 is up to
+// 20 % faster for a few GEMMs (the lm head, dinp of qkv, dW of qkv), 7 % of all GEMM time in a
+// step (dev/cuda/matmul_check --algorithms). So the trainer times them once, in a throwaway
+// forward+backward at startup, and keeps each shape's choice (an index into that ranking).
+struct MatmulPlanCache {
+    std::map<MatmulKey, MatmulPlan> plans;
+    bool tuning = false;              // plans created now are timed on their first call
+    std::map<MatmulKey, int> pinned;  // choices to take when a plan is created (a file, rank 0)
+};
+constexpr int MATMUL_CANDIDATES = 16;         // how far down cuBLASLt's ranking tuning looks
+constexpr float MATMUL_TUNE_TOLERANCE = 0.03f;  // near-ties keep cuBLASLt's order (see matmul_tune)
 
 // The largest power of two (up to 256) that divides every pointer: cuBLASLt's heuristic assumes
 // 256-byte alignment unless told otherwise, and an algorithm chosen for it can fault on less.
@@ -150,6 +164,20 @@ inline int matmul_heuristics(Context* ctx, const MatmulPlan& p, int align_bytes,
     cublasCheck(cublasLtMatmulAlgoGetHeuristic(ctx->lt, p.desc, p.a, p.b, p.d, p.d, pref, want, results, &found));
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     return found;
+}
+
+// Sets the plan's algorithm to the `choice`-th of cuBLASLt's ranking (the last one it has when
+// it has fewer, which only a different cuBLASLt or GPU than the choice was made on can cause).
+inline void matmul_choose(Context* ctx, MatmulPlan& p, const MatmulKey& key, int choice) {
+    cublasLtMatmulHeuristicResult_t res[MATMUL_CANDIDATES];
+    const int found = matmul_heuristics(ctx, p, key.align, std::min(choice + 1, MATMUL_CANDIDATES), res);
+    if (found == 0) {
+        fprintf(stderr, "cuBLASLt has no algorithm for m=%d n=%d k=%d transa=%d transb=%d epilogue=%d batch=%d align=%d\n",
+                key.m, key.n, key.k, key.trans_a, key.trans_b, key.epilogue, key.batch, key.align);
+        exit(EXIT_FAILURE);
+    }
+    p.choice = std::min(choice, found - 1);
+    p.algo = res[p.choice].algo;
 }
 
 inline MatmulPlan& matmul_plan(Context* ctx, const MatmulKey& key) {
@@ -182,14 +210,10 @@ inline MatmulPlan& matmul_plan(Context* ctx, const MatmulKey& key) {
             cublasCheck(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &s, sizeof(s)));
         }
     }
-    cublasLtMatmulHeuristicResult_t result;
-    const int found = matmul_heuristics(ctx, p, key.align, 1, &result);
-    if (found == 0) {
-        fprintf(stderr, "cuBLASLt has no algorithm for m=%d n=%d k=%d transa=%d transb=%d epilogue=%d batch=%d align=%d\n",
-                key.m, key.n, key.k, key.trans_a, key.trans_b, key.epilogue, key.batch, key.align);
-        exit(EXIT_FAILURE);
-    }
-    p.algo = result.algo;
+    const auto pin = ctx->plans->pinned.find(key);
+    const bool pinned = pin != ctx->plans->pinned.end();
+    matmul_choose(ctx, p, key, pinned ? pin->second : 0);
+    p.untimed = ctx->plans->tuning && !pinned;
     return ctx->plans->plans.emplace(key, p).first->second;
 }
 
@@ -217,11 +241,108 @@ inline MatmulPlan& matmul_prepare(Context* ctx, const MatmulCall& c) {
     if (c.aux) cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c.aux, sizeof(c.aux)));
     return p;
 }
-// Runs the call with `algo` (default: the plan's).
+// Times cuBLASLt's first MATMUL_CANDIDATES algorithms on this call's own buffers (median of 5
+// after 2 warm-up runs, each alone on the stream) and keeps the first-ranked one within
+// MATMUL_TUNE_TOLERANCE of the fastest: a near-tie goes to cuBLASLt's order rather than to
+// timing noise, so runs on the same machine choose alike. It runs the call 7 times per candidate:
+// with beta != 0 (accumulation) the output is garbage afterwards, which is why tuning happens
+// only in a throwaway pass (gpt2_tune_gemms).
+inline void matmul_tune(Context* ctx, MatmulPlan& p, const MatmulCall& c) {
+    p.untimed = false;
+    cublasLtMatmulHeuristicResult_t res[MATMUL_CANDIDATES];
+    const int found = matmul_heuristics(ctx, p, matmul_key(c).align, MATMUL_CANDIDATES, res);
+    if (found == 0) return;
+    cudaEvent_t t0, t1;
+    cudaCheck(cudaEventCreate(&t0));
+    cudaCheck(cudaEventCreate(&t1));
+    std::vector<float> med(found, INFINITY);
+    for (int i = 0; i < found; i++) {
+        auto run = [&] {
+            return cublasLtMatmul(ctx->lt, p.desc, &c.alpha, c.a, p.a, c.b, p.b, &c.beta, c.d, p.d, c.d, p.d,
+                                  &res[i].algo, ctx->lt_workspace, ctx->lt_workspace_size, ctx->stream);
+        };
+        if (run() != CUBLAS_STATUS_SUCCESS || run() != CUBLAS_STATUS_SUCCESS) continue;  // not usable here
+        float ms[5];
+        for (float& m : ms) {
+            cudaCheck(cudaEventRecord(t0, ctx->stream));
+            cublasCheck(run());
+            cudaCheck(cudaEventRecord(t1, ctx->stream));
+            cudaCheck(cudaEventSynchronize(t1));
+            cudaCheck(cudaEventElapsedTime(&m, t0, t1));
+        }
+        std::sort(ms, ms + 5);
+        med[i] = ms[2];
+    }
+    cudaCheck(cudaEventDestroy(t0));
+    cudaCheck(cudaEventDestroy(t1));
+    const float best = *std::min_element(med.begin(), med.end());
+    for (int i = 0; i < found; i++)
+        if (med[i] <= best * (1.0f + MATMUL_TUNE_TOLERANCE)) { p.choice = i; p.algo = res[i].algo; break; }
+}
+
+// Runs the call with `algo` (default: the plan's; a plan created while tuning is timed first).
 inline void matmul(Context* ctx, const MatmulCall& c, const cublasLtMatmulAlgo_t* algo = nullptr) {
     MatmulPlan& p = matmul_prepare(ctx, c);
+    if (p.untimed && !algo) matmul_tune(ctx, p, c);
     cublasCheck(cublasLtMatmul(ctx->lt, p.desc, &c.alpha, c.a, p.a, c.b, p.b, &c.beta, c.d, p.d, c.d, p.d,
                                algo ? algo : &p.algo, ctx->lt_workspace, ctx->lt_workspace_size, ctx->stream));
+}
+
+// ----------------------------------------------------------------------------------------------
+// The choices, to hand them to the other ranks or keep them in a file. Plans are listed in key
+// order, which is the same on every rank: the same model makes the same calls.
+inline std::vector<int> matmul_choices(const Context* ctx) {
+    std::vector<int> v;
+    for (const auto& [key, p] : ctx->plans->plans) v.push_back(p.choice);
+    return v;
+}
+inline void matmul_set_choices(Context* ctx, const std::vector<int>& choices) {
+    size_t i = 0;
+    for (auto& [key, p] : ctx->plans->plans) {
+        if (i == choices.size()) break;
+        const int choice = choices[i++];
+        if (choice != p.choice) matmul_choose(ctx, p, key, choice);
+    }
+}
+// Text form: a header naming what the choices are valid for (cuBLASLt's version, the GPU), then
+// one line per shape: the key's fields and the choice.
+inline std::string matmul_choices_header(const Context* ctx) {
+    std::string gpu = ctx->props.name;
+    for (char& ch : gpu) if (ch == ' ') ch = '_';
+    return "gemm-algorithms v1 cublaslt=" + std::to_string(cublasLtGetVersion()) + " gpu=" + gpu;
+}
+inline std::string matmul_choices_text(const Context* ctx) {
+    std::string t = matmul_choices_header(ctx) + "\n";
+    char line[256];
+    for (const auto& [k, p] : ctx->plans->plans) {
+        snprintf(line, sizeof line, "%d %d %d %d %d %d %d %d %lld %lld %lld %d\n", k.m, k.n, k.k, k.trans_a, k.trans_b,
+                 k.epilogue, k.batch, k.align, k.stride_a, k.stride_b, k.stride_d, p.choice);
+        t += line;
+    }
+    return t;
+}
+// Parses matmul_choices_text's output into *pinned. false + the reason when it is not that
+// format, or was written for another cuBLASLt or GPU (whose rankings differ).
+inline bool matmul_choices_parse(const Context* ctx, const std::string& text, std::map<MatmulKey, int>* pinned, std::string* why) {
+    std::istringstream in(text);
+    std::string header, line;
+    std::getline(in, header);
+    if (header != matmul_choices_header(ctx)) {
+        *why = "written for '" + header.substr(0, 120) + "', this is '" + matmul_choices_header(ctx) + "'";
+        return false;
+    }
+    for (int n = 2; std::getline(in, line); n++) {
+        MatmulKey k;
+        int choice, used = 0;
+        if (sscanf(line.c_str(), "%d %d %d %d %d %d %d %d %lld %lld %lld %d%n", &k.m, &k.n, &k.k, &k.trans_a, &k.trans_b,
+                   &k.epilogue, &k.batch, &k.align, &k.stride_a, &k.stride_b, &k.stride_d, &choice, &used) != 12 ||
+            used != (int)line.size() || choice < 0 || choice >= MATMUL_CANDIDATES) {
+            *why = "line " + std::to_string(n) + " is not 11 key fields and a choice in [0, " + std::to_string(MATMUL_CANDIDATES) + ")";
+            return false;
+        }
+        (*pinned)[k] = choice;
+    }
+    return true;
 }
 
 // Row-major view: C (M,N) = alpha * opX(X) @ opY(Y) + beta * C, opX(X) (M,K), opY(Y) (K,N), each

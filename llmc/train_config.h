@@ -23,6 +23,8 @@ struct TrainConfig {
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f, grad_clip = 1.0f;
     int seed = 42;
     int recompute = 0;                              // 0 none, 1 GELU, 2 GELU + LayerNorm
+    int gemm_tune = 1;                              // time cuBLASLt's candidate GEMM algorithms at startup
+    std::string gemm_algos;                         // take the GEMM algorithm choices from this file
     // evaluation, samples, outputs
     int val_every = 0, val_batches = 0;             // 0 batches: one pass over the validation data
     int sample_every = 0, sample_len = 64, top_k = 50;
@@ -68,6 +70,8 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"grad-clip", 0, OPT_FLOAT, &c->grad_clip, "clip the global gradient norm to this (0: off)", 0, 1e9},
         {"seed", 0, OPT_INT, &c->seed, "seed of initialization, shuffling, sampling, --bench tokens", 0, 2147483647},
         {"recompute", 'r', OPT_INT, &c->recompute, "recompute in backward to save memory: 0 none, 1 GELU, 2 GELU+LayerNorm", 0, 2},
+        {"gemm-tune", 0, OPT_INT, &c->gemm_tune, "1: time cuBLASLt's first 16 algorithms per GEMM shape at startup (~1 s) and use the fastest; 0: its first choice", 0, 1},
+        {"gemm-algos", 0, OPT_STRING, &c->gemm_algos, "use the GEMM algorithm choices in this file (a run's <out>/gemm_algos.txt): bitwise-repeatable runs"},
         {"val-every", 'v', OPT_INT, &c->val_every, "validation loss every N steps (0: only at the end)", 0, 1e9},
         {"val-batches", 0, OPT_INT, &c->val_batches, "validation batches (0: one pass over --val)", 0, 1e9},
         {"sample-every", 's', OPT_INT, &c->sample_every, "print a sampled text every N steps (0: only at the end)", 0, 1e9},

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # Builds, HERE (no GPU needed), every binary the device run uses, into build/<precision>/, so the
 # device machine's time goes to running, not compiling. Carry `build` with the device call.
-#   dev/device/build.sh [FP16 BF16 FP32]
+#   dev/device/build.sh [FP16 BF16 FP32 NOMPI]    NOMPI: build/nompi/train_gpt2cu (BF16, make NO_MPI=1)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 precisions=${*:-FP16 BF16 FP32}
+if [[ " $precisions " == *" NOMPI "* ]]; then
+    precisions=${precisions//NOMPI/}
+    mkdir -p build/nompi
+    make -B -j"$(nproc)" CI=true PRECISION=BF16 NO_MPI=1 train_gpt2cu >/dev/null
+    mv train_gpt2cu build/nompi/ && strip build/nompi/train_gpt2cu
+fi
 for p in $precisions; do
     d=build/$(echo "$p" | tr A-Z a-z)
     mkdir -p "$d"

@@ -109,6 +109,9 @@ PY
     common="-e /tmp/tiny_model.bin -b 4 -t 256 -x 200 -l 1e-3 --warmup 5 -i dev_data/tinyshakespeare_train.bin -g 0 -v 0 --val-batches 1 -n 2 --keep-checkpoints 2"
     rm -rf runs/ck_a runs/ck_b
     $BIN $common -o runs/ck_a > "$LOGS/ckpt_a.log" 2>&1
+    # the same GEMM algorithms as the uninterrupted run (two fresh runs may time near-ties apart):
+    # its choices file in ck_b, which every resume of ck_b then reads (the --resume path)
+    mkdir -p runs/ck_b && cp runs/ck_a/gemm_algos.txt runs/ck_b/
     kills=0; mid=0; : > "$LOGS/ckpt_b.log"
     for seg in $(seq 1 40); do
         $BIN $common -o runs/ck_b --resume > "$LOGS/ckpt_b_$seg.log" 2>&1 &

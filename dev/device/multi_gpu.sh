@@ -4,7 +4,13 @@
 #      data, 20 steps on tinyshakespeare; loss curves compared step by step (dev/compare_losses.py);
 #   2. throughput at T=1024 and a 524288-token global batch: 1 GPU, N GPUs with and without P2P,
 #      DDP and ZeRO-1 (--bench);
-#   3. the launch without MPI (RANK/WORLD_SIZE/LOCAL_RANK + TCP rendezvous).
+#   3. the launch without MPI (RANK/WORLD_SIZE/LOCAL_RANK + TCP rendezvous), with the MPI build and
+#      with the build without MPI (build/nompi, make NO_MPI=1);
+#   4. `ceiling`: where the last percent of scaling goes. REPEAT times: 1 GPU alone, then N
+#      independent 1-GPU runs at once (one per GPU, no communication: what N GPUs give at best on
+#      this host's power and clocks), then N-GPU DDP; then DDP under each NCCL setting in
+#      NCCL_VARIANTS (space-separated VAR=value, e.g. NCCL_MAX_CTAS=4), which bounds how many SMs
+#      the all-reduce takes from the backward it overlaps.
 # Binaries prebuilt in build/<precision>/ (dev/device/build.sh); shards in dev_data (make data).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -13,6 +19,8 @@ N=$(nvidia-smi -L | wc -l)
 MPI="mpirun --allow-run-as-root -np $N --bind-to none -x NCCL_NVLS_ENABLE=0 -x NCCL_P2P_DISABLE"
 export NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=${NCCL_P2P_DISABLE:-0}
 sections=${*:-equal bench env}
+bench_args="--bench -b 64 -t 1024 -d 524288 --bench-warmup 2 --bench-steps ${BENCH_STEPS:-6}"
+tok() { grep -h ^RESULT "$@" | sed -E 's/.* tok_per_s=([0-9]+) .*/\1/' | tr '\n' ' '; }
 has() { [[ " $sections " == *" $1 "* ]]; }
 summary=()
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
@@ -31,7 +39,7 @@ fi
 if has bench; then
     p=${BENCH_PRECISION:-bf16}
     bin=build/$p/train_gpt2cu
-    args="--bench -b 64 -t 1024 -d 524288 --bench-warmup 2 --bench-steps ${BENCH_STEPS:-6}"
+    args=$bench_args
     $bin $args > "$OUT/bench_1gpu.log" 2>&1
     summary+=("1 GPU:            $(grep ^RESULT "$OUT/bench_1gpu.log" || tail -n 3 "$OUT/bench_1gpu.log")")
     for p2p in 0 1; do
@@ -56,6 +64,33 @@ if has env; then
     done
     wait
     summary+=("env launch, file rendezvous: $(grep -h ^RESULT "$OUT"/file_rank*.log || tail -n 3 "$OUT"/file_rank*.log)")
+    if [ -x build/nompi/train_gpt2cu ]; then
+        build/nompi/train_gpt2cu --bench -b 8 -t 1024 --bench-warmup 1 --bench-steps 3 > "$OUT/nompi_1gpu.log" 2>&1
+        summary+=("NO_MPI build, 1 GPU: $(grep -h ^RESULT "$OUT"/nompi_1gpu.log || tail -n 3 "$OUT"/nompi_1gpu.log)")
+        for r in $(seq 0 $((N - 1))); do
+            RANK=$r WORLD_SIZE=$N LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29512 \
+                build/nompi/train_gpt2cu --bench -b 8 -t 1024 --bench-warmup 1 --bench-steps 3 > "$OUT/nompi_rank$r.log" 2>&1 &
+        done
+        wait
+        summary+=("NO_MPI build, env launch (TCP): $(grep -h ^RESULT "$OUT"/nompi_rank*.log || tail -n 3 "$OUT"/nompi_rank*.log)")
+    fi
+fi
+if has ceiling; then
+    bin=build/${BENCH_PRECISION:-bf16}/train_gpt2cu
+    for i in $(seq 1 "${REPEAT:-2}"); do
+        $bin $bench_args > "$OUT/ceil_solo_$i.log" 2>&1
+        for r in $(seq 0 $((N - 1))); do
+            CUDA_VISIBLE_DEVICES=$r $bin $bench_args > "$OUT/ceil_indep_${i}_gpu$r.log" 2>&1 &
+        done
+        wait
+        $MPI $bin $bench_args > "$OUT/ceil_ddp_$i.log" 2>&1
+        summary+=("ceiling $i: 1 GPU alone $(tok "$OUT/ceil_solo_$i.log")| $N independent 1-GPU runs at once $(tok "$OUT"/ceil_indep_${i}_gpu*.log)| $N-GPU DDP $(tok "$OUT/ceil_ddp_$i.log")tok/s")
+    done
+    for v in ${NCCL_VARIANTS:-}; do
+        f="$OUT/ceil_ddp_$(echo "$v" | tr -c 'A-Za-z0-9\n' _).log"
+        env "$v" $MPI -x "${v%%=*}" $bin $bench_args > "$f" 2>&1
+        summary+=("ceiling: $N-GPU DDP with $v: $(tok "$f")tok/s $(grep -h ^RESULT "$f" | grep -oE 'exposed_comm_pct=[0-9.]+')")
+    done
 fi
 echo "================ summary"
 printf '%s\n' "${summary[@]}"

@@ -2,11 +2,14 @@
 # The one script a device call runs: reference state, whole-model tests, kernel checks, tokenizer
 # comparison, throughput. Binaries come prebuilt in build/<precision>/ (dev/device/build.sh).
 # Logs go to $OUT; a short table is printed last.
-#   dev/device/run.sh [sections...]   sections: ref test checks tok bench (default: all)
+#   dev/device/run.sh [sections...]   sections: ref test checks algos tok bench (default: all)
+# algos: the GEMM algorithm choices file: a tuned run writes <out>/gemm_algos.txt; a second run
+# given it (--gemm-algos) reports it and repeats the losses bit for bit; a missing or foreign file
+# is one line and a non-zero exit.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-sections=${*:-ref test checks tok bench}
+sections=${*:-ref test checks algos tok bench}
 summary=()
 has() { [[ " $sections " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
@@ -22,6 +25,9 @@ if has test; then
         # the chunked lm head: 4 chunks of 64 tokens at the reference's B=4, T=64
         build/$p/test_gpt2cu dev_data/reference_model.bin dev_data/reference_state.bin 0 64 > "$OUT/test_${p}_chunk64.log" 2>&1; rc=$?
         summary+=("test_gpt2cu $p lm-head chunk 64: rc=$rc $(grep -c ^FAIL "$OUT/test_${p}_chunk64.log") FAIL")
+        # with the GEMM algorithms timed as the trainer's --gemm-tune 1 does
+        build/$p/test_gpt2cu dev_data/reference_model.bin dev_data/reference_state.bin 0 16384 1 > "$OUT/test_${p}_tuned.log" 2>&1; rc=$?
+        summary+=("test_gpt2cu $p timed GEMM algorithms: rc=$rc $(grep -c ^FAIL "$OUT/test_${p}_tuned.log") FAIL; $(grep -o 'GEMM algorithms timed.*' "$OUT/test_${p}_tuned.log")")
     done
 fi
 if has checks; then
@@ -35,6 +41,21 @@ if has checks; then
         done
         grep -hE 'GB/s|TFLOP' "$OUT"/*_check_$p.log > "$OUT/kernel_speed_$p.txt" 2>/dev/null
     done
+fi
+if has algos; then
+    bin=build/bf16/train_gpt2cu
+    a="-e d12 -b 4 -t 1024 -x 5 -l 3e-4 --warmup 2 -i dev_data/tinyshakespeare_train.bin -g 0 --val-batches 1"
+    rm -rf runs/ga1 runs/ga2
+    $bin $a -o runs/ga1 > "$OUT/algos_1.log" 2>&1; rc1=$?
+    $bin $a -o runs/ga2 --gemm-algos runs/ga1/gemm_algos.txt > "$OUT/algos_2.log" 2>&1; rc2=$?
+    summary+=("algos: tuned run rc=$rc1: $(grep -h '^GEMM algorithms' "$OUT/algos_1.log"); with its file rc=$rc2: $(grep -h '^GEMM algorithms' "$OUT/algos_2.log"); losses: $(python3 dev/compare_losses.py "$OUT/algos_1.log" "$OUT/algos_2.log" --tol 0)")
+    $bin $a --gemm-algos /nonexistent/gemm_algos.txt > "$OUT/algos_3.log" 2>&1; rc=$?
+    summary+=("algos: missing file rc=$rc: $(grep -h error "$OUT/algos_3.log" | head -n 1)")
+    sed '1s/gpu=/gpu=other_/' runs/ga1/gemm_algos.txt > /tmp/foreign_algos.txt
+    $bin $a --gemm-algos /tmp/foreign_algos.txt > "$OUT/algos_4.log" 2>&1; rc=$?
+    summary+=("algos: another GPU's file rc=$rc: $(grep -h error "$OUT/algos_4.log" | head -n 1)")
+    cp runs/ga1/gemm_algos.txt "$OUT/gemm_algos_d12_b4.txt"
+    rm -rf runs/ga1 runs/ga2
 fi
 if has tok; then
     # ../shared does not travel to the device machine: the data comes carried in .devdata

@@ -14,7 +14,8 @@ grep -E "^(GPU|P2P|ALLREDUCE|NCCL| +[0-9])" "$OUT/probe.txt" | grep -v "MB" ; gr
 python3 dev/scaling.py --bin build/bf16/train_gpt2cu --probe build/interconnect --steps 8 --out "$OUT/scaling" \
     > "$OUT/scaling.log" 2>&1
 tail -n 30 "$OUT/scaling.log"
-# race stress: identical runs, identical results (the reducer's events are the only ordering)
-args="-e d12 -b 4 -t 1024 -d 16384 -x 20 -l 3e-4 --warmup 5 -i dev_data/tinyshakespeare_train.bin --bucket-mb 4"
+# race stress: identical runs, identical results (the reducer's events are the only ordering;
+# --gemm-tune 0: both runs on cuBLASLt's first algorithms, not on two timings)
+args="-e d12 -b 4 -t 1024 -d 16384 -x 20 -l 3e-4 --warmup 5 -i dev_data/tinyshakespeare_train.bin --bucket-mb 4 --gemm-tune 0"
 for i in 1 2; do mpirun --allow-run-as-root -np $N --bind-to none -x NCCL_NVLS_ENABLE build/bf16/train_gpt2cu $args > "$OUT/race$i.log" 2>&1; done
 echo "race stress (two runs, bitwise): $(python3 dev/compare_losses.py "$OUT/race1.log" "$OUT/race2.log" --tol 0)"
