@@ -25,8 +25,10 @@ ifeq ($(strip $(GPU_ARCH)),)
   override GPU_ARCH := 90
 endif
 # sm_90a unlocks wgmma/setmaxnreg; code built for it runs only on Hopper, which is what 90 means here.
+# USE_WGMMA: attention's forward then runs on wgmma (llmc/flash_attention_wgmma.cuh).
 ifeq ($(GPU_ARCH),90)
   GENCODE := -gencode arch=compute_90a,code=sm_90a
+  ARCH_DEFS := -DUSE_WGMMA
 else
   GENCODE := -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH)
 endif
@@ -36,7 +38,7 @@ ifeq ($(filter $(PRECISION),FP16 BF16 FP32),)
 endif
 
 CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
-NVCC_FLAGS  = -O3 --use_fast_math -std=c++17 $(GENCODE) -lineinfo \
+NVCC_FLAGS  = -O3 --use_fast_math -std=c++17 $(GENCODE) $(ARCH_DEFS) -lineinfo \
               -Xcompiler -Wall -Xcompiler -Wno-unknown-pragmas --expt-relaxed-constexpr \
               -DENABLE_$(PRECISION)
 NVCC_LIBS   = -lcublas -lcublasLt

@@ -437,7 +437,7 @@ bool setup(Run* r, std::string* err) {
     int devices = 0;
     cudaCheck(cudaGetDeviceCount(&devices));
     context_create(&r->ctx, r->comm.local_rank % devices);
-    if (!comm_init(&r->comm, tc.rendezvous, tc.nccl_timeout, err) || !build_model(r, err)) return false;
+    if (!comm_init(&r->comm, tc.rendezvous, tc.nccl_timeout, tc.nccl_cta_policy, err) || !build_model(r, err)) return false;
     GPT2* m = &r->model;
     r->reduce = r->comm.world > 1;
     if (r->reduce) {

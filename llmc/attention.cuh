@@ -1,6 +1,7 @@
 // Causal multi-head self-attention.
 //   attention_forward / attention_backward: what the model calls. fp16/bf16 builds use flash
-//   attention (flash_attention.cuh); FP32 builds (for checking) use the reference below.
+//   attention (flash_attention.cuh; on Hopper builds the forward is flash_attention_wgmma.cuh);
+//   FP32 builds (for checking) use the reference below.
 //   attention_reference_*: the straightforward version, through cuBLAS batched matmuls and a
 //   materialized (B, NH, T, T) probability matrix. Correct and on tensor cores, but it moves
 //   T x T matrices through memory. dev/cuda/attention.cu checks flash attention against it.
@@ -13,6 +14,7 @@
 #include "common.cuh"
 #include "matmul.cuh"
 #include "flash_attention.cuh"
+#include "flash_attention_wgmma.cuh"  // the forward on Hopper (sm_90a builds: USE_WGMMA)
 
 // ----------------------------------------------------------------------------------------------
 // Kernels
@@ -154,7 +156,11 @@ inline size_t attention_scratch_bytes(int B, int T, int C, int NH) { (void)C; re
 inline void attention_forward(Context* ctx, floatX* out, float* state, const floatX* qkv, void* scratch, int B, int T, int C, int NH) {
     (void)scratch;
     if (C != NH * flash::HS) { fprintf(stderr, "flash attention needs head size %d, got C/NH = %d/%d\n", flash::HS, C, NH); exit(EXIT_FAILURE); }
+#if defined(USE_WGMMA)
+    flash_attention_forward_wgmma(ctx, out, state, qkv, B, T, NH);
+#else
     flash_attention_forward(ctx, out, state, qkv, B, T, NH);
+#endif
 }
 inline void attention_backward(Context* ctx, floatX* dqkv, floatX* dout, const floatX* qkv, const floatX* out,
                                const float* state, void* scratch, int B, int T, int C, int NH) {

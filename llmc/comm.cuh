@@ -275,7 +275,9 @@ inline void watchdog_stop(Comm* c) {
 
 // Creates the communication stream and, with several ranks, the NCCL communicator. The GPU must
 // be selected already. rendezvous: "tcp" (MASTER_ADDR/MASTER_PORT) or "file:PATH" (env launch).
-inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, std::string* err) {
+// cta_policy: NCCL's CTA policy (NCCL >= 2.27): 0 its default, 1 "efficiency" (the fewest CTAs
+// that still give decent bandwidth), 2 "zero"; -1 leaves it to NCCL_CTA_POLICY / NCCL.
+inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, int cta_policy, std::string* err) {
     // The highest priority: a reduction's kernels are scheduled as soon as SMs free up, ahead of
     // compute blocks still waiting to run; otherwise they queue behind backward's kernels and the
     // last buckets finish late (exposed communication).
@@ -301,7 +303,14 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, 
         return false;
     }
     comm_watch(c, 0, "creating the NCCL communicator");
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    if (cta_policy >= 0) config.CTAPolicy = cta_policy;
+    ncclCheck(ncclCommInitRankConfig(&c->nccl, c->world, id, c->rank, &config));
+#else
+    (void)cta_policy;
     ncclCheck(ncclCommInitRank(&c->nccl, c->world, id, c->rank));
+#endif
     comm_unwatch(c);
     c->watchdog->nccl = c->nccl;
     return true;

@@ -23,7 +23,7 @@ struct TrainConfig {
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f, grad_clip = 1.0f;
     int seed = 42;
     int recompute = 0;                              // 0 none, 1 GELU, 2 GELU + LayerNorm
-    int gemm_tune = 1;                              // time cuBLASLt's candidate GEMM algorithms at startup
+    int gemm_tune = 0;                              // time cuBLASLt's candidate GEMM algorithms at startup
     std::string gemm_algos;                         // take the GEMM algorithm choices from this file
     // evaluation, samples, outputs
     int val_every = 0, val_batches = 0;             // 0 batches: one pass over the validation data
@@ -37,6 +37,7 @@ struct TrainConfig {
     float bucket_mb = 16.0f;
     std::string rendezvous = "tcp";
     float nccl_timeout = 300;                       // seconds without progress before a rank gives up
+    int nccl_cta_policy = 1;                        // NCCL's CTA policy: 1 = "efficiency" (measured best)
     // faults
     int max_bad_steps = 20;                         // stop after this many skipped steps in a row (0: never)
     std::string debug_nan;                          // testing: "RANK:STEP" puts a NaN in that rank's gradients
@@ -70,7 +71,7 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"grad-clip", 0, OPT_FLOAT, &c->grad_clip, "clip the global gradient norm to this (0: off)", 0, 1e9},
         {"seed", 0, OPT_INT, &c->seed, "seed of initialization, shuffling, sampling, --bench tokens", 0, 2147483647},
         {"recompute", 'r', OPT_INT, &c->recompute, "recompute in backward to save memory: 0 none, 1 GELU, 2 GELU+LayerNorm", 0, 2},
-        {"gemm-tune", 0, OPT_INT, &c->gemm_tune, "1: time cuBLASLt's first 16 algorithms per GEMM shape at startup (~1 s) and use the fastest; 0: its first choice", 0, 1},
+        {"gemm-tune", 0, OPT_INT, &c->gemm_tune, "1: time cuBLASLt's first 16 algorithms per GEMM shape at startup (~1 s) and keep the fastest (kept in <out>/gemm_algos.txt for --resume); 0: cuBLASLt's first choice", 0, 1},
         {"gemm-algos", 0, OPT_STRING, &c->gemm_algos, "use the GEMM algorithm choices in this file (a run's <out>/gemm_algos.txt): bitwise-repeatable runs"},
         {"val-every", 'v', OPT_INT, &c->val_every, "validation loss every N steps (0: only at the end)", 0, 1e9},
         {"val-batches", 0, OPT_INT, &c->val_batches, "validation batches (0: one pass over --val)", 0, 1e9},
@@ -86,6 +87,7 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"bucket-mb", 0, OPT_FLOAT, &c->bucket_mb, "gradient reduction bucket, MiB (0: one per block)", 0, 1e6},
         {"rendezvous", 0, OPT_STRING, &c->rendezvous, "without mpirun: tcp (MASTER_ADDR/MASTER_PORT) or file:PATH"},
         {"nccl-timeout", 0, OPT_FLOAT, &c->nccl_timeout, "seconds a rank waits for its peers before it aborts (0: forever); above any checkpoint write", 0, 1e7},
+        {"nccl-cta-policy", 0, OPT_INT, &c->nccl_cta_policy, "NCCL CTA policy: 1 efficiency (fewer SMs taken from the backward the reduction overlaps), 0 NCCL's default, 2 zero-CTA, -1 from NCCL_CTA_POLICY", -1, 2},
         {"max-bad-steps", 0, OPT_INT, &c->max_bad_steps, "stop after N steps in a row skipped for inf/nan gradients (0: never)", 0, 1e9},
         {"bench", 0, OPT_FLAG, &c->bench, "benchmark on random tokens: no data files needed"},
         {"bench-warmup", 0, OPT_INT, &c->bench_warmup, "--bench: untimed steps first", 0, 1e6},

@@ -15,6 +15,10 @@
 //   - with --sweep: forward, backward and forward+backward of the flash path for B in {1,4,8,64},
 //     T in {64,128,1000,1024,2048}, NH in {12,16,20,25}, one line per configuration (compare with
 //     dev/cuda/sdpa_bench.py, PyTorch's flash attention on the same configurations).
+//   - sm_90a builds (USE_WGMMA, make GPU_ARCH=90), where the model's forward is the wgmma kernel
+//     (llmc/flash_attention_wgmma.cuh) and every check above goes through it: the mma.sync forward
+//     (flash_attention_forward, other GPUs' path) against it at B=4, T=1000/1024/2048, NH=12/25,
+//     and both timed at B=8 and B=64, T=1024, NH=12.
 // CHECK_NO_TIMING=1 (e.g. under compute-sanitizer) skips the timings and the long-sequence checks.
 // Run: make dev/cuda/attention_check && ./dev/cuda/attention_check [--sweep]   (PRECISION=BF16|FP32 for others)
 #include "check.cuh"
@@ -214,6 +218,39 @@ static void check_flash_vs_reference(Context* ctx, int B, int T, int NH, bool de
 }
 #endif
 
+#if defined(USE_WGMMA) && !defined(ENABLE_FP32)
+// The mma.sync forward (flash_attention_forward) vs the model's wgmma forward at one (B, T, NH):
+// out and lse. Both round P to floatX the same way; only the summation order differs.
+static void check_mma_forward_vs_wgmma(Context* ctx, int B, int T, int NH) {
+    const int hs = 64, C = NH * hs;
+    const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
+    floatX* qkv = random_device<floatX>(ctx, nqkv, -1.5f, 1.5f);
+    floatX *out_w = dalloc<floatX>(nout), *out_f = dalloc<floatX>(nout);
+    float *lse_w = dalloc<float>(nlse), *lse_f = dalloc<float>(nlse);
+    poison(out_f, nout); poison(lse_f, nlse);
+    flash_attention_forward_wgmma(ctx, out_w, lse_w, qkv, B, T, NH);
+    flash_attention_forward(ctx, out_f, lse_f, qkv, B, T, NH);
+    cudaCheck(cudaDeviceSynchronize());
+    const std::vector<float> ow = from_device(out_w, nout), of = from_device(out_f, nout);
+    const std::vector<float> lw = from_device_raw(lse_w, nlse), lf = from_device_raw(lse_f, nlse);
+    double rel_o, mx_o, rel_l, mx_l;
+    rel_err(of, ow, C, -1, rel_o, mx_o);
+    rel_err(lf, lw, C, -1, rel_l, mx_l);
+    const double tol_o = tol_for(0, 2e-3, 1e-2), tol_l = 1e-5;
+    char buf[256];
+    snprintf(buf, sizeof buf, "rel_err out %.2e (max_abs %.2e, tol %.0e) lse %.2e (max_abs %.2e, tol %.0e)", rel_o, mx_o,
+             tol_o, rel_l, mx_l, tol_l);
+    check_true("mma.sync forward vs wgmma forward B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH),
+               rel_o <= tol_o && rel_l <= tol_l, buf);
+    for (void* p : {(void*)qkv, (void*)out_w, (void*)out_f, (void*)lse_w, (void*)lse_f}) {
+        cudaCheck(cudaFree(p));
+        auto& a = check_state().allocs;
+        a.erase(std::find(a.begin(), a.end(), p));
+    }
+}
+#endif
+
+
 #if !defined(ENABLE_FP32)
 // The model's attention path over B x T x NH; buffers sized once for the largest configuration.
 static void sweep(Context* ctx) {
@@ -255,6 +292,11 @@ int main(int argc, char** argv) {
         check_model_path(&ctx, P);
         check_reference_path(&ctx, P);
     }
+#if defined(USE_WGMMA) && !defined(ENABLE_FP32)
+    if (timing_enabled())
+        for (int T : {1000, 1024, 2048})
+            for (int NH : {12, 25}) check_mma_forward_vs_wgmma(&ctx, 4, T, NH);
+#endif
 #if !defined(ENABLE_FP32)  // in FP32 builds the model's path is the reference
     if (timing_enabled()) {
         int i = 0;
@@ -279,6 +321,11 @@ int main(int argc, char** argv) {
             const std::string shape = " B=" + std::to_string(B) + " T=1024 NH=12 hs=64";
             time_ms(&ctx, ("attention_forward" + shape).c_str(), 0, flops,
                     [&] { attention_forward(&ctx, out, state, qkv, scratch, B, T, C, NH); });
+#if defined(USE_WGMMA) && !defined(ENABLE_FP32)  // the model's forward is the wgmma kernel; the mma.sync one for comparison
+            time_ms(&ctx, ("  flash forward mma.sync (not used here)" + shape).c_str(), 0, flops,
+                    [&] { flash_attention_forward(&ctx, out, state, qkv, B, T, NH); });
+            attention_forward(&ctx, out, state, qkv, scratch, B, T, C, NH);  // the backward below reads these
+#endif
             time_ms(&ctx, ("attention_backward" + shape).c_str(), 0, 2.5 * flops,
                     [&] { attention_backward(&ctx, dqkv, dout, qkv, out, state, scratch, B, T, C, NH); });
 #if !defined(ENABLE_FP32)  // the backward's kernels one by one; TFLOP/s of the matmuls each does (dkdv 4, dq 3)

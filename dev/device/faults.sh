@@ -106,12 +106,12 @@ params = {n: (np.ones(sh) if n.endswith("w") and n.startswith("ln") else
               np.zeros(sh) if n.endswith("b") else rng.normal(0, 0.02, sh)).astype(np.float32) for n, sh in shapes.items()}
 write_model("/tmp/tiny_model.bin", params, cfg)
 PY
-    common="-e /tmp/tiny_model.bin -b 4 -t 256 -x 200 -l 1e-3 --warmup 5 -i dev_data/tinyshakespeare_train.bin -g 0 -v 0 --val-batches 1 -n 2 --keep-checkpoints 2"
+    common="-e /tmp/tiny_model.bin -b 4 -t 256 -x 200 -l 1e-3 --warmup 5 -i dev_data/tinyshakespeare_train.bin -g 0 -v 0 --val-batches 1 -n 2 --keep-checkpoints 2 --gemm-tune ${GEMM_TUNE:-0}"
     rm -rf runs/ck_a runs/ck_b
     $BIN $common -o runs/ck_a > "$LOGS/ckpt_a.log" 2>&1
-    # the same GEMM algorithms as the uninterrupted run (two fresh runs may time near-ties apart):
-    # its choices file in ck_b, which every resume of ck_b then reads (the --resume path)
-    mkdir -p runs/ck_b && cp runs/ck_a/gemm_algos.txt runs/ck_b/
+    # with --gemm-tune 1 (GEMM_TUNE=1): the same GEMM algorithms as the uninterrupted run (two fresh
+    # runs may time near-ties apart): its choices file in ck_b, which every resume then reads
+    mkdir -p runs/ck_b && { [ ! -f runs/ck_a/gemm_algos.txt ] || cp runs/ck_a/gemm_algos.txt runs/ck_b/; }
     kills=0; mid=0; : > "$LOGS/ckpt_b.log"
     for seg in $(seq 1 40); do
         $BIN $common -o runs/ck_b --resume > "$LOGS/ckpt_b_$seg.log" 2>&1 &

@@ -4,8 +4,8 @@
 # B=64, and 350M / 774M / 1558M in BF16, then one table (tok/s, MFU, ms/step, memory). With
 # `profile`, ncu's per-kernel times of one d12 step (dev/kernel_profile.py).
 # Binaries prebuilt here (dev/device/build.sh), carried in build/.
-# `notune` adds d12 BF16 with --gemm-tune 0 (cuBLASLt's first algorithms) for the comparison.
-#   dev/device/perf.sh [bench] [notune] [recompute] [big] [profile]
+# `tune` adds d12 BF16 with --gemm-tune 1 (timed GEMM algorithms) for the comparison.
+#   dev/device/perf.sh [bench] [tune] [recompute] [big] [profile]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -29,7 +29,7 @@ if has bench; then
     smi=$!
     bench fp16 d12 64
     bench bf16 d12 64
-    has notune && bench bf16 d12 64 --gemm-tune 0
+    has tune && bench bf16 d12 64 --gemm-tune 1
     kill $smi
     rows+=("clocks during d12: $(awk -F, '$2 > 300 {print $1}' "$OUT/clocks.csv" | sort -n | awk '{a[NR] = $1} END {print "SM MHz median " a[int(NR/2)+1] ", min " a[1] ", max " a[NR]}'); $(awk -F, '{print $2}' "$OUT/clocks.csv" | sort -n | tail -n 1) W max")
 fi

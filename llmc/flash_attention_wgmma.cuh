@@ -1,0 +1,407 @@
+// Flash attention FORWARD on Hopper's warpgroup MMA (wgmma), FlashAttention-3 style: causal,
+// head size 64, fp16/bf16. An ALTERNATIVE to flash::forward_kernel (flash_attention.cuh), with the
+// same inputs and outputs, so the backward kernels there can consume its lse unchanged:
+//   reads  qkv (B,T,3,NH,64) as the qkv matmul writes it,
+//   writes out (B,T,NH,64) and lse (B,NH,T) fp32 = natural-log log-sum-exp of the scaled scores.
+// Used by attention_forward in builds for sm_90a (make GPU_ARCH=90, the default on Hopper: the
+// Makefile then defines USE_WGMMA); other builds use flash::forward_kernel. Checked by
+// dev/cuda/attention_check like every attention path (float64 CPU reference, the cuBLAS
+// reference at B=1..4, T up to 2048, NH 12/25) and against flash::forward_kernel directly.
+// Measured on an H200 (B=64, T=1024, NH=12, bf16): 226 TFLOP/s against flash::forward_kernel's 215
+// (fp16: 222 / 215); B=8: 209 / 189.
+//
+// Why wgmma: mma.sync (flash::forward_kernel) is a warp-level 16x8x16 product whose B operand every
+// warp must first load from shared memory into registers (ldmatrix), and the shared-memory
+// bandwidth, not the tensor cores, then sets the speed. wgmma is issued by a WARPGROUP (4 warps,
+// 128 threads) for a 64 x N x 16 product; it reads its B operand (and optionally A) straight from
+// shared memory through a "matrix descriptor", asynchronously: the threads issue it, go on with
+// other work (the softmax), and wait for it later. That overlap is the whole point.
+//
+// CTA = 3 warpgroups (384 threads), one CTA per 128 queries of one (b, h):
+//   warpgroup 0 = PRODUCER: copies Q once and then K, V in 128-key tiles into a 3-stage ring of
+//     shared-memory buffers (cp.async, 16 bytes per instruction, 128-byte swizzled layout), and
+//     signals each filled stage on an mbarrier ("full"). It needs few registers: setmaxnreg
+//     gives most of its registers to the consumers.
+//   warpgroups 1, 2 = CONSUMERS: each owns 64 query rows. Per key tile j:
+//       S = Q K_j^T          wgmma m64n128k16 x4 (A = Q from smem, B = K from smem, K-major)
+//       online softmax on the fp32 S fragment in registers (the running max m, sum l per row)
+//       O += P V_j           wgmma m64n64k16 x8 (A = P rounded to floatX in REGISTERS, B = V from
+//                            smem, MN-major: V is stored key-major, which is "transposed" for B)
+//     and then say on the stage's "empty" mbarrier that the producer may refill it.
+//   Intra-warpgroup overlap (FA3's "pipelining within a warpgroup"): S_{j+1} = Q K_{j+1}^T and
+//   O += P_j V_j are issued back to back; the softmax of S_{j+1} runs while O += P_j V_j is still in
+//   the tensor cores; O is rescaled only after that product has completed.
+//   The two consumer warpgroups are independent (no barrier between them), so the warp schedulers
+//   also overlap one warpgroup's softmax with the other's products.
+//
+// Shared memory (dynamic, 1024-byte aligned because the 128-byte swizzle pattern repeats every
+// 8 rows x 128 bytes = 1024 bytes and the descriptors below assume a pattern starting at 0):
+//   Q 128 x 64 (16 KB) | K ring 3 x 128 x 64 (48 KB) | V ring 3 x 128 x 64 (48 KB) | 6 mbarriers
+// = 112 KB + 48 bytes -> one CTA (12 warps) per SM.
+//
+// 128-byte swizzle: a tile row is 64 halves = 128 bytes = 8 chunks of 16 bytes; chunk c of row r
+// lives at chunk position c ^ (r % 8) (the same pattern as flash::swz). The tensor cores read
+// 8 rows x 16 bytes at a time; without the XOR those would sit in the same 4 banks.
+//
+// Matrix descriptor (64 bits, PTX ISA "matrix-descriptor-encode"):
+//   bits  0-13 start address >> 4        bits 16-29 leading-dimension byte offset >> 4 (LBO)
+//   bits 32-45 stride-dimension byte offset >> 4 (SBO)   bits 49-51 base offset (0: 1024-aligned)
+//   bits 62-63 swizzle: 1 = 128-byte swizzle.
+//   K-major operand (Q as A, K as B of S = Q K^T; rows = M or N, 64 contiguous halves of the
+//   reduction dim each): SBO = 1024 = distance between consecutive 8-row groups; LBO is not used
+//   by swizzled K-major layouts (the 16-element K slice lies inside one 128-byte row), set to 1
+//   (encoded) as CUTLASS does. The k-th 16-wide slice (k = 0..3) starts 32*k bytes into the row:
+//   the start address advances by 32 bytes; the hardware applies the XOR on the final address,
+//   which is why the tile must be 1024-aligned.
+//   MN-major operand (V as B of O = P V; B[k][n] = V[key k][dim n], rows of the smem tile are k):
+//   one 128-byte swizzle atom is 64 n-values wide x 8 k-rows; n = 64 is exactly one atom, so only
+//   the k-direction stride matters: 8-key groups are 1024 bytes apart. CUTLASS's canonical form
+//   calls that SBO (LBO = distance between 64-wide n atoms, unused here); both are set to 1024 so
+//   the descriptor is right whichever of the two the hardware uses for the k direction. The
+//   kk-th 16-key slice starts 2048*kk bytes in (two 1024-byte groups).
+//
+// Accumulator fragment of wgmma m64nNk16 (fp32): warp w of the warpgroup holds rows 16w..16w+15;
+// lane (g = lane/4, t = lane%4) holds, for each 8-column chunk i = 0..N/8-1, d[4i + e] at row
+// 16w + g + 8*(e/2), column 8i + 2t + (e&1) -- the mma.m16n8 layout repeated along N. The A
+// operand from registers uses the mma.m16n8k16 A layout per warp, so the S fragment converts to
+// P's A fragment in registers (no shared memory round trip), as in flash::forward_kernel.
+//
+// Where the rest of the speed is (FA3 reaches ~1.5x this): one CTA per SM (112 KB of shared memory,
+// 384 threads x 168 registers) and nothing overlaps one CTA's prologue (loading Q, the first S)
+// and epilogue (the output stores, 4-byte and strided) with the next CTA's work, which costs most
+// on the short causal rows; a persistent kernel whose producer runs ahead into the next tile, the
+// output through shared memory with 16-byte (or TMA) stores, and ping-pong scheduling of the two
+// consumer warpgroups (named barriers) are the known next steps.
+#pragma once
+#include "common.cuh"
+#include "flash_attention.cuh"
+
+#if defined(USE_WGMMA) && !defined(ENABLE_FP32)  // sm_90a fp16/bf16 builds only
+
+#if defined(ENABLE_BF16)
+#define WGMMA_AB_TYPE "bf16"
+#else
+#define WGMMA_AB_TYPE "f16"
+#endif
+
+namespace flash_wgmma {
+
+using flash::HS;
+using flash::SCALE;
+using flash::SCALE_LOG2;
+
+constexpr int BQ = 128;                  // queries per CTA: 2 consumer warpgroups x 64 rows
+constexpr int BK = 128;                  // keys per streamed tile (BK == BQ: the last tile is the diagonal one)
+constexpr int STAGES = 3;                // depth of the K/V ring
+constexpr int THREADS = 384;             // warpgroup 0 producer, 1 and 2 consumers
+constexpr int TILE_BYTES = 128 * HS * 2; // one 128-row tile of floatX (16 KB)
+constexpr int Q_OFF = 0;
+constexpr int K_OFF = TILE_BYTES;                     // + s * TILE_BYTES
+constexpr int V_OFF = K_OFF + STAGES * TILE_BYTES;    // + s * TILE_BYTES
+constexpr int BAR_OFF = V_OFF + STAGES * TILE_BYTES;  // full[STAGES], empty[STAGES] (8 bytes each)
+constexpr int SMEM_BYTES = BAR_OFF + 2 * STAGES * 8 + 1024;  // + 1024: room to align the base
+constexpr bool USE_SETMAXNREG = true;    // false: every thread keeps launch_bounds' 168 registers
+constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;  // 128*40 + 256*232 = 64512 = 384*168
+static_assert(TILE_BYTES % 1024 == 0, "tiles must keep the 1024-byte swizzle alignment");
+
+// ---------------------------------------------------------------------------------------------
+// PTX wrappers (sm_90a). Everything below is only ever executed inside the kernel's
+// __CUDA_ARCH_FEAT_SM90_ALL branch.
+
+// mbarrier: a shared-memory 64-bit barrier with an expected arrival count and a phase bit. Once
+// `count` arrivals have happened the phase completes (flips) and the count re-arms. Waiters name
+// the parity of the phase they wait for: the n-th completion (n = 0, 1, ...) has parity n & 1.
+__device__ inline void mbar_init(uint32_t bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ inline void mbar_arrive(uint32_t bar) {
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+// Safety net: a protocol bug (a wrong parity, a missing arrival) would hang the GPU forever;
+// instead, after 2^26 polls (each try_wait suspends for a while: seconds to a minute in all) the
+// thread traps, which fails the launch with an "unspecified launch failure"-type error.
+__device__ inline void mbar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    uint32_t polls = 0;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+        if (!done && ++polls == (1u << 26)) __trap();  // no printf: a call would serialize the wgmma pipeline
+    } while (!done);
+}
+// One arrival on `bar` once all cp.async copies this thread issued so far have landed. "noinc":
+// the arrival counts against the count given at init (128 producer threads), nothing is added.
+__device__ inline void cp_async_mbar_arrive(uint32_t bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+// cp.async writes shared memory through the "generic proxy"; wgmma reads it through the "async
+// proxy". This fence orders the two for the executing thread: after it, the writes this thread
+// has observed (via the mbarrier) are visible to its wgmma reads.
+__device__ inline void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+__device__ inline void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ inline void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>  // wait until at most N committed groups of this warpgroup are still running
+__device__ inline void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+// The compiler must not read (or reuse) accumulator registers across a wgmma_wait: this empty asm
+// "redefines" each register after the wait, so every later use depends on it.
+template <int N>
+__device__ inline void fence_regs(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+// 128-byte-swizzle descriptor for a tile at shared address `addr` (1024-aligned, plus the 32-byte
+// steps along K of a K-major operand).
+__device__ inline uint64_t make_desc(uint32_t addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+    uint64_t d = 0;
+    d |= (uint64_t)((addr >> 4) & 0x3FFF);
+    d |= (uint64_t)((lbo_bytes >> 4) & 0x3FFF) << 16;
+    d |= (uint64_t)((sbo_bytes >> 4) & 0x3FFF) << 32;
+    d |= (uint64_t)1 << 62;  // 128-byte swizzle
+    return d;
+}
+__device__ inline uint64_t desc_kmajor(uint32_t addr) { return make_desc(addr, 16, 1024); }
+__device__ inline uint64_t desc_mnmajor(uint32_t addr) { return make_desc(addr, 1024, 1024); }
+
+// d (64 x 128 fp32, the accumulator fragment) (+)= A (64 x 16, smem desc) * B (16 x 128, smem desc, K-major).
+// scale_d = 0: d = A*B (the old d is ignored), 1: d += A*B. Asynchronous: see wgmma_commit / wgmma_wait.
+__device__ inline void wgmma_m64n128k16_ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32." WGMMA_AB_TYPE "." WGMMA_AB_TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+// d (64 x 64 fp32) += A (64 x 16, registers: a0..a3 as in mma.m16n8k16, warp w of the warpgroup
+// holding rows 16w..16w+15) * B (16 x 64, smem desc, MN-major: imm-trans-b = 1). Asynchronous.
+__device__ inline void wgmma_m64n64k16_rs_tb(float (&d)[32], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc_b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32." WGMMA_AB_TYPE "." WGMMA_AB_TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "n"(1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The kernel. Grid (B*NH, T/128 rounded up); blockIdx.y is reversed so the longest (last) query
+// tiles start first and the short ones fill the tail, as in flash::forward_kernel.
+__global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ char smem_raw[];
+    // Align the base to 1024 bytes by hand (the declared alignment of dynamic shared memory is not
+    // something to rely on); SMEM_BYTES includes the slack.
+    const uint32_t raw = smem_u32(smem_raw);
+    const uint32_t base = (raw + 1023u) & ~1023u;  // every access below goes through shared addresses
+    const uint32_t q_s = base + Q_OFF, k_s = base + K_OFF, v_s = base + V_OFF;
+    const uint32_t full = base + BAR_OFF, empty = full + 8 * STAGES;  // + 8*s: stage s
+
+    const flash::Head hd = flash::head_of(T, NH);
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;
+    const int nkt = q0 / BK + 1;  // key tiles 0..q0/BK; the last one is the diagonal tile (BK == BQ)
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            mbar_init(full + 8 * s, 128);   // the 128 producer threads' cp.async arrivals
+            mbar_init(empty + 8 * s, 256);  // every consumer thread, once its products are done
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        // ---------------- producer: 128 threads, each copies 16-byte chunk c of rows r0 + 16n.
+        if (USE_SETMAXNREG) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
+        const size_t stride = hd.stride;
+        const floatX* q = qkv + hd.qkv;
+        const int r0 = tid / 8, c = tid % 8;
+        const uint32_t soff = r0 * 128 + ((c ^ (r0 & 7)) << 4);  // + n * 16 * 128: (r0 + 16n) % 8 == r0 % 8
+        // rows row0.. of the (T, stride) matrix at src into the tile at dst; rows >= T become zeros
+        // (not unrolled: the producer runs on PRODUCER_REGS registers, and 8 hoisted 64-bit
+        // addresses would not fit; it issues 16-48 copies per tile while the consumers compute
+        // for ~1000 cycles, so its speed does not matter)
+        auto load_tile = [&](uint32_t dst, const floatX* src, int row0) {
+            const floatX* g = src + (size_t)(row0 + r0) * stride + c * 8;
+#pragma unroll 1
+            for (int n = 0; n < 8; n++, g += 16 * stride) {
+                const bool valid = row0 + r0 + 16 * n < T;
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + soff + n * 16 * 128),
+                             "l"(valid ? g : src), "r"(valid ? 16 : 0) : "memory");
+            }
+        };
+        for (int j = 0; j < nkt; j++) {
+            const int s = j % STAGES;
+            if (j >= STAGES) mbar_wait(empty + 8 * s, (j / STAGES - 1) & 1);  // consumers done with tile j-STAGES
+            if (j == 0) load_tile(q_s, q, q0);                                 // Q rides with the first tile
+            load_tile(k_s + s * TILE_BYTES, q + hd.C, j * BK);
+            load_tile(v_s + s * TILE_BYTES, q + 2 * hd.C, j * BK);
+            cp_async_mbar_arrive(full + 8 * s);
+        }
+        // Do not exit with copies in flight into the CTA's shared memory.
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+    } else {
+        // ---------------- consumers: warpgroup cw = 0, 1 owns query rows q0 + 64cw .. + 63.
+        if (USE_SETMAXNREG) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
+        const int cw = wg - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+        const int row_a = q0 + 64 * cw + 16 * warp + g;  // this thread's rows: row_a and row_a + 8
+        const uint32_t q_wg = q_s + cw * 64 * 128;        // the warpgroup's 64 Q rows (8 KB, 1024-aligned)
+
+        float s[64];  // S (64 x 128): chunk i = keys 8i.., s[4i + e]
+        float o[32];  // O (64 x 64):  chunk i = dims 8i.., o[4i + e]
+        uint32_t p[32];  // P (64 x 128) as floatX pairs: A fragments of 8 k-steps, p[4kk + 0..3]
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // per row h: running max (raw), sum
+#pragma unroll
+        for (int i = 0; i < 32; i++) o[i] = 0.0f;
+
+        // S = Q K^T for the tile in stage st: 4 k-steps of 16 head dims (32 bytes along each row).
+        auto issue_s = [&](int st) {
+            const uint32_t kb = k_s + st * TILE_BYTES;
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                wgmma_m64n128k16_ss(s, desc_kmajor(q_wg + 32 * kk), desc_kmajor(kb + 32 * kk), kk > 0);
+        };
+        // O += P V for the tile in stage st: 8 k-steps of 16 keys (2048 bytes of V each).
+        auto issue_pv = [&](int st) {
+            const uint32_t vb = v_s + st * TILE_BYTES;
+#pragma unroll
+            for (int kk = 0; kk < 8; kk++)
+                wgmma_m64n64k16_rs_tb(o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], desc_mnmajor(vb + 2048 * kk));
+        };
+        // Online softmax of S for key tile j, in place (S becomes unnormalized P, fp32). Returns
+        // alpha per row = exp(old max - new max), the factor O must be rescaled by.
+        auto softmax = [&](int j, float (&alpha)[2]) {
+            if (j == nkt - 1) {  // the diagonal tile: key > query -> -inf (exp2 gives exactly 0)
+                const int k0 = j * BK;
+#pragma unroll
+                for (int i = 0; i < 16; i++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        if (k0 + 8 * i + 2 * t + (e & 1) > row_a + 8 * (e / 2)) s[4 * i + e] = -INFINITY;
+            }
+            float mx[2] = {m[0], m[1]};
+#pragma unroll
+            for (int i = 0; i < 16; i++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) mx[e / 2] = fmaxf(mx[e / 2], s[4 * i + e]);
+            float mc[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                // a row's 128 columns are spread over the 4 lanes t = 0..3 of a quad
+                mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffff, mx[h], 1));
+                mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffff, mx[h], 2));
+                // every row has an unmasked key in every tile it visits (key q0 <= its query), so
+                // mx is finite; on the first tile m = -inf and alpha = exp2(-inf) = 0.
+                alpha[h] = exp2f((m[h] - mx[h]) * SCALE_LOG2);
+                m[h] = mx[h];
+                l[h] *= alpha[h];
+                mc[h] = mx[h] * SCALE_LOG2;
+            }
+#pragma unroll
+            for (int i = 0; i < 16; i++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    s[4 * i + e] = exp2f(fmaf(s[4 * i + e], SCALE_LOG2, -mc[e / 2]));
+                    l[e / 2] += s[4 * i + e];
+                }
+        };
+        // P (fp32 S fragment) -> floatX A fragments: k-step kk covers S chunks 2kk (a0: row g,
+        // a1: row g+8) and 2kk+1 (a2: row g, a3: row g+8), exactly the mma.m16n8k16 A layout.
+        auto pack_p = [&]() {
+#pragma unroll
+            for (int kk = 0; kk < 8; kk++) {
+                p[4 * kk + 0] = flash::pack2(s[8 * kk + 0], s[8 * kk + 1]);
+                p[4 * kk + 1] = flash::pack2(s[8 * kk + 2], s[8 * kk + 3]);
+                p[4 * kk + 2] = flash::pack2(s[8 * kk + 4], s[8 * kk + 5]);
+                p[4 * kk + 3] = flash::pack2(s[8 * kk + 6], s[8 * kk + 7]);
+            }
+        };
+
+        // Tile 0: S_0, softmax, P_0. (O is still zero: its alpha is irrelevant.)
+        float alpha[2];
+        mbar_wait(full, 0);
+        fence_proxy_async();
+        wgmma_fence();
+        issue_s(0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs(s);
+        softmax(0, alpha);
+        pack_p();
+        for (int j = 1; j < nkt; j++) {
+            const int st = j % STAGES, prev = (j - 1) % STAGES;
+            mbar_wait(full + 8 * st, (j / STAGES) & 1);
+            fence_proxy_async();
+            wgmma_fence();  // s, o, p were written by ordinary instructions since the last wgmma
+            issue_s(st);    // S_j = Q K_j^T            (group 1)
+            wgmma_commit();
+            issue_pv(prev);  // O += P_{j-1} V_{j-1}   (group 2), runs during the softmax below
+            wgmma_commit();
+            wgmma_wait<1>();  // S_j done (groups complete in order)
+            fence_regs(s);
+            softmax(j, alpha);
+            wgmma_wait<0>();  // O += P_{j-1} V_{j-1} done: stage prev is free, O may be rescaled
+            fence_regs(o);
+            mbar_arrive(empty + 8 * prev);
+#pragma unroll
+            for (int i = 0; i < 16; i++) {
+                o[2 * i] *= alpha[(i & 1)];  // o[4c + e]: e/2 = row half; index 2i covers e = 0,1 (i even) or 2,3
+                o[2 * i + 1] *= alpha[(i & 1)];
+            }
+            pack_p();
+        }
+        wgmma_fence();
+        issue_pv((nkt - 1) % STAGES);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs(o);
+        mbar_arrive(empty + 8 * ((nkt - 1) % STAGES));  // not needed by anyone; keeps the protocol uniform
+
+        // out = O / l, lse = max * scale + ln(l). l is a per-thread partial sum until here.
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            l[h] += __shfl_xor_sync(0xffffffff, l[h], 1);
+            l[h] += __shfl_xor_sync(0xffffffff, l[h], 2);
+        }
+        floatX* dst = out + hd.out;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int row = row_a + 8 * h;
+            if (row >= T) continue;
+            const float inv = 1.0f / l[h];
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                *reinterpret_cast<uint32_t*>(dst + (size_t)row * hd.C + 8 * i + 2 * t) =
+                    flash::pack2(o[4 * i + 2 * h] * inv, o[4 * i + 2 * h + 1] * inv);
+            if (t == 0) lse[hd.row + row] = m[h] * SCALE + logf(l[h]);
+        }
+    }
+#else
+    (void)out; (void)lse; (void)qkv; (void)T; (void)NH;
+#endif
+}
+
+}  // namespace flash_wgmma
+
+// out (B,T,C), lse (B,NH,T) <- causal self-attention of qkv (B,T,3C), head size 64: the same
+// contract as flash_attention_forward. Only in sm_90a builds (USE_WGMMA).
+inline void flash_attention_forward_wgmma(Context* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int NH) {
+    using namespace flash_wgmma;
+    cudaCheck(cudaFuncSetAttribute(forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES));
+    dim3 grid(B * NH, ceil_div(T, BQ));
+    forward_kernel<<<grid, THREADS, SMEM_BYTES, ctx->stream>>>(out, lse, qkv, T, NH);
+    launchCheck();
+}
+
+#endif  // USE_WGMMA && !ENABLE_FP32
