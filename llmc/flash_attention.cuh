@@ -218,22 +218,7 @@ __device__ inline void store_rows(floatX* dst, size_t stride, const float (&acc)
         }
 }
 
-// Grid order: which (b*NH + h, row tile) a block works on, from a 1-D grid of B*NH*tiles blocks
-// (tiles = row tiles per head). The tiles of one head are launched next to each other, so the
-// blocks in flight at any moment belong to a few heads and find those heads' k, v (forward, dq)
-// or q, dout (dkdv) in L2. The other order, heads fastest, brings every head's k, v from DRAM
-// again for each query tile: ~0.9 GB per forward at B=64, T=1024, NH=12, against ~0.3 GB.
-// -DFLASH_GRID_HEADS_FASTEST builds that order, for dev/cuda/attention.cu to compare.
-#if defined(FLASH_GRID_HEADS_FASTEST)
-__device__ inline int grid_bh(int tiles) { return blockIdx.x % (gridDim.x / tiles); }
-__device__ inline int grid_tile(int tiles) { return blockIdx.x / (gridDim.x / tiles); }
-#else
-__device__ inline int grid_bh(int tiles) { return blockIdx.x / tiles; }
-__device__ inline int grid_tile(int tiles) { return blockIdx.x % tiles; }
-#endif
-__host__ __device__ inline int row_tiles(int T) { return (T + BLOCK_ROWS - 1) / BLOCK_ROWS; }
-
-// Where one (batch, head) lives in each tensor (b*NH + h = grid_bh).
+// Where one (batch, head) lives in each tensor. Every kernel's blockIdx.x is b*NH + h.
 struct Head {
     size_t qkv;     // offset of q[b, t=0, h, 0] in qkv (B,T,3,NH,64) (and dqkv); k is +C, v is +2C
     size_t out;     // offset of out[b, t=0, h, 0] in (B,T,NH,64) = (B,T,C): out, dout; rows C apart
@@ -242,7 +227,7 @@ struct Head {
     size_t stride;  // 3C: elements between consecutive rows (t) of qkv and dqkv
 };
 __device__ inline Head head_of(int T, int NH) {
-    const int bh = grid_bh(row_tiles(T)), b = bh / NH, h = bh % NH, C = NH * HS;
+    const int bh = blockIdx.x, b = bh / NH, h = bh % NH, C = NH * HS;
     return Head{(size_t)b * T * 3 * C + (size_t)h * HS, (size_t)b * T * C + (size_t)h * HS, (size_t)bh * T, C, 3 * (size_t)C};
 }
 // The head's q, k, v rows at t=0 inside qkv (B,T,3,NH,64); rows hd.stride apart.
@@ -269,7 +254,7 @@ __global__ void __launch_bounds__(THREADS, 2) forward_kernel(floatX* out, float*
     const HeadQKV in = head_qkv(qkv, hd);
     const floatX *q = in.q, *k = in.k, *v = in.v;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int q0 = (row_tiles(T) - 1 - grid_tile(row_tiles(T))) * BLOCK_ROWS;  // the last (longest) query tiles first
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * BLOCK_ROWS;  // the last (longest) query tiles first
     const int w0 = q0 + warp * WARP_ROWS;                      // the warp's first query
     const int nkt = (min(q0 + BLOCK_ROWS, T) + STEP - 1) / STEP;  // key tiles up to the block's last query
 
@@ -387,7 +372,7 @@ __global__ void __launch_bounds__(THREADS, 2) backward_dkdv_kernel(floatX* dqkv,
     const floatX *q = in.q, *k = in.k, *v = in.v;
     const floatX* dO = dout + hd.out;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane % 4;
-    const int k0 = grid_tile(row_tiles(T)) * BLOCK_ROWS;  // the first keys see the most queries: they go first
+    const int k0 = blockIdx.y * BLOCK_ROWS;  // the first keys see the most queries: they go first
     const int kw0 = k0 + warp * WARP_ROWS;   // the warp's first key
     const int qt0 = k0 / STEP, nq = (T + STEP - 1) / STEP;
 
@@ -470,7 +455,7 @@ __global__ void __launch_bounds__(THREADS, 2) backward_dq_kernel(floatX* dqkv, c
     const floatX *q = in.q, *k = in.k, *v = in.v;
     const floatX* dO = dout + hd.out;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
-    const int q0 = (row_tiles(T) - 1 - grid_tile(row_tiles(T))) * BLOCK_ROWS;  // the last (longest) query tiles first
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * BLOCK_ROWS;  // the last (longest) query tiles first
     const int w0 = q0 + warp * WARP_ROWS;
     const int nkt = (min(q0 + BLOCK_ROWS, T) + STEP - 1) / STEP;
     float lse2[2][2], dl[2][2];
@@ -534,7 +519,8 @@ __global__ void __launch_bounds__(THREADS, 2) backward_dq_kernel(floatX* dqkv, c
 
 // out (B,T,C), lse (B,NH,T) <- causal self-attention of qkv (B,T,3C), head size 64.
 inline void flash_attention_forward(Context* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int NH) {
-    flash::forward_kernel<<<(unsigned)(B * NH * flash::row_tiles(T)), flash::THREADS, 0, ctx->stream>>>(out, lse, qkv, T, NH);
+    dim3 grid(B * NH, ceil_div(T, flash::BLOCK_ROWS));
+    flash::forward_kernel<<<grid, flash::THREADS, 0, ctx->stream>>>(out, lse, qkv, T, NH);
     launchCheck();
 }
 
@@ -551,7 +537,7 @@ inline void flash_backward_dkdv(Context* ctx, floatX* dqkv, const float* delta, 
     using namespace flash;
     const size_t smem = (2 * BLOCK_ROWS + 4 * STEP) * HS * sizeof(floatX) + 4 * STEP * sizeof(float);
     cudaCheck(cudaFuncSetAttribute(backward_dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    backward_dkdv_kernel<<<(unsigned)(B * NH * row_tiles(T)), THREADS, smem, ctx->stream>>>(dqkv, qkv, dout, lse, delta, T, NH);
+    backward_dkdv_kernel<<<dim3(B * NH, ceil_div(T, BLOCK_ROWS)), THREADS, smem, ctx->stream>>>(dqkv, qkv, dout, lse, delta, T, NH);
     launchCheck();
 }
 // The dq part of dqkv; needs delta.
@@ -560,7 +546,7 @@ inline void flash_backward_dq(Context* ctx, floatX* dqkv, const float* delta, co
     using namespace flash;
     const size_t smem = (2 * BLOCK_ROWS + 4 * STEP) * HS * sizeof(floatX);
     cudaCheck(cudaFuncSetAttribute(backward_dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    backward_dq_kernel<<<(unsigned)(B * NH * row_tiles(T)), THREADS, smem, ctx->stream>>>(dqkv, qkv, dout, lse, delta, T, NH);
+    backward_dq_kernel<<<dim3(B * NH, ceil_div(T, BLOCK_ROWS)), THREADS, smem, ctx->stream>>>(dqkv, qkv, dout, lse, delta, T, NH);
     launchCheck();
 }
 

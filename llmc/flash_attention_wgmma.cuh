@@ -103,7 +103,6 @@ constexpr int SMEM_BYTES = BAR_OFF + 2 * STAGES * 8 + 1024;  // + 1024: room to 
 constexpr bool USE_SETMAXNREG = true;    // false: every thread keeps launch_bounds' 168 registers
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;  // 128*40 + 256*232 = 64512 = 384*168
 static_assert(TILE_BYTES % 1024 == 0, "tiles must keep the 1024-byte swizzle alignment");
-static_assert(BQ == flash::BLOCK_ROWS, "the grid helpers (flash::row_tiles) count tiles of BLOCK_ROWS queries");
 
 // ---------------------------------------------------------------------------------------------
 // PTX wrappers (sm_90a). Everything below is only ever executed inside the kernel's
@@ -196,8 +195,8 @@ __device__ inline void wgmma_m64n64k16_rs_tb(float (&d)[32], uint32_t a0, uint32
 }
 
 // ---------------------------------------------------------------------------------------------
-// The kernel. 1-D grid of B*NH*row_tiles(T) blocks (flash::grid_bh/grid_tile); the tile index is reversed so the
-// longest (last) query tiles start first and the short ones fill the tail, as in flash::forward_kernel.
+// The kernel. Grid (B*NH, T/128 rounded up); blockIdx.y is reversed so the longest (last) query
+// tiles start first and the short ones fill the tail, as in flash::forward_kernel.
 __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ char smem_raw[];
@@ -209,7 +208,7 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float*
     const uint32_t full = base + BAR_OFF, empty = full + 8 * STAGES;  // + 8*s: stage s
 
     const flash::Head hd = flash::head_of(T, NH);
-    const int q0 = (flash::row_tiles(T) - 1 - flash::grid_tile(flash::row_tiles(T))) * BQ;
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;
     const int nkt = q0 / BK + 1;  // key tiles 0..q0/BK; the last one is the diagonal tile (BK == BQ)
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
 
@@ -400,7 +399,8 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float*
 inline void flash_attention_forward_wgmma(Context* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int NH) {
     using namespace flash_wgmma;
     cudaCheck(cudaFuncSetAttribute(forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES));
-    forward_kernel<<<(unsigned)(B * NH * flash::row_tiles(T)), THREADS, SMEM_BYTES, ctx->stream>>>(out, lse, qkv, T, NH);
+    dim3 grid(B * NH, ceil_div(T, BQ));
+    forward_kernel<<<grid, THREADS, SMEM_BYTES, ctx->stream>>>(out, lse, qkv, T, NH);
     launchCheck();
 }
 

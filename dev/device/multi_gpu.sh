@@ -9,8 +9,8 @@
 #   4. `ceiling`: where the last percent of scaling goes. REPEAT times: 1 GPU alone, then N
 #      independent 1-GPU runs at once (one per GPU, no communication: what N GPUs give at best on
 #      this host's power and clocks), then N-GPU DDP; then DDP under each NCCL setting in
-#      NCCL_VARIANTS (space-separated VAR=value or --option=value, e.g. NCCL_MAX_CTAS=4 or
-#      --nccl-cta-policy=0), which bound how many SMs the all-reduce takes from the backward.
+#      NCCL_VARIANTS (space-separated VAR=value, e.g. NCCL_MAX_CTAS=4), which bounds how many SMs
+#      the all-reduce takes from the backward it overlaps.
 # Binaries prebuilt in build/<precision>/ (dev/device/build.sh); shards in dev_data (make data).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -88,8 +88,7 @@ if has ceiling; then
     done
     for v in ${NCCL_VARIANTS:-}; do
         f="$OUT/ceil_ddp_$(echo "$v" | tr -c 'A-Za-z0-9\n' _).log"
-        if [[ "$v" == --* ]]; then $MPI $bin $bench_args "${v%%=*}" "${v#*=}" > "$f" 2>&1   # --option=value
-        else env "$v" $MPI -x "${v%%=*}" $bin $bench_args > "$f" 2>&1; fi                 # VAR=value
+        env "$v" $MPI -x "${v%%=*}" $bin $bench_args > "$f" 2>&1
         summary+=("ceiling: $N-GPU DDP with $v: $(tok "$f")tok/s $(grep -h ^RESULT "$f" | grep -oE 'exposed_comm_pct=[0-9.]+')")
     done
 fi
