@@ -8,7 +8,8 @@
 #   make clean
 #
 # Variables you may set: PRECISION, GPU_ARCH (e.g. 90, 80), NO_MPI=1, NO_NCCL=1, CI=true,
-# NVCC, NCCL_INCLUDE/NCCL_LIB, MPI_INCLUDE/MPI_LIB, PCRE2_CFLAGS/PCRE2_LIBS.
+# NVCC, NCCL_INCLUDE/NCCL_LIB, MPI_INCLUDE/MPI_LIB, PCRE2_CFLAGS/PCRE2_LIBS, EXTRA_FLAGS (more nvcc
+# flags for an experiment's build).
 
 NVCC       ?= nvcc
 CXX        ?= g++
@@ -40,7 +41,7 @@ endif
 CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
 NVCC_FLAGS  = -O3 --use_fast_math -std=c++17 $(GENCODE) $(ARCH_DEFS) -lineinfo \
               -Xcompiler -Wall -Xcompiler -Wno-unknown-pragmas --expt-relaxed-constexpr \
-              -DENABLE_$(PRECISION)
+              -DENABLE_$(PRECISION) $(EXTRA_FLAGS)
 NVCC_LIBS   = -lcublas -lcublasLt
 
 # --- NCCL: multi-GPU support is compiled in when nccl.h is found
