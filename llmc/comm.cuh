@@ -275,8 +275,9 @@ inline void watchdog_stop(Comm* c) {
 
 // Creates the communication stream and, with several ranks, the NCCL communicator. The GPU must
 // be selected already. rendezvous: "tcp" (MASTER_ADDR/MASTER_PORT) or "file:PATH" (env launch).
-// cta_policy: NCCL's CTA policy (NCCL >= 2.27): 0 its default, 1 "efficiency" (the fewest CTAs
-// that still give decent bandwidth), 2 "zero"; -1 leaves it to NCCL_CTA_POLICY / NCCL.
+// cta_policy: NCCL's CTA policy (NCCL >= 2.27), set through NCCL_CTA_POLICY for this process
+// before NCCL reads it (the form that was measured): 0 NCCL's default, 1 "efficiency" (the fewest
+// CTAs that still give decent bandwidth), 2 "zero"; -1 leaves the environment as it is.
 inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, int cta_policy, std::string* err) {
     // The highest priority: a reduction's kernels are scheduled as soon as SMs free up, ahead of
     // compute blocks still waiting to run; otherwise they queue behind backward's kernels and the
@@ -286,6 +287,7 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, 
     cudaCheck(cudaStreamCreateWithPriority(&c->stream, cudaStreamDefault, greatest));
     if (c->world == 1) return true;
 #ifdef USE_NCCL
+    if (cta_policy >= 0) setenv("NCCL_CTA_POLICY", std::to_string(cta_policy).c_str(), 1);
     watchdog_start(c, timeout_s);
     ncclUniqueId id;
     if (c->rank == 0) ncclCheck(ncclGetUniqueId(&id));
@@ -303,18 +305,12 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, 
         return false;
     }
     comm_watch(c, 0, "creating the NCCL communicator");
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    if (cta_policy >= 0) config.CTAPolicy = cta_policy;
-    ncclCheck(ncclCommInitRankConfig(&c->nccl, c->world, id, c->rank, &config));
-#else
-    (void)cta_policy;
     ncclCheck(ncclCommInitRank(&c->nccl, c->world, id, c->rank));
-#endif
     comm_unwatch(c);
     c->watchdog->nccl = c->nccl;
     return true;
 #else
+    (void)cta_policy;
     *err = "this build has no NCCL, so it runs on one GPU only (world size " + std::to_string(c->world) + ")";
     return false;
 #endif

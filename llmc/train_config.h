@@ -87,7 +87,7 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"bucket-mb", 0, OPT_FLOAT, &c->bucket_mb, "gradient reduction bucket, MiB (0: one per block)", 0, 1e6},
         {"rendezvous", 0, OPT_STRING, &c->rendezvous, "without mpirun: tcp (MASTER_ADDR/MASTER_PORT) or file:PATH"},
         {"nccl-timeout", 0, OPT_FLOAT, &c->nccl_timeout, "seconds a rank waits for its peers before it aborts (0: forever); above any checkpoint write", 0, 1e7},
-        {"nccl-cta-policy", 0, OPT_INT, &c->nccl_cta_policy, "NCCL CTA policy: 1 efficiency (fewer SMs taken from the backward the reduction overlaps), 0 NCCL's default, 2 zero-CTA, -1 from NCCL_CTA_POLICY", -1, 2},
+        {"nccl-cta-policy", 0, OPT_INT, &c->nccl_cta_policy, "sets NCCL_CTA_POLICY: 1 efficiency (fewer SMs taken from the backward the reduction overlaps), 0 NCCL's default, 2 zero-CTA; -1 leaves the environment's", -1, 2},
         {"max-bad-steps", 0, OPT_INT, &c->max_bad_steps, "stop after N steps in a row skipped for inf/nan gradients (0: never)", 0, 1e9},
         {"bench", 0, OPT_FLAG, &c->bench, "benchmark on random tokens: no data files needed"},
         {"bench-warmup", 0, OPT_INT, &c->bench_warmup, "--bench: untimed steps first", 0, 1e6},
