@@ -165,6 +165,13 @@ inline void attention_forward(Context* ctx, floatX* out, float* state, const flo
 inline void attention_backward(Context* ctx, floatX* dqkv, floatX* dout, const floatX* qkv, const floatX* out,
                                const float* state, void* scratch, int B, int T, int C, int NH) {
     (void)C;
+#if defined(USE_WGMMA)
+    float* delta = (float*)scratch;
+    flash_backward_delta(ctx, delta, dout, out, B, T, NH);
+    flash_backward_dkdv(ctx, dqkv, delta, dout, qkv, state, B, T, NH);
+    flash_backward_dq_wgmma(ctx, dqkv, delta, dout, qkv, state, B, T, NH);
+#else
     flash_attention_backward(ctx, dqkv, (float*)scratch, dout, qkv, out, state, B, T, NH);
+#endif
 }
 #endif

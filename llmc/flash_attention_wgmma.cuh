@@ -194,16 +194,62 @@ __device__ inline void wgmma_m64n64k16_rs_tb(float (&d)[32], uint32_t a0, uint32
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "n"(1));
 }
 
+// 64 x 64 fp32 accumulator (+)= A (64 x 16, smem desc) * B (16 x 64, smem desc, K-major).
+__device__ inline void wgmma_m64n64k16_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32." WGMMA_AB_TYPE "." WGMMA_AB_TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pieces both kernels share.
+
+// Producer: rows row0 .. row0+ROWS-1 of the (T, stride) matrix at src into the 128-byte-swizzled
+// tile at shared address dst; rows >= T become zeros. Thread tid (0..127) copies 16-byte chunk
+// tid%8 of rows tid/8 + 16n. Not unrolled: the producer runs on PRODUCER_REGS registers, and the
+// hoisted 64-bit addresses would not fit; it issues a few dozen copies per tile while the
+// consumers compute for ~1000 cycles, so its speed does not matter.
+template <int ROWS>
+__device__ inline void load_tile(uint32_t dst, const floatX* src, size_t stride, int row0, int T, int tid) {
+    const int r0 = tid / 8, c = tid % 8;
+    const uint32_t soff = r0 * 128 + ((c ^ (r0 & 7)) << 4);  // + n * 16 * 128: (r0 + 16n) % 8 == r0 % 8
+    const floatX* g = src + (size_t)(row0 + r0) * stride + c * 8;
+#pragma unroll 1
+    for (int n = 0; n < ROWS / 16; n++, g += 16 * stride) {
+        const bool valid = row0 + r0 + 16 * n < T;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + soff + n * 16 * 128),
+                     "l"(valid ? g : src), "r"(valid ? 16 : 0) : "memory");
+    }
+}
+// The ring's barriers: full[s] completes when the producer's 128 threads' copies into stage s have
+// landed; empty[s] when all 256 consumer threads are done with it. Then the whole CTA syncs.
+__device__ inline void init_ring(uint32_t full, uint32_t empty, int stages) {
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; s++) {
+            mbar_init(full + 8 * s, 128);
+            mbar_init(empty + 8 * s, 256);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+}
+// The 1024-aligned start of the dynamic shared memory (the 128-byte swizzle pattern repeats every
+// 1024 bytes and the descriptors assume it starts at 0; the declared alignment of dynamic shared
+// memory is not something to rely on, so every kernel's size includes 1024 bytes of slack).
+__device__ inline uint32_t smem_base_1024(const void* smem_raw) { return (smem_u32(smem_raw) + 1023u) & ~1023u; }
+
 // ---------------------------------------------------------------------------------------------
 // The kernel. Grid (B*NH, T/128 rounded up); blockIdx.y is reversed so the longest (last) query
 // tiles start first and the short ones fill the tail, as in flash::forward_kernel.
 __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ char smem_raw[];
-    // Align the base to 1024 bytes by hand (the declared alignment of dynamic shared memory is not
-    // something to rely on); SMEM_BYTES includes the slack.
-    const uint32_t raw = smem_u32(smem_raw);
-    const uint32_t base = (raw + 1023u) & ~1023u;  // every access below goes through shared addresses
+    const uint32_t base = smem_base_1024(smem_raw);  // every access below goes through shared addresses
     const uint32_t q_s = base + Q_OFF, k_s = base + K_OFF, v_s = base + V_OFF;
     const uint32_t full = base + BAR_OFF, empty = full + 8 * STAGES;  // + 8*s: stage s
 
@@ -212,41 +258,18 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float*
     const int nkt = q0 / BK + 1;  // key tiles 0..q0/BK; the last one is the diagonal tile (BK == BQ)
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
 
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; s++) {
-            mbar_init(full + 8 * s, 128);   // the 128 producer threads' cp.async arrivals
-            mbar_init(empty + 8 * s, 256);  // every consumer thread, once its products are done
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+    init_ring(full, empty, STAGES);
 
     if (wg == 0) {
-        // ---------------- producer: 128 threads, each copies 16-byte chunk c of rows r0 + 16n.
+        // ---------------- producer
         if (USE_SETMAXNREG) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
-        const size_t stride = hd.stride;
-        const floatX* q = qkv + hd.qkv;
-        const int r0 = tid / 8, c = tid % 8;
-        const uint32_t soff = r0 * 128 + ((c ^ (r0 & 7)) << 4);  // + n * 16 * 128: (r0 + 16n) % 8 == r0 % 8
-        // rows row0.. of the (T, stride) matrix at src into the tile at dst; rows >= T become zeros
-        // (not unrolled: the producer runs on PRODUCER_REGS registers, and 8 hoisted 64-bit
-        // addresses would not fit; it issues 16-48 copies per tile while the consumers compute
-        // for ~1000 cycles, so its speed does not matter)
-        auto load_tile = [&](uint32_t dst, const floatX* src, int row0) {
-            const floatX* g = src + (size_t)(row0 + r0) * stride + c * 8;
-#pragma unroll 1
-            for (int n = 0; n < 8; n++, g += 16 * stride) {
-                const bool valid = row0 + r0 + 16 * n < T;
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + soff + n * 16 * 128),
-                             "l"(valid ? g : src), "r"(valid ? 16 : 0) : "memory");
-            }
-        };
+        const flash::HeadQKV in = flash::head_qkv(qkv, hd);
         for (int j = 0; j < nkt; j++) {
             const int s = j % STAGES;
             if (j >= STAGES) mbar_wait(empty + 8 * s, (j / STAGES - 1) & 1);  // consumers done with tile j-STAGES
-            if (j == 0) load_tile(q_s, q, q0);                                 // Q rides with the first tile
-            load_tile(k_s + s * TILE_BYTES, q + hd.C, j * BK);
-            load_tile(v_s + s * TILE_BYTES, q + 2 * hd.C, j * BK);
+            if (j == 0) load_tile<BQ>(q_s, in.q, hd.stride, q0, T, tid);       // Q rides with the first tile
+            load_tile<BK>(k_s + s * TILE_BYTES, in.k, hd.stride, j * BK, T, tid);
+            load_tile<BK>(v_s + s * TILE_BYTES, in.v, hd.stride, j * BK, T, tid);
             cp_async_mbar_arrive(full + 8 * s);
         }
         // Do not exit with copies in flight into the CTA's shared memory.
@@ -392,6 +415,166 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float*
 #endif
 }
 
+// ---------------------------------------------------------------------------------------------
+// Backward: dQ. The same CTA as the forward (producer + 2 consumer warpgroups of 64 queries, one
+// CTA per 128 queries of one (b, h)), with lse and delta = rowsum(dout * out) known:
+//   per key tile j (64 keys):  S = Q K_j^T and dP = dO V_j^T      wgmma m64n64k16 x4 each, A and B
+//                                                                 from smem, both K-major
+//                              P = exp(S/8 - lse), dS = P (dP - delta)   in registers, fp32
+//                              dQ += dS K_j                         wgmma m64n64k16 x4, A = dS from
+//                                                                 registers, B = K MN-major
+//   dQ / 8 is written into dqkv (B,T,3,NH,64) at part 0 (q); the k and v parts are not touched.
+// Pipelining as in the forward: S_{j+1}, dP_{j+1} and dQ += dS_j K_j are issued back to back, and
+// dS_{j+1} is computed while the dQ product still runs. 64-key tiles keep a consumer thread at
+// ~112 accumulator registers (S, dP, dQ: 32 each; dS packed: 16).
+// Shared memory: Q, dO (2 x 16 KB) | K ring DQ_STAGES x 8 KB | V ring DQ_STAGES x 8 KB | barriers.
+constexpr int DQ_BK = 64;
+constexpr int DQ_STAGES = 4;
+constexpr int DQ_KV_BYTES = DQ_BK * HS * 2;  // one 64-row tile of floatX (8 KB)
+constexpr int DQ_Q_OFF = 0, DQ_DO_OFF = TILE_BYTES, DQ_K_OFF = 2 * TILE_BYTES;
+constexpr int DQ_V_OFF = DQ_K_OFF + DQ_STAGES * DQ_KV_BYTES;
+constexpr int DQ_BAR_OFF = DQ_V_OFF + DQ_STAGES * DQ_KV_BYTES;
+constexpr int DQ_SMEM_BYTES = DQ_BAR_OFF + 2 * DQ_STAGES * 8 + 1024;
+static_assert(DQ_KV_BYTES % 1024 == 0, "tiles must keep the 1024-byte swizzle alignment");
+
+__global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, const floatX* qkv, const floatX* dout,
+                                                                 const float* lse, const float* delta, int T, int NH) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ char smem_raw[];
+    const uint32_t base = smem_base_1024(smem_raw);
+    const uint32_t q_s = base + DQ_Q_OFF, do_s = base + DQ_DO_OFF, k_s = base + DQ_K_OFF, v_s = base + DQ_V_OFF;
+    const uint32_t full = base + DQ_BAR_OFF, empty = full + 8 * DQ_STAGES;
+    const flash::Head hd = flash::head_of(T, NH);
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;  // the longest query tiles first
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    init_ring(full, empty, DQ_STAGES);
+
+    if (wg == 0) {
+        // ---------------- producer: Q and dO once, then K, V tiles 0 .. q0/64 + 1 (the second
+        // consumer's diagonal tile; the first consumer stops one tile earlier)
+        if (USE_SETMAXNREG) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
+        const flash::HeadQKV in = flash::head_qkv(qkv, hd);
+        const int nkt = q0 / DQ_BK + 2;
+        for (int j = 0; j < nkt; j++) {
+            const int s = j % DQ_STAGES;
+            if (j >= DQ_STAGES) mbar_wait(empty + 8 * s, (j / DQ_STAGES - 1) & 1);
+            if (j == 0) {
+                load_tile<BQ>(q_s, in.q, hd.stride, q0, T, tid);
+                load_tile<BQ>(do_s, dout + hd.out, hd.C, q0, T, tid);
+            }
+            load_tile<DQ_BK>(k_s + s * DQ_KV_BYTES, in.k, hd.stride, j * DQ_BK, T, tid);
+            load_tile<DQ_BK>(v_s + s * DQ_KV_BYTES, in.v, hd.stride, j * DQ_BK, T, tid);
+            cp_async_mbar_arrive(full + 8 * s);
+        }
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+    } else {
+        // ---------------- consumers: warpgroup cw = 0, 1 owns query rows q0 + 64cw .. + 63
+        if (USE_SETMAXNREG) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
+        const int cw = wg - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+        const int row_a = q0 + 64 * cw + 16 * warp + g;  // this thread's rows: row_a and row_a + 8
+        const uint32_t q_wg = q_s + cw * 64 * 128, do_wg = do_s + cw * 64 * 128;
+        const int nmy = q0 / DQ_BK + cw + 1;  // key tiles up to this warpgroup's diagonal one
+        float lse2[2], dl[2];                  // per row half: lse * log2(e) (+inf past T), delta
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int row = row_a + 8 * h;
+            lse2[h] = row < T ? lse[hd.row + row] * flash::LOG2E : INFINITY;
+            dl[h] = row < T ? delta[hd.row + row] : 0.0f;
+        }
+        float s[32];   // S, then dS (64 x 64): chunk i = keys 8i.., s[4i + e]
+        float dp[32];  // dP (64 x 64)
+        float dq[32];  // dQ (64 x 64): chunk i = dims 8i..
+        uint32_t ds[16];  // dS as floatX pairs: A fragments of 4 k-steps, ds[4kk + 0..3]
+#pragma unroll
+        for (int i = 0; i < 32; i++) dq[i] = 0.0f;
+
+        auto issue_s_dp = [&](int st) {
+            const uint32_t kb = k_s + st * DQ_KV_BYTES, vb = v_s + st * DQ_KV_BYTES;
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(s, desc_kmajor(q_wg + 32 * kk), desc_kmajor(kb + 32 * kk), kk > 0);
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(dp, desc_kmajor(do_wg + 32 * kk), desc_kmajor(vb + 32 * kk), kk > 0);
+        };
+        auto issue_dq = [&](int st) {
+            const uint32_t kb = k_s + st * DQ_KV_BYTES;
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                wgmma_m64n64k16_rs_tb(dq, ds[4 * kk], ds[4 * kk + 1], ds[4 * kk + 2], ds[4 * kk + 3], desc_mnmajor(kb + 2048 * kk));
+        };
+        // dS = P (dP - delta) in place of S; keys after the query (only in the diagonal tile) get 0
+        auto make_ds = [&](int j) {
+            const bool diag = j == nmy - 1;
+            const int k0 = j * DQ_BK;
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float pe = exp2f(fmaf(s[4 * i + e], SCALE_LOG2, -lse2[e / 2]));
+                    if (diag && k0 + 8 * i + 2 * t + (e & 1) > row_a + 8 * (e / 2)) pe = 0.0f;
+                    s[4 * i + e] = pe * (dp[4 * i + e] - dl[e / 2]);
+                }
+        };
+        auto pack_ds = [&]() {  // the same S-chunk -> A-fragment map as the forward's P
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+                ds[4 * kk + 0] = flash::pack2(s[8 * kk + 0], s[8 * kk + 1]);
+                ds[4 * kk + 1] = flash::pack2(s[8 * kk + 2], s[8 * kk + 3]);
+                ds[4 * kk + 2] = flash::pack2(s[8 * kk + 4], s[8 * kk + 5]);
+                ds[4 * kk + 3] = flash::pack2(s[8 * kk + 6], s[8 * kk + 7]);
+            }
+        };
+
+        mbar_wait(full, 0);
+        fence_proxy_async();
+        wgmma_fence();
+        issue_s_dp(0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs(s);
+        fence_regs(dp);
+        make_ds(0);
+        pack_ds();
+        for (int j = 1; j < nmy; j++) {
+            const int st = j % DQ_STAGES, prev = (j - 1) % DQ_STAGES;
+            mbar_wait(full + 8 * st, (j / DQ_STAGES) & 1);
+            fence_proxy_async();
+            wgmma_fence();
+            issue_s_dp(st);  // S_j, dP_j          (group 1)
+            wgmma_commit();
+            issue_dq(prev);  // dQ += dS_{j-1} K_{j-1}  (group 2), runs during make_ds below
+            wgmma_commit();
+            wgmma_wait<1>();
+            fence_regs(s);
+            fence_regs(dp);
+            make_ds(j);
+            wgmma_wait<0>();
+            fence_regs(dq);
+            mbar_arrive(empty + 8 * prev);
+            pack_ds();
+        }
+        wgmma_fence();
+        issue_dq((nmy - 1) % DQ_STAGES);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs(dq);
+        mbar_arrive(empty + 8 * ((nmy - 1) % DQ_STAGES));
+
+        floatX* dst = dqkv + hd.qkv;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int row = row_a + 8 * h;
+            if (row >= T) continue;
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                *reinterpret_cast<uint32_t*>(dst + (size_t)row * hd.stride + 8 * i + 2 * t) =
+                    flash::pack2(dq[4 * i + 2 * h] * SCALE, dq[4 * i + 2 * h + 1] * SCALE);
+        }
+    }
+#else
+    (void)dqkv; (void)qkv; (void)dout; (void)lse; (void)delta; (void)T; (void)NH;
+#endif
+}
+
 }  // namespace flash_wgmma
 
 // out (B,T,C), lse (B,NH,T) <- causal self-attention of qkv (B,T,3C), head size 64: the same
@@ -401,6 +584,16 @@ inline void flash_attention_forward_wgmma(Context* ctx, floatX* out, float* lse,
     cudaCheck(cudaFuncSetAttribute(forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES));
     dim3 grid(B * NH, ceil_div(T, BQ));
     forward_kernel<<<grid, THREADS, SMEM_BYTES, ctx->stream>>>(out, lse, qkv, T, NH);
+    launchCheck();
+}
+
+// The dq part of dqkv (B,T,3C) (the k, v parts untouched) from dout (B,T,C), qkv, the forward's
+// lse (B,NH,T) and delta (B,NH,T) = rowsum(dout * out): the contract of flash_backward_dq.
+inline void flash_backward_dq_wgmma(Context* ctx, floatX* dqkv, const float* delta, const floatX* dout, const floatX* qkv,
+                                    const float* lse, int B, int T, int NH) {
+    using namespace flash_wgmma;
+    cudaCheck(cudaFuncSetAttribute(backward_dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DQ_SMEM_BYTES));
+    backward_dq_kernel<<<dim3(B * NH, ceil_div(T, BQ)), THREADS, DQ_SMEM_BYTES, ctx->stream>>>(dqkv, qkv, dout, lse, delta, T, NH);
     launchCheck();
 }
 

@@ -15,9 +15,9 @@
 //   - with --sweep: forward, backward and forward+backward of the flash path for B in {1,4,8,64},
 //     T in {64,128,1000,1024,2048}, NH in {12,16,20,25}, one line per configuration (compare with
 //     dev/cuda/sdpa_bench.py, PyTorch's flash attention on the same configurations).
-//   - sm_90a builds (USE_WGMMA, make GPU_ARCH=90), where the model's forward is the wgmma kernel
-//     (llmc/flash_attention_wgmma.cuh) and every check above goes through it: the mma.sync forward
-//     (flash_attention_forward, other GPUs' path) against it at B=4, T=1000/1024/2048, NH=12/25,
+//   - sm_90a builds (USE_WGMMA, make GPU_ARCH=90), where the model's forward and dq are the wgmma
+//     kernels (llmc/flash_attention_wgmma.cuh) and every check above goes through them: the
+//     mma.sync forward and dq (other GPUs' path) against them at B=4, T=1000/1024/2048, NH=12/25,
 //     and both timed at B=8 and B=64, T=1024, NH=12.
 // CHECK_NO_TIMING=1 (e.g. under compute-sanitizer) skips the timings and the long-sequence checks.
 // Run: make dev/cuda/attention_check && ./dev/cuda/attention_check [--sweep]   (PRECISION=BF16|FP32 for others)
@@ -219,30 +219,40 @@ static void check_flash_vs_reference(Context* ctx, int B, int T, int NH, bool de
 #endif
 
 #if defined(USE_WGMMA) && !defined(ENABLE_FP32)
-// The mma.sync forward (flash_attention_forward) vs the model's wgmma forward at one (B, T, NH):
-// out and lse. Both round P to floatX the same way; only the summation order differs.
-static void check_mma_forward_vs_wgmma(Context* ctx, int B, int T, int NH) {
+// The mma.sync kernels (flash_attention_forward, flash_backward_dq: other GPUs' path) vs the
+// model's wgmma kernels at one (B, T, NH): out, lse and the q part of dqkv. The same products
+// with the same roundings to floatX; only the summation order differs.
+static void check_mma_vs_wgmma(Context* ctx, int B, int T, int NH) {
     const int hs = 64, C = NH * hs;
     const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
     floatX* qkv = random_device<floatX>(ctx, nqkv, -1.5f, 1.5f);
+    floatX* dout = random_device<floatX>(ctx, nout, -1.0f, 1.0f);
     floatX *out_w = dalloc<floatX>(nout), *out_f = dalloc<floatX>(nout);
-    float *lse_w = dalloc<float>(nlse), *lse_f = dalloc<float>(nlse);
-    poison(out_f, nout); poison(lse_f, nlse);
+    floatX *dqkv_w = dalloc<floatX>(nqkv), *dqkv_f = dalloc<floatX>(nqkv);
+    float *lse_w = dalloc<float>(nlse), *lse_f = dalloc<float>(nlse), *delta = dalloc<float>(nlse);
+    poison(out_f, nout); poison(lse_f, nlse); poison(dqkv_w, nqkv); poison(dqkv_f, nqkv);
     flash_attention_forward_wgmma(ctx, out_w, lse_w, qkv, B, T, NH);
     flash_attention_forward(ctx, out_f, lse_f, qkv, B, T, NH);
+    flash_backward_delta(ctx, delta, dout, out_w, B, T, NH);
+    flash_backward_dq_wgmma(ctx, dqkv_w, delta, dout, qkv, lse_w, B, T, NH);
+    flash_backward_dq(ctx, dqkv_f, delta, dout, qkv, lse_w, B, T, NH);
     cudaCheck(cudaDeviceSynchronize());
     const std::vector<float> ow = from_device(out_w, nout), of = from_device(out_f, nout);
     const std::vector<float> lw = from_device_raw(lse_w, nlse), lf = from_device_raw(lse_f, nlse);
-    double rel_o, mx_o, rel_l, mx_l;
+    const std::vector<float> gw = from_device(dqkv_w, nqkv), gf = from_device(dqkv_f, nqkv);
+    double rel_o, mx_o, rel_l, mx_l, rel_q, mx_q;
     rel_err(of, ow, C, -1, rel_o, mx_o);
     rel_err(lf, lw, C, -1, rel_l, mx_l);
-    const double tol_o = tol_for(0, 2e-3, 1e-2), tol_l = 1e-5;
+    rel_err(gf, gw, C, 0, rel_q, mx_q);
+    const double tol = tol_for(0, 2e-3, 1e-2), tol_l = 1e-5;
+    const std::string shape = " B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH);
     char buf[256];
     snprintf(buf, sizeof buf, "rel_err out %.2e (max_abs %.2e, tol %.0e) lse %.2e (max_abs %.2e, tol %.0e)", rel_o, mx_o,
-             tol_o, rel_l, mx_l, tol_l);
-    check_true("mma.sync forward vs wgmma forward B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH),
-               rel_o <= tol_o && rel_l <= tol_l, buf);
-    for (void* p : {(void*)qkv, (void*)out_w, (void*)out_f, (void*)lse_w, (void*)lse_f}) {
+             tol, rel_l, mx_l, tol_l);
+    check_true("mma.sync forward vs wgmma forward" + shape, rel_o <= tol && rel_l <= tol_l, buf);
+    snprintf(buf, sizeof buf, "rel_err dq %.2e (max_abs %.2e, tol %.0e)", rel_q, mx_q, tol);
+    check_true("mma.sync dq vs wgmma dq" + shape, rel_q <= tol, buf);
+    for (void* p : {(void*)qkv, (void*)dout, (void*)out_w, (void*)out_f, (void*)dqkv_w, (void*)dqkv_f, (void*)lse_w, (void*)lse_f, (void*)delta}) {
         cudaCheck(cudaFree(p));
         auto& a = check_state().allocs;
         a.erase(std::find(a.begin(), a.end(), p));
@@ -295,7 +305,7 @@ int main(int argc, char** argv) {
 #if defined(USE_WGMMA) && !defined(ENABLE_FP32)
     if (timing_enabled())
         for (int T : {1000, 1024, 2048})
-            for (int NH : {12, 25}) check_mma_forward_vs_wgmma(&ctx, 4, T, NH);
+            for (int NH : {12, 25}) check_mma_vs_wgmma(&ctx, 4, T, NH);
 #endif
 #if !defined(ENABLE_FP32)  // in FP32 builds the model's path is the reference
     if (timing_enabled()) {
@@ -336,6 +346,10 @@ int main(int argc, char** argv) {
                     [&] { flash_backward_dkdv(&ctx, dqkv, delta, dout, qkv, state, B, T, NH); });
             time_ms(&ctx, ("  flash backward dq (3 matmuls)" + shape).c_str(), 0, 1.5 * flops,
                     [&] { flash_backward_dq(&ctx, dqkv, delta, dout, qkv, state, B, T, NH); });
+#if defined(USE_WGMMA)  // the model's dq on Hopper
+            time_ms(&ctx, ("  flash backward dq wgmma (3 matmuls)" + shape).c_str(), 0, 1.5 * flops,
+                    [&] { flash_backward_dq_wgmma(&ctx, dqkv, delta, dout, qkv, state, B, T, NH); });
+#endif
             if (B == 8) {  // in FP32 builds the model's path is the reference: timed above
                 floatX* att = dalloc<floatX>((size_t)B * NH * T * T);
                 floatX* ref_scratch = dalloc<floatX>(attention_reference_scratch_elems(B, T, C, NH));
