@@ -1,6 +1,6 @@
 // Causal multi-head self-attention.
 //   attention_forward / attention_backward: what the model calls. fp16/bf16 builds use flash
-//   attention (flash_attention.cuh; on Hopper builds the forward is flash_attention_wgmma.cuh);
+//   attention (flash_attention.cuh; on Hopper builds the forward and dQ are flash_attention_wgmma.cuh);
 //   FP32 builds (for checking) use the reference below.
 //   attention_reference_*: the straightforward version, through cuBLAS batched matmuls and a
 //   materialized (B, NH, T, T) probability matrix. Correct and on tensor cores, but it moves
