@@ -1,6 +1,6 @@
 // Causal multi-head self-attention.
 //   attention_forward / attention_backward: what the model calls. fp16/bf16 builds use flash
-//   attention (flash_attention.cuh; on Hopper builds the forward and dQ are flash_attention_wgmma.cuh);
+//   attention (flash_attention.cuh; on Hopper builds every kernel but delta is in flash_attention_wgmma.cuh);
 //   FP32 builds (for checking) use the reference below.
 //   attention_reference_*: the straightforward version, through cuBLAS batched matmuls and a
 //   materialized (B, NH, T, T) probability matrix. Correct and on tensor cores, but it moves
@@ -168,7 +168,7 @@ inline void attention_backward(Context* ctx, floatX* dqkv, floatX* dout, const f
 #if defined(USE_WGMMA)
     float* delta = (float*)scratch;
     flash_backward_delta(ctx, delta, dout, out, B, T, NH);
-    flash_backward_dkdv(ctx, dqkv, delta, dout, qkv, state, B, T, NH);
+    flash_backward_dkdv_wgmma(ctx, dqkv, delta, dout, qkv, state, B, T, NH);
     flash_backward_dq_wgmma(ctx, dqkv, delta, dout, qkv, state, B, T, NH);
 #else
     flash_attention_backward(ctx, dqkv, (float*)scratch, dout, qkv, out, state, B, T, NH);

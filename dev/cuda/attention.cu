@@ -15,10 +15,10 @@
 //   - with --sweep: forward, backward and forward+backward of the flash path for B in {1,4,8,64},
 //     T in {64,128,1000,1024,2048}, NH in {12,16,20,25}, one line per configuration (compare with
 //     dev/cuda/sdpa_bench.py, PyTorch's flash attention on the same configurations).
-//   - sm_90a builds (USE_WGMMA, make GPU_ARCH=90), where the model's forward and dq are the wgmma
-//     kernels (llmc/flash_attention_wgmma.cuh) and every check above goes through them: the
-//     mma.sync forward and dq (other GPUs' path) against them at B=4, T=1000/1024/2048, NH=12/25,
-//     and both timed at B=8 and B=64, T=1024, NH=12.
+//   - sm_90a builds (USE_WGMMA, make GPU_ARCH=90), where the model's forward, dkdv and dq are the
+//     wgmma kernels (llmc/flash_attention_wgmma.cuh) and every check above goes through them: the
+//     mma.sync kernels (other GPUs' path) against them at B=4, T=1000/1024/2048, NH=12/25, and
+//     both timed at B=8 and B=64, T=1024, NH=12.
 // CHECK_NO_TIMING=1 (e.g. under compute-sanitizer) skips the timings and the long-sequence checks.
 // Run: make dev/cuda/attention_check && ./dev/cuda/attention_check [--sweep]   (PRECISION=BF16|FP32 for others)
 #include "check.cuh"
@@ -219,8 +219,8 @@ static void check_flash_vs_reference(Context* ctx, int B, int T, int NH, bool de
 #endif
 
 #if defined(USE_WGMMA) && !defined(ENABLE_FP32)
-// The mma.sync kernels (flash_attention_forward, flash_backward_dq: other GPUs' path) vs the
-// model's wgmma kernels at one (B, T, NH): out, lse and the q part of dqkv. The same products
+// The mma.sync kernels (flash_attention_forward, flash_backward_dq/dkdv: other GPUs' path) vs the
+// model's wgmma kernels at one (B, T, NH): out, lse and the q, k, v parts of dqkv. The same products
 // with the same roundings to floatX; only the summation order differs.
 static void check_mma_vs_wgmma(Context* ctx, int B, int T, int NH) {
     const int hs = 64, C = NH * hs;
@@ -236,14 +236,18 @@ static void check_mma_vs_wgmma(Context* ctx, int B, int T, int NH) {
     flash_backward_delta(ctx, delta, dout, out_w, B, T, NH);
     flash_backward_dq_wgmma(ctx, dqkv_w, delta, dout, qkv, lse_w, B, T, NH);
     flash_backward_dq(ctx, dqkv_f, delta, dout, qkv, lse_w, B, T, NH);
+    flash_backward_dkdv_wgmma(ctx, dqkv_w, delta, dout, qkv, lse_w, B, T, NH);
+    flash_backward_dkdv(ctx, dqkv_f, delta, dout, qkv, lse_w, B, T, NH);
     cudaCheck(cudaDeviceSynchronize());
     const std::vector<float> ow = from_device(out_w, nout), of = from_device(out_f, nout);
     const std::vector<float> lw = from_device_raw(lse_w, nlse), lf = from_device_raw(lse_f, nlse);
     const std::vector<float> gw = from_device(dqkv_w, nqkv), gf = from_device(dqkv_f, nqkv);
-    double rel_o, mx_o, rel_l, mx_l, rel_q, mx_q;
+    double rel_o, mx_o, rel_l, mx_l, rel_q, mx_q, rel_k, mx_k, rel_v, mx_v;
     rel_err(of, ow, C, -1, rel_o, mx_o);
     rel_err(lf, lw, C, -1, rel_l, mx_l);
     rel_err(gf, gw, C, 0, rel_q, mx_q);
+    rel_err(gf, gw, C, 1, rel_k, mx_k);
+    rel_err(gf, gw, C, 2, rel_v, mx_v);
     const double tol = tol_for(0, 2e-3, 1e-2), tol_l = 1e-5;
     const std::string shape = " B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH);
     char buf[256];
@@ -252,6 +256,8 @@ static void check_mma_vs_wgmma(Context* ctx, int B, int T, int NH) {
     check_true("mma.sync forward vs wgmma forward" + shape, rel_o <= tol && rel_l <= tol_l, buf);
     snprintf(buf, sizeof buf, "rel_err dq %.2e (max_abs %.2e, tol %.0e)", rel_q, mx_q, tol);
     check_true("mma.sync dq vs wgmma dq" + shape, rel_q <= tol, buf);
+    snprintf(buf, sizeof buf, "rel_err dk %.2e (max_abs %.2e) dv %.2e (max_abs %.2e), tol %.0e", rel_k, mx_k, rel_v, mx_v, tol);
+    check_true("mma.sync dkdv vs wgmma dkdv" + shape, rel_k <= tol && rel_v <= tol, buf);
     for (void* p : {(void*)qkv, (void*)dout, (void*)out_w, (void*)out_f, (void*)dqkv_w, (void*)dqkv_f, (void*)lse_w, (void*)lse_f, (void*)delta}) {
         cudaCheck(cudaFree(p));
         auto& a = check_state().allocs;
@@ -346,7 +352,9 @@ int main(int argc, char** argv) {
                     [&] { flash_backward_dkdv(&ctx, dqkv, delta, dout, qkv, state, B, T, NH); });
             time_ms(&ctx, ("  flash backward dq (3 matmuls)" + shape).c_str(), 0, 1.5 * flops,
                     [&] { flash_backward_dq(&ctx, dqkv, delta, dout, qkv, state, B, T, NH); });
-#if defined(USE_WGMMA)  // the model's dq on Hopper
+#if defined(USE_WGMMA)  // the model's dkdv and dq on Hopper
+            time_ms(&ctx, ("  flash backward dkdv wgmma (4 matmuls)" + shape).c_str(), 0, 2.0 * flops,
+                    [&] { flash_backward_dkdv_wgmma(&ctx, dqkv, delta, dout, qkv, state, B, T, NH); });
             time_ms(&ctx, ("  flash backward dq wgmma (3 matmuls)" + shape).c_str(), 0, 1.5 * flops,
                     [&] { flash_backward_dq_wgmma(&ctx, dqkv, delta, dout, qkv, state, B, T, NH); });
 #endif
