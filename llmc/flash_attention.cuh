@@ -35,8 +35,9 @@
 // uses ~242-255 registers per thread, so an SM holds 2 blocks = 8 warps, and those few warps
 // cannot hide the mma -> softmax -> mma dependency inside each tile: the tensor cores idle while
 // a warp does its exponentials. (Re-reading the Q fragments from shared memory to fit 3 blocks per
-// SM was measured slower.) The next step up is Hopper's wgmma with two warpgroups taking turns
-// (one in softmax while the other multiplies), as FlashAttention-3 does.
+// SM was measured slower.) On Hopper, flash_attention_wgmma.cuh does better with wgmma (warpgroup
+// MMAs that read shared memory directly and run asynchronously under the exponentials); these
+// kernels are every other GPU's path and the reference the wgmma ones are checked against.
 #pragma once
 #include "common.cuh"
 

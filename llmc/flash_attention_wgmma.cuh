@@ -1,17 +1,19 @@
 // Flash attention on Hopper's warpgroup MMA (wgmma), FlashAttention-3 style: causal, head size
-// 64, fp16/bf16. The FORWARD and the dQ part of the BACKWARD, alternatives to flash::forward_kernel
-// and flash::backward_dq_kernel (flash_attention.cuh) with the same inputs and outputs, so the
-// other backward kernels there (delta, dK/dV) work with them unchanged:
+// 64, fp16/bf16. The FORWARD and the dQ and dK/dV kernels of the BACKWARD, alternatives to the
+// mma.sync kernels of flash_attention.cuh with the same inputs and outputs (the backward's delta
+// kernel is shared):
 //   forward:  reads qkv (B,T,3,NH,64) as the qkv matmul writes it; writes out (B,T,NH,64) and
 //             lse (B,NH,T) fp32 = natural-log log-sum-exp of the scaled scores;
-//   dQ:       reads qkv, dout (B,T,NH,64), lse, delta (B,NH,T); writes the q part of dqkv.
+//   dQ, dKdV: read qkv, dout (B,T,NH,64), lse, delta (B,NH,T); write the q part, resp. the k and
+//             v parts, of dqkv.
 // Used by attention_forward / attention_backward in builds for sm_90a (make GPU_ARCH=90, the
 // default on Hopper: the Makefile then defines USE_WGMMA); other builds use the mma.sync kernels.
 // Checked by dev/cuda/attention_check like every attention path (float64 CPU reference, the cuBLAS
 // reference at B=1..4, T up to 2048, NH 12/25, bitwise-deterministic backward) and against the
-// mma.sync kernels directly (dQ comes out bit for bit the same: same products, same order).
+// mma.sync kernels directly: dQ, dK, dV come out bit for bit the same (same products, same order).
 // Measured on an H200 (B=64, T=1024, NH=12, TFLOP/s, bf16): forward 223-226 (mma.sync 213-215);
-// dQ 298-302 (mma.sync 273-278); B=8: forward 204-209 (186-189), dQ 268-270 (234).
+// dQ 298-302 (273-278); dK/dV 300 (214-217); B=8: forward 204-209 (186-189), dQ 270 (234),
+// dK/dV 272 (209).
 //
 // Why wgmma: mma.sync (flash::forward_kernel) is a warp-level 16x8x16 product whose B operand every
 // warp must first load from shared memory into registers (ldmatrix), and the shared-memory
