@@ -231,6 +231,22 @@ __device__ inline void load_tile(uint32_t dst, const floatX* src, size_t stride,
                      "l"(valid ? g : src), "r"(valid ? 16 : 0) : "memory");
     }
 }
+// An fp32 accumulator fragment (64 rows x N/4 columns, chunk i = columns 8i..8i+7 at acc[4i + e])
+// as floatX A operands of the next product over those columns: k-step kk covers chunks 2kk (a0:
+// row g, a1: row g+8) and 2kk+1 (a2: row g, a3: row g+8), exactly the mma.m16n8k16 A layout, so
+// P and dS go from one product to the next without touching shared memory.
+template <int N>
+__device__ inline void pack_a_step(uint32_t (&a)[N / 2], const float (&acc)[N], int kk) {  // k-step kk alone
+    a[4 * kk + 0] = flash::pack2(acc[8 * kk + 0], acc[8 * kk + 1]);
+    a[4 * kk + 1] = flash::pack2(acc[8 * kk + 2], acc[8 * kk + 3]);
+    a[4 * kk + 2] = flash::pack2(acc[8 * kk + 4], acc[8 * kk + 5]);
+    a[4 * kk + 3] = flash::pack2(acc[8 * kk + 6], acc[8 * kk + 7]);
+}
+template <int N>
+__device__ inline void pack_a_frags(uint32_t (&a)[N / 2], const float (&acc)[N]) {
+#pragma unroll
+    for (int kk = 0; kk < N / 8; kk++) pack_a_step(a, acc, kk);
+}
 // The ring's barriers: full[s] completes when the producer's 128 threads' copies into stage s have
 // landed; empty[s] when all 256 consumer threads are done with it. Then the whole CTA syncs.
 __device__ inline void init_ring(uint32_t full, uint32_t empty, int stages) {
@@ -344,17 +360,7 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float*
                     l[e / 2] += s[4 * i + e];
                 }
         };
-        // P (fp32 S fragment) -> floatX A fragments: k-step kk covers S chunks 2kk (a0: row g,
-        // a1: row g+8) and 2kk+1 (a2: row g, a3: row g+8), exactly the mma.m16n8k16 A layout.
-        auto pack_p = [&]() {
-#pragma unroll
-            for (int kk = 0; kk < 8; kk++) {
-                p[4 * kk + 0] = flash::pack2(s[8 * kk + 0], s[8 * kk + 1]);
-                p[4 * kk + 1] = flash::pack2(s[8 * kk + 2], s[8 * kk + 3]);
-                p[4 * kk + 2] = flash::pack2(s[8 * kk + 4], s[8 * kk + 5]);
-                p[4 * kk + 3] = flash::pack2(s[8 * kk + 6], s[8 * kk + 7]);
-            }
-        };
+        auto pack_p = [&]() { pack_a_frags(p, s); };
 
         // Tile 0: S_0, softmax, P_0. (O is still zero: its alpha is irrelevant.)
         float alpha[2];
@@ -519,15 +525,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, c
                     s[4 * i + e] = pe * (dp[4 * i + e] - dl[e / 2]);
                 }
         };
-        auto pack_ds = [&]() {  // the same S-chunk -> A-fragment map as the forward's P
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++) {
-                ds[4 * kk + 0] = flash::pack2(s[8 * kk + 0], s[8 * kk + 1]);
-                ds[4 * kk + 1] = flash::pack2(s[8 * kk + 2], s[8 * kk + 3]);
-                ds[4 * kk + 2] = flash::pack2(s[8 * kk + 4], s[8 * kk + 5]);
-                ds[4 * kk + 3] = flash::pack2(s[8 * kk + 6], s[8 * kk + 7]);
-            }
-        };
+        auto pack_ds = [&]() { pack_a_frags(ds, s); };
 
         mbar_wait(full, 0);
         fence_proxy_async();
@@ -698,16 +696,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv,
         };
         auto pack = [&]() {
 #pragma unroll
-            for (int kk = 0; kk < 4; kk++) {
-                pa[4 * kk + 0] = flash::pack2(s[8 * kk + 0], s[8 * kk + 1]);
-                pa[4 * kk + 1] = flash::pack2(s[8 * kk + 2], s[8 * kk + 3]);
-                pa[4 * kk + 2] = flash::pack2(s[8 * kk + 4], s[8 * kk + 5]);
-                pa[4 * kk + 3] = flash::pack2(s[8 * kk + 6], s[8 * kk + 7]);
-                da[4 * kk + 0] = flash::pack2(dp[8 * kk + 0], dp[8 * kk + 1]);
-                da[4 * kk + 1] = flash::pack2(dp[8 * kk + 2], dp[8 * kk + 3]);
-                da[4 * kk + 2] = flash::pack2(dp[8 * kk + 4], dp[8 * kk + 5]);
-                da[4 * kk + 3] = flash::pack2(dp[8 * kk + 6], dp[8 * kk + 7]);
-            }
+            for (int kk = 0; kk < 4; kk++) { pack_a_step(pa, s, kk); pack_a_step(da, dp, kk); }
         };
 
         if (cw < n) {
