@@ -50,29 +50,25 @@ if has bench; then
         done
     done
 fi
+# N ranks launched by hand from environment variables (no mpirun), as torchrun or Slurm would:
+#   env_launch NAME BINARY [options]   logs in $OUT/NAME_rank<r>.log; MASTER_PORT from $PORT
+env_launch() {
+    local name=$1 bin=$2; shift 2
+    for r in $(seq 0 $((N - 1))); do
+        RANK=$r WORLD_SIZE=$N LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=${PORT:-29511} \
+            $bin "$@" --bench -b 8 -t 1024 --bench-warmup 1 --bench-steps 3 > "$OUT/${name}_rank$r.log" 2>&1 &
+    done
+    wait
+    grep -h ^RESULT "$OUT/${name}"_rank*.log || tail -n 3 "$OUT/${name}"_rank*.log
+}
 if has env; then
-    for r in $(seq 0 $((N - 1))); do
-        RANK=$r WORLD_SIZE=$N LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 \
-            build/bf16/train_gpt2cu --bench -b 8 -t 1024 --bench-warmup 1 --bench-steps 3 > "$OUT/env_rank$r.log" 2>&1 &
-    done
-    wait
-    summary+=("env launch: $(grep -h ^RESULT "$OUT"/env_rank*.log || tail -n 3 "$OUT"/env_rank*.log)")
+    summary+=("env launch: $(env_launch env build/bf16/train_gpt2cu)")
     rm -f /tmp/rdv.id
-    for r in $(seq 0 $((N - 1))); do
-        RANK=$r WORLD_SIZE=$N LOCAL_RANK=$r build/bf16/train_gpt2cu --rendezvous file:/tmp/rdv.id --bench -b 8 -t 1024 \
-            --bench-warmup 1 --bench-steps 3 > "$OUT/file_rank$r.log" 2>&1 &
-    done
-    wait
-    summary+=("env launch, file rendezvous: $(grep -h ^RESULT "$OUT"/file_rank*.log || tail -n 3 "$OUT"/file_rank*.log)")
+    summary+=("env launch, file rendezvous: $(env_launch file build/bf16/train_gpt2cu --rendezvous file:/tmp/rdv.id)")
     if [ -x build/nompi/train_gpt2cu ]; then
         build/nompi/train_gpt2cu --bench -b 8 -t 1024 --bench-warmup 1 --bench-steps 3 > "$OUT/nompi_1gpu.log" 2>&1
         summary+=("NO_MPI build, 1 GPU: $(grep -h ^RESULT "$OUT"/nompi_1gpu.log || tail -n 3 "$OUT"/nompi_1gpu.log)")
-        for r in $(seq 0 $((N - 1))); do
-            RANK=$r WORLD_SIZE=$N LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29512 \
-                build/nompi/train_gpt2cu --bench -b 8 -t 1024 --bench-warmup 1 --bench-steps 3 > "$OUT/nompi_rank$r.log" 2>&1 &
-        done
-        wait
-        summary+=("NO_MPI build, env launch (TCP): $(grep -h ^RESULT "$OUT"/nompi_rank*.log || tail -n 3 "$OUT"/nompi_rank*.log)")
+        summary+=("NO_MPI build, env launch (TCP): $(PORT=29512 env_launch nompi build/nompi/train_gpt2cu)")
     fi
 fi
 if has ceiling; then
