@@ -26,7 +26,7 @@ ifeq ($(strip $(GPU_ARCH)),)
   override GPU_ARCH := 90
 endif
 # sm_90a unlocks wgmma/setmaxnreg; code built for it runs only on Hopper, which is what 90 means here.
-# USE_WGMMA: attention (forward, dQ, dK/dV) then runs on wgmma (llmc/flash_attention_wgmma.cuh).
+# USE_WGMMA: attention (forward, dQ, dK/dV) then runs on wgmma (llmc/flash_attention_wgmma*.cuh).
 ifeq ($(GPU_ARCH),90)
   GENCODE := -gencode arch=compute_90a,code=sm_90a
   ARCH_DEFS := -DUSE_WGMMA

@@ -1,6 +1,7 @@
 // Causal multi-head self-attention.
 //   attention_forward / attention_backward: what the model calls. fp16/bf16 builds use flash
-//   attention (flash_attention.cuh; on Hopper builds every kernel but delta is in flash_attention_wgmma.cuh);
+//   attention (flash_attention.cuh; on Hopper builds every kernel but delta is in
+//   flash_attention_wgmma.cuh and flash_attention_wgmma_backward.cuh);
 //   FP32 builds (for checking) use the reference below.
 //   attention_reference_*: the straightforward version, through cuBLAS batched matmuls and a
 //   materialized (B, NH, T, T) probability matrix. Correct and on tensor cores, but it moves
@@ -14,7 +15,8 @@
 #include "common.cuh"
 #include "matmul.cuh"
 #include "flash_attention.cuh"
-#include "flash_attention_wgmma.cuh"  // the forward on Hopper (sm_90a builds: USE_WGMMA)
+#include "flash_attention_wgmma.cuh"           // Hopper (sm_90a builds: USE_WGMMA): the forward,
+#include "flash_attention_wgmma_backward.cuh"  // and dQ, dK/dV
 
 // ----------------------------------------------------------------------------------------------
 // Kernels

@@ -1,0 +1,365 @@
+// Flash attention BACKWARD on Hopper's wgmma: the dQ and dK/dV kernels, built from the pieces of
+// flash_attention_wgmma.cuh (read that file first: why wgmma, the CTA of one producer and two
+// consumer warpgroups, the shared-memory descriptors and fragment layouts). The backward's first
+// kernel, delta = rowsum(dout * out), is flash::backward_delta_kernel; these two then replace
+// flash::backward_dq_kernel and flash::backward_dkdv_kernel, and produce bit for bit their results.
+#pragma once
+#include "flash_attention_wgmma.cuh"
+
+#if defined(USE_WGMMA) && !defined(ENABLE_FP32)  // sm_90a fp16/bf16 builds only
+
+namespace flash_wgmma {
+
+// ---------------------------------------------------------------------------------------------
+// Backward: dQ. The same CTA as the forward (producer + 2 consumer warpgroups of 64 queries, one
+// CTA per 128 queries of one (b, h)), with lse and delta = rowsum(dout * out) known:
+//   per key tile j (64 keys):  S = Q K_j^T and dP = dO V_j^T      wgmma m64n64k16 x4 each, A and B
+//                                                                 from smem, both K-major
+//                              P = exp(S/8 - lse), dS = P (dP - delta)   in registers, fp32
+//                              dQ += dS K_j                         wgmma m64n64k16 x4, A = dS from
+//                                                                 registers, B = K MN-major
+//   dQ / 8 is written into dqkv (B,T,3,NH,64) at part 0 (q); the k and v parts are not touched.
+// Pipelining as in the forward: S_{j+1}, dP_{j+1} and dQ += dS_j K_j are issued back to back, and
+// dS_{j+1} is computed while the dQ product still runs. 64-key tiles keep a consumer thread at
+// ~112 accumulator registers (S, dP, dQ: 32 each; dS packed: 16).
+// Shared memory: Q, dO (2 x 16 KB) | K ring DQ_STAGES x 8 KB | V ring DQ_STAGES x 8 KB | barriers.
+constexpr int DQ_BK = 64;
+constexpr int DQ_STAGES = 4;
+constexpr int DQ_KV_BYTES = DQ_BK * HS * 2;  // one 64-row tile of floatX (8 KB)
+constexpr int DQ_Q_OFF = 0, DQ_DO_OFF = TILE_BYTES, DQ_K_OFF = 2 * TILE_BYTES;
+constexpr int DQ_V_OFF = DQ_K_OFF + DQ_STAGES * DQ_KV_BYTES;
+constexpr int DQ_BAR_OFF = DQ_V_OFF + DQ_STAGES * DQ_KV_BYTES;
+constexpr int DQ_SMEM_BYTES = DQ_BAR_OFF + 2 * DQ_STAGES * 8 + 1024;
+static_assert(DQ_KV_BYTES % 1024 == 0, "tiles must keep the 1024-byte swizzle alignment");
+
+__global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, const floatX* qkv, const floatX* dout,
+                                                                 const float* lse, const float* delta, int T, int NH) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ char smem_raw[];
+    const uint32_t base = smem_base_1024(smem_raw);
+    const uint32_t q_s = base + DQ_Q_OFF, do_s = base + DQ_DO_OFF, k_s = base + DQ_K_OFF, v_s = base + DQ_V_OFF;
+    const uint32_t full = base + DQ_BAR_OFF, empty = full + 8 * DQ_STAGES;
+    const flash::Head hd = flash::head_of(T, NH);
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;  // the longest query tiles first
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    init_ring(full, empty, DQ_STAGES);
+
+    if (wg == 0) {
+        // ---------------- producer: Q and dO once, then K, V tiles 0 .. q0/64 + 1 (the second
+        // consumer's diagonal tile; the first consumer stops one tile earlier)
+        if (USE_SETMAXNREG) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
+        const flash::HeadQKV in = flash::head_qkv(qkv, hd);
+        const int nkt = q0 / DQ_BK + 2;
+        for (int j = 0; j < nkt; j++) {
+            const int s = j % DQ_STAGES;
+            if (j >= DQ_STAGES) mbar_wait(empty + 8 * s, (j / DQ_STAGES - 1) & 1);
+            if (j == 0) {
+                load_tile<BQ>(q_s, in.q, hd.stride, q0, T, tid);
+                load_tile<BQ>(do_s, dout + hd.out, hd.C, q0, T, tid);
+            }
+            load_tile<DQ_BK>(k_s + s * DQ_KV_BYTES, in.k, hd.stride, j * DQ_BK, T, tid);
+            load_tile<DQ_BK>(v_s + s * DQ_KV_BYTES, in.v, hd.stride, j * DQ_BK, T, tid);
+            cp_async_mbar_arrive(full + 8 * s);
+        }
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+    } else {
+        // ---------------- consumers: warpgroup cw = 0, 1 owns query rows q0 + 64cw .. + 63
+        if (USE_SETMAXNREG) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
+        const int cw = wg - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+        const int row_a = q0 + 64 * cw + 16 * warp + g;  // this thread's rows: row_a and row_a + 8
+        const uint32_t q_wg = q_s + cw * 64 * 128, do_wg = do_s + cw * 64 * 128;
+        const int nmy = q0 / DQ_BK + cw + 1;  // key tiles up to this warpgroup's diagonal one
+        float lse2[2], dl[2];                  // per row half: lse * log2(e) (+inf past T), delta
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int row = row_a + 8 * h;
+            lse2[h] = row < T ? lse[hd.row + row] * flash::LOG2E : INFINITY;
+            dl[h] = row < T ? delta[hd.row + row] : 0.0f;
+        }
+        float s[32];   // S, then dS (64 x 64): chunk i = keys 8i.., s[4i + e]
+        float dp[32];  // dP (64 x 64)
+        float dq[32];  // dQ (64 x 64): chunk i = dims 8i..
+        uint32_t ds[16];  // dS as floatX pairs: A fragments of 4 k-steps, ds[4kk + 0..3]
+#pragma unroll
+        for (int i = 0; i < 32; i++) dq[i] = 0.0f;
+
+        auto issue_s_dp = [&](int st) {
+            const uint32_t kb = k_s + st * DQ_KV_BYTES, vb = v_s + st * DQ_KV_BYTES;
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(s, desc_kmajor(q_wg + 32 * kk), desc_kmajor(kb + 32 * kk), kk > 0);
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(dp, desc_kmajor(do_wg + 32 * kk), desc_kmajor(vb + 32 * kk), kk > 0);
+        };
+        auto issue_dq = [&](int st) {
+            const uint32_t kb = k_s + st * DQ_KV_BYTES;
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                wgmma_m64n64k16_rs_tb(dq, ds[4 * kk], ds[4 * kk + 1], ds[4 * kk + 2], ds[4 * kk + 3], desc_mnmajor(kb + 2048 * kk));
+        };
+        // dS = P (dP - delta) in place of S; keys after the query (only in the diagonal tile) get 0
+        auto make_ds = [&](int j) {
+            const bool diag = j == nmy - 1;
+            const int k0 = j * DQ_BK;
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float pe = exp2f(fmaf(s[4 * i + e], SCALE_LOG2, -lse2[e / 2]));
+                    if (diag && k0 + 8 * i + 2 * t + (e & 1) > row_a + 8 * (e / 2)) pe = 0.0f;
+                    s[4 * i + e] = pe * (dp[4 * i + e] - dl[e / 2]);
+                }
+        };
+        auto pack_ds = [&]() { pack_a_frags(ds, s); };
+
+        mbar_wait(full, 0);
+        fence_proxy_async();
+        wgmma_fence();
+        issue_s_dp(0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs(s);
+        fence_regs(dp);
+        make_ds(0);
+        pack_ds();
+        for (int j = 1; j < nmy; j++) {
+            const int st = j % DQ_STAGES, prev = (j - 1) % DQ_STAGES;
+            mbar_wait(full + 8 * st, (j / DQ_STAGES) & 1);
+            fence_proxy_async();
+            wgmma_fence();
+            issue_s_dp(st);  // S_j, dP_j          (group 1)
+            wgmma_commit();
+            issue_dq(prev);  // dQ += dS_{j-1} K_{j-1}  (group 2), runs during make_ds below
+            wgmma_commit();
+            wgmma_wait<1>();
+            fence_regs(s);
+            fence_regs(dp);
+            make_ds(j);
+            wgmma_wait<0>();
+            fence_regs(dq);
+            mbar_arrive(empty + 8 * prev);
+            pack_ds();
+        }
+        wgmma_fence();
+        issue_dq((nmy - 1) % DQ_STAGES);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs(dq);
+        mbar_arrive(empty + 8 * ((nmy - 1) % DQ_STAGES));
+
+        floatX* dst = dqkv + hd.qkv;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int row = row_a + 8 * h;
+            if (row >= T) continue;
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                *reinterpret_cast<uint32_t*>(dst + (size_t)row * hd.stride + 8 * i + 2 * t) =
+                    flash::pack2(dq[4 * i + 2 * h] * SCALE, dq[4 * i + 2 * h + 1] * SCALE);
+        }
+    }
+#else
+    (void)dqkv; (void)qkv; (void)dout; (void)lse; (void)delta; (void)T; (void)NH;
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward: dK, dV. One CTA per 128 keys of one (b, h) (2 consumer warpgroups of 64 keys), which
+// stream the query tiles from their own (diagonal) one to the end:
+//   per query tile j (64 queries):  S^T = K Q_j^T and dP^T = V dO_j^T     wgmma m64n64k16 x4 each,
+//                                                                       A and B from smem, K-major
+//                                   P^T = exp(S^T/8 - lse), dS^T = P^T (dP^T - delta)   (per column)
+//                                   dV += P^T dO_j, dK += dS^T Q_j      wgmma m64n64k16 x4 each, A
+//                                                                       from registers, B MN-major
+//   dK / 8 and dV go into the k and v parts of dqkv (B,T,3,NH,64); the q part is not touched.
+// lse and delta of each query tile travel with it through the ring (4-byte cp.async; padding rows
+// past T are zeros, and so are their q and dout rows, so they add exactly nothing).
+// Shared memory: K, V (2 x 16 KB) | Q, dO rings KV_STAGES x 8 KB each | lse, delta rings
+// KV_STAGES x 256 B each | barriers.
+constexpr int KV_BQ = 64;
+constexpr int KV_STAGES = 4;
+constexpr int KV_QT_BYTES = KV_BQ * HS * 2;  // one 64-row tile of floatX (8 KB)
+constexpr int KV_K_OFF = 0, KV_V_OFF = TILE_BYTES, KV_Q_OFF = 2 * TILE_BYTES;
+constexpr int KV_DO_OFF = KV_Q_OFF + KV_STAGES * KV_QT_BYTES;
+constexpr int KV_LSE_OFF = KV_DO_OFF + KV_STAGES * KV_QT_BYTES;
+constexpr int KV_DL_OFF = KV_LSE_OFF + KV_STAGES * KV_BQ * 4;
+constexpr int KV_BAR_OFF = KV_DL_OFF + KV_STAGES * KV_BQ * 4;
+constexpr int KV_SMEM_BYTES = KV_BAR_OFF + 2 * KV_STAGES * 8 + 1024;
+static_assert(KV_QT_BYTES % 1024 == 0, "tiles must keep the 1024-byte swizzle alignment");
+
+__device__ inline float2 ld_shared_f2(uint32_t addr) {
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+    return v;
+}
+
+__global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv, const floatX* qkv, const floatX* dout,
+                                                                   const float* lse, const float* delta, int T, int NH) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ char smem_raw[];
+    const uint32_t base = smem_base_1024(smem_raw);
+    const uint32_t k_s = base + KV_K_OFF, v_s = base + KV_V_OFF, q_s = base + KV_Q_OFF, do_s = base + KV_DO_OFF;
+    const uint32_t lse_s = base + KV_LSE_OFF, dl_s = base + KV_DL_OFF;
+    const uint32_t full = base + KV_BAR_OFF, empty = full + 8 * KV_STAGES;
+    const flash::Head hd = flash::head_of(T, NH);
+    const int k0 = blockIdx.y * BQ;  // the first keys see the most queries: they go first
+    const int first = k0 / KV_BQ, n = (T + KV_BQ - 1) / KV_BQ - first;  // query tiles first .. first+n-1
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    init_ring(full, empty, KV_STAGES);
+
+    if (wg == 0) {
+        // ---------------- producer: K, V once, then per query tile q, dout, lse, delta
+        if (USE_SETMAXNREG) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
+        const flash::HeadQKV in = flash::head_qkv(qkv, hd);
+        for (int i = 0; i < n; i++) {
+            const int s = i % KV_STAGES, q0 = (first + i) * KV_BQ;
+            if (i >= KV_STAGES) mbar_wait(empty + 8 * s, (i / KV_STAGES - 1) & 1);
+            if (i == 0) {
+                load_tile<BQ>(k_s, in.k, hd.stride, k0, T, tid);
+                load_tile<BQ>(v_s, in.v, hd.stride, k0, T, tid);
+            }
+            load_tile<KV_BQ>(q_s + s * KV_QT_BYTES, in.q, hd.stride, q0, T, tid);
+            load_tile<KV_BQ>(do_s + s * KV_QT_BYTES, dout + hd.out, hd.C, q0, T, tid);
+            const int r = q0 + tid % KV_BQ;  // threads 0..63: lse, 64..127: delta
+            const float* src = (tid < KV_BQ ? lse : delta) + hd.row;
+            const uint32_t dst = (tid < KV_BQ ? lse_s : dl_s) + s * KV_BQ * 4 + (tid % KV_BQ) * 4;
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(r < T ? src + r : src),
+                         "r"(r < T ? 4 : 0) : "memory");
+            cp_async_mbar_arrive(full + 8 * s);
+        }
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+    } else {
+        // ---------------- consumers: warpgroup cw = 0, 1 owns keys k0 + 64cw .. + 63; its first
+        // query tile is its diagonal one (index cw in the ring's sequence)
+        if (USE_SETMAXNREG) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
+        const int cw = wg - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+        const int row_a = k0 + 64 * cw + 16 * warp + g;  // this thread's keys: row_a and row_a + 8
+        const uint32_t k_wg = k_s + cw * 64 * 128, v_wg = v_s + cw * 64 * 128;
+        // the second warpgroup never uses the first tile (every query of it is before its keys):
+        // it releases that stage at once, so the ring's counts stay whole
+        if (cw == 1 && n > 0) mbar_arrive(empty);
+        float s[32];   // S^T, then P^T (64 keys x 64 queries): chunk i = queries 8i.., s[4i + e]
+        float dp[32];  // dP^T, then dS^T
+        float dk[32], dv[32];  // (64 keys x 64 dims): chunk i = dims 8i..
+        uint32_t pa[16], da[16];  // P^T, dS^T as floatX A fragments of 4 k-steps (queries)
+#pragma unroll
+        for (int i = 0; i < 32; i++) { dk[i] = 0.0f; dv[i] = 0.0f; }
+
+        auto issue_s_dp = [&](int st) {
+            const uint32_t qb = q_s + st * KV_QT_BYTES, dob = do_s + st * KV_QT_BYTES;
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(s, desc_kmajor(k_wg + 32 * kk), desc_kmajor(qb + 32 * kk), kk > 0);
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(dp, desc_kmajor(v_wg + 32 * kk), desc_kmajor(dob + 32 * kk), kk > 0);
+        };
+        auto issue_dv_dk = [&](int st) {
+            const uint32_t qb = q_s + st * KV_QT_BYTES, dob = do_s + st * KV_QT_BYTES;
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                wgmma_m64n64k16_rs_tb(dv, pa[4 * kk], pa[4 * kk + 1], pa[4 * kk + 2], pa[4 * kk + 3], desc_mnmajor(dob + 2048 * kk));
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                wgmma_m64n64k16_rs_tb(dk, da[4 * kk], da[4 * kk + 1], da[4 * kk + 2], da[4 * kk + 3], desc_mnmajor(qb + 2048 * kk));
+        };
+        // P^T and dS^T in place of S^T and dP^T; in the diagonal tile, queries before the key get 0
+        auto make_p_ds = [&](int i, int st) {
+            const bool diag = i == cw;
+            const int q0 = (first + i) * KV_BQ;
+#pragma unroll
+            for (int c = 0; c < 8; c++) {
+                const float2 l = ld_shared_f2(lse_s + st * KV_BQ * 4 + (8 * c + 2 * t) * 4);
+                const float2 d = ld_shared_f2(dl_s + st * KV_BQ * 4 + (8 * c + 2 * t) * 4);
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const float le = (e & 1) ? l.y : l.x, de = (e & 1) ? d.y : d.x;
+                    float pe = exp2f(fmaf(s[4 * c + e], SCALE_LOG2, -le * flash::LOG2E));
+                    if (diag && q0 + 8 * c + 2 * t + (e & 1) < row_a + 8 * (e / 2)) pe = 0.0f;
+                    s[4 * c + e] = pe;
+                    dp[4 * c + e] = pe * (dp[4 * c + e] - de);
+                }
+            }
+        };
+        auto pack = [&]() {
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) { pack_a_step(pa, s, kk); pack_a_step(da, dp, kk); }
+        };
+
+        if (cw < n) {
+            const int st0 = cw % KV_STAGES;
+            mbar_wait(full + 8 * st0, (cw / KV_STAGES) & 1);
+            fence_proxy_async();
+            wgmma_fence();
+            issue_s_dp(st0);
+            wgmma_commit();
+            wgmma_wait<0>();
+            fence_regs(s);
+            fence_regs(dp);
+            make_p_ds(cw, st0);
+            pack();
+            for (int i = cw + 1; i < n; i++) {
+                const int st = i % KV_STAGES, prev = (i - 1) % KV_STAGES;
+                mbar_wait(full + 8 * st, (i / KV_STAGES) & 1);
+                fence_proxy_async();
+                wgmma_fence();
+                issue_s_dp(st);      // S^T_i, dP^T_i                 (group 1)
+                wgmma_commit();
+                issue_dv_dk(prev);   // dV, dK += tile i-1's products  (group 2), runs during make_p_ds
+                wgmma_commit();
+                wgmma_wait<1>();
+                fence_regs(s);
+                fence_regs(dp);
+                make_p_ds(i, st);
+                wgmma_wait<0>();
+                fence_regs(dv);
+                fence_regs(dk);
+                mbar_arrive(empty + 8 * prev);
+                pack();
+            }
+            wgmma_fence();
+            issue_dv_dk((n - 1) % KV_STAGES);
+            wgmma_commit();
+            wgmma_wait<0>();
+            fence_regs(dv);
+            fence_regs(dk);
+            mbar_arrive(empty + 8 * ((n - 1) % KV_STAGES));
+        }
+
+        floatX* dst = dqkv + hd.qkv;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int row = row_a + 8 * h;
+            if (row >= T) continue;
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const size_t at = (size_t)row * hd.stride + 8 * i + 2 * t;
+                *reinterpret_cast<uint32_t*>(dst + hd.C + at) = flash::pack2(dk[4 * i + 2 * h] * SCALE, dk[4 * i + 2 * h + 1] * SCALE);
+                *reinterpret_cast<uint32_t*>(dst + 2 * hd.C + at) = flash::pack2(dv[4 * i + 2 * h], dv[4 * i + 2 * h + 1]);
+            }
+        }
+    }
+#else
+    (void)dqkv; (void)qkv; (void)dout; (void)lse; (void)delta; (void)T; (void)NH;
+#endif
+}
+
+}  // namespace flash_wgmma
+
+// The dq part of dqkv (B,T,3C) (the k, v parts untouched) from dout (B,T,C), qkv, the forward's
+// lse (B,NH,T) and delta (B,NH,T) = rowsum(dout * out): the contract of flash_backward_dq.
+inline void flash_backward_dq_wgmma(Context* ctx, floatX* dqkv, const float* delta, const floatX* dout, const floatX* qkv,
+                                    const float* lse, int B, int T, int NH) {
+    using namespace flash_wgmma;
+    cudaCheck(cudaFuncSetAttribute(backward_dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DQ_SMEM_BYTES));
+    backward_dq_kernel<<<dim3(B * NH, ceil_div(T, BQ)), THREADS, DQ_SMEM_BYTES, ctx->stream>>>(dqkv, qkv, dout, lse, delta, T, NH);
+    launchCheck();
+}
+
+// The dk, dv parts of dqkv (B,T,3C) (the q part untouched): the contract of flash_backward_dkdv.
+inline void flash_backward_dkdv_wgmma(Context* ctx, floatX* dqkv, const float* delta, const floatX* dout, const floatX* qkv,
+                                      const float* lse, int B, int T, int NH) {
+    using namespace flash_wgmma;
+    cudaCheck(cudaFuncSetAttribute(backward_dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, KV_SMEM_BYTES));
+    backward_dkdv_kernel<<<dim3(B * NH, ceil_div(T, BQ)), THREADS, KV_SMEM_BYTES, ctx->stream>>>(dqkv, qkv, dout, lse, delta, T, NH);
+    launchCheck();
+}
+
+#endif  // USE_WGMMA && !ENABLE_FP32
