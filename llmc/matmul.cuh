@@ -7,10 +7,10 @@
 // B = inp. Each launcher below spells out its m, n, k.
 #pragma once
 #include <algorithm>
-#include <sstream>
 #include <map>
 #include <tuple>
 #include "common.cuh"
+#include "gemm_choices.h"
 
 // ----------------------------------------------------------------------------------------------
 // Kernels
@@ -112,14 +112,6 @@ __global__ void reduce_partials_accumulate_kernel(floatX* out, const float* part
 
 // ----------------------------------------------------------------------------------------------
 // cuBLASLt plumbing: one cached plan (descriptors + chosen algorithm) per distinct call shape.
-struct MatmulKey {
-    int m, n, k, trans_a, trans_b, epilogue, batch, align;
-    long long stride_a, stride_b, stride_d;
-    bool operator<(const MatmulKey& o) const {
-        return std::tie(m, n, k, trans_a, trans_b, epilogue, batch, align, stride_a, stride_b, stride_d) <
-               std::tie(o.m, o.n, o.k, o.trans_a, o.trans_b, o.epilogue, o.batch, o.align, o.stride_a, o.stride_b, o.stride_d);
-    }
-};
 struct MatmulPlan {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d;
@@ -307,45 +299,22 @@ inline void matmul_set_choices(Context* ctx, const std::vector<int>& choices) {
         if (choice != p.choice) matmul_choose(ctx, p, key, choice);
     }
 }
-// Text form: a header naming what the choices are valid for (cuBLASLt's version, the GPU), then
-// one line per shape: the key's fields and the choice.
+// Text form (llmc/gemm_choices.h): a header naming what the choices are valid for (cuBLASLt's
+// version, the GPU), then one line per shape: the key's fields and the choice.
 inline std::string matmul_choices_header(const Context* ctx) {
     std::string gpu = ctx->props.name;
     for (char& ch : gpu) if (ch == ' ') ch = '_';
     return "gemm-algorithms v1 cublaslt=" + std::to_string(cublasLtGetVersion()) + " gpu=" + gpu;
 }
 inline std::string matmul_choices_text(const Context* ctx) {
-    std::string t = matmul_choices_header(ctx) + "\n";
-    char line[256];
-    for (const auto& [k, p] : ctx->plans->plans) {
-        snprintf(line, sizeof line, "%d %d %d %d %d %d %d %d %lld %lld %lld %d\n", k.m, k.n, k.k, k.trans_a, k.trans_b,
-                 k.epilogue, k.batch, k.align, k.stride_a, k.stride_b, k.stride_d, p.choice);
-        t += line;
-    }
-    return t;
+    std::map<MatmulKey, int> choices;
+    for (const auto& [k, p] : ctx->plans->plans) choices[k] = p.choice;
+    return gemm_choices_text(matmul_choices_header(ctx), choices);
 }
-// Parses matmul_choices_text's output into *pinned. false + the reason when it is not that
-// format, or was written for another cuBLASLt or GPU (whose rankings differ).
+// The choices in `text` (matmul_choices_text's format) into *pinned; false + the reason when it
+// is not that format or was written for another cuBLASLt or GPU (whose rankings differ).
 inline bool matmul_choices_parse(const Context* ctx, const std::string& text, std::map<MatmulKey, int>* pinned, std::string* why) {
-    std::istringstream in(text);
-    std::string header, line;
-    std::getline(in, header);
-    if (header != matmul_choices_header(ctx)) {
-        *why = "written for '" + header.substr(0, 120) + "', this is '" + matmul_choices_header(ctx) + "'";
-        return false;
-    }
-    for (int n = 2; std::getline(in, line); n++) {
-        MatmulKey k;
-        int choice, used = 0;
-        if (sscanf(line.c_str(), "%d %d %d %d %d %d %d %d %lld %lld %lld %d%n", &k.m, &k.n, &k.k, &k.trans_a, &k.trans_b,
-                   &k.epilogue, &k.batch, &k.align, &k.stride_a, &k.stride_b, &k.stride_d, &choice, &used) != 12 ||
-            used != (int)line.size() || choice < 0 || choice >= MATMUL_CANDIDATES) {
-            *why = "line " + std::to_string(n) + " is not 11 key fields and a choice in [0, " + std::to_string(MATMUL_CANDIDATES) + ")";
-            return false;
-        }
-        (*pinned)[k] = choice;
-    }
-    return true;
+    return gemm_choices_parse(matmul_choices_header(ctx), text, MATMUL_CANDIDATES, pinned, why);
 }
 
 // Row-major view: C (M,N) = alpha * opX(X) @ opY(Y) + beta * C, opX(X) (M,K), opY(Y) (K,N), each

@@ -16,7 +16,7 @@
 //     T in {64,128,1000,1024,2048}, NH in {12,16,20,25}, one line per configuration (compare with
 //     dev/cuda/sdpa_bench.py, PyTorch's flash attention on the same configurations).
 //   - sm_90a builds (USE_WGMMA, make GPU_ARCH=90), where the model's forward, dkdv and dq are the
-//     wgmma kernels (llmc/flash_attention_wgmma.cuh) and every check above goes through them: the
+//     wgmma kernels (llmc/flash_attention_wgmma*.cuh) and every check above goes through them: the
 //     mma.sync kernels (other GPUs' path) against them at B=4, T=1000/1024/2048, NH=12/25, and
 //     both timed at B=8 and B=64, T=1024, NH=12.
 // CHECK_NO_TIMING=1 (e.g. under compute-sanitizer) skips the timings and the long-sequence checks.

@@ -1,0 +1,59 @@
+// The GEMM algorithm choices as text: what `--gemm-tune 1` keeps in <out>/gemm_algos.txt and
+// `--gemm-algos FILE` reads (llmc/matmul.cuh makes and applies the choices). Host-only, unit-tested
+// (dev/unit/test_gemm_choices.cpp).
+//   line 1:   a header naming what the choices are valid for (cuBLASLt's version and the GPU:
+//             another one ranks its algorithms differently), written and compared as a whole;
+//   line 2..: one matmul shape per line, MatmulKey's 11 fields, then the choice: an index into
+//             cuBLASLt's ranking of algorithms for that shape, in [0, max_choice).
+#pragma once
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <string>
+#include <tuple>
+
+// One distinct matmul call shape (column-major, as cuBLASLt sees it) and the pointers' alignment.
+struct MatmulKey {
+    int m, n, k, trans_a, trans_b, epilogue, batch, align;
+    long long stride_a, stride_b, stride_d;
+    bool operator<(const MatmulKey& o) const {
+        return std::tie(m, n, k, trans_a, trans_b, epilogue, batch, align, stride_a, stride_b, stride_d) <
+               std::tie(o.m, o.n, o.k, o.trans_a, o.trans_b, o.epilogue, o.batch, o.align, o.stride_a, o.stride_b, o.stride_d);
+    }
+};
+
+inline std::string gemm_choices_text(const std::string& header, const std::map<MatmulKey, int>& choices) {
+    std::string t = header + "\n";
+    char line[256];
+    for (const auto& [k, choice] : choices) {
+        snprintf(line, sizeof line, "%d %d %d %d %d %d %d %d %lld %lld %lld %d\n", k.m, k.n, k.k, k.trans_a, k.trans_b,
+                 k.epilogue, k.batch, k.align, k.stride_a, k.stride_b, k.stride_d, choice);
+        t += line;
+    }
+    return t;
+}
+
+// gemm_choices_text's output into *choices. false + the reason (one line) when the header is not
+// `header` or a line is not 11 key fields and a choice in [0, max_choice).
+inline bool gemm_choices_parse(const std::string& header, const std::string& text, int max_choice,
+                               std::map<MatmulKey, int>* choices, std::string* why) {
+    std::istringstream in(text);
+    std::string first, line;
+    std::getline(in, first);
+    if (first != header) {
+        *why = "written for '" + first.substr(0, 120) + "', this is '" + header + "'";
+        return false;
+    }
+    for (int n = 2; std::getline(in, line); n++) {
+        MatmulKey k;
+        int choice, used = 0;
+        if (sscanf(line.c_str(), "%d %d %d %d %d %d %d %d %lld %lld %lld %d%n", &k.m, &k.n, &k.k, &k.trans_a, &k.trans_b,
+                   &k.epilogue, &k.batch, &k.align, &k.stride_a, &k.stride_b, &k.stride_d, &choice, &used) != 12 ||
+            used != (int)line.size() || choice < 0 || choice >= max_choice) {
+            *why = "line " + std::to_string(n) + " is not 11 key fields and a choice in [0, " + std::to_string(max_choice) + ")";
+            return false;
+        }
+        (*choices)[k] = choice;
+    }
+    return true;
+}
