@@ -227,10 +227,11 @@ struct Head {
     int C;          // NH * 64
     size_t stride;  // 3C: elements between consecutive rows (t) of qkv and dqkv
 };
-__device__ inline Head head_of(int T, int NH) {
-    const int bh = blockIdx.x, b = bh / NH, h = bh % NH, C = NH * HS;
+__device__ inline Head head_at(int bh, int T, int NH) {  // bh = b * NH + h
+    const int b = bh / NH, h = bh % NH, C = NH * HS;
     return Head{(size_t)b * T * 3 * C + (size_t)h * HS, (size_t)b * T * C + (size_t)h * HS, (size_t)bh * T, C, 3 * (size_t)C};
 }
+__device__ inline Head head_of(int T, int NH) { return head_at(blockIdx.x, T, NH); }  // grid x = b * NH + h
 // The head's q, k, v rows at t=0 inside qkv (B,T,3,NH,64); rows hd.stride apart.
 struct HeadQKV { const floatX *q, *k, *v; };
 __device__ inline HeadQKV head_qkv(const floatX* qkv, const Head& hd) {

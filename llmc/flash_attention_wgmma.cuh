@@ -102,11 +102,11 @@ constexpr int BK = 128;                  // keys per streamed tile (BK == BQ: th
 constexpr int STAGES = 3;                // depth of the K/V ring
 constexpr int THREADS = 384;             // warpgroup 0 producer, 1 and 2 consumers
 constexpr int TILE_BYTES = 128 * HS * 2; // one 128-row tile of floatX (16 KB)
-constexpr int Q_OFF = 0;
-constexpr int K_OFF = TILE_BYTES;                     // + s * TILE_BYTES
+constexpr int Q_OFF = 0;                              // + b * TILE_BYTES: two Q buffers (b = item & 1)
+constexpr int K_OFF = 2 * TILE_BYTES;                 // + s * TILE_BYTES
 constexpr int V_OFF = K_OFF + STAGES * TILE_BYTES;    // + s * TILE_BYTES
-constexpr int BAR_OFF = V_OFF + STAGES * TILE_BYTES;  // full[STAGES], empty[STAGES] (8 bytes each)
-constexpr int SMEM_BYTES = BAR_OFF + 2 * STAGES * 8 + 1024;  // + 1024: room to align the base
+constexpr int BAR_OFF = V_OFF + STAGES * TILE_BYTES;  // full[STAGES], empty[STAGES], q_empty[2] (8 bytes each)
+constexpr int SMEM_BYTES = BAR_OFF + (2 * STAGES + 2) * 8 + 1024;  // + 1024: room to align the base
 constexpr bool USE_SETMAXNREG = true;    // false: every thread keeps launch_bounds' 168 registers
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;  // 128*40 + 256*232 = 64512 = 384*168
 static_assert(TILE_BYTES % 1024 == 0, "tiles must keep the 1024-byte swizzle alignment");
@@ -267,52 +267,91 @@ __device__ inline void init_ring(uint32_t full, uint32_t empty, int stages) {
 __device__ inline uint32_t smem_base_1024(const void* smem_raw) { return (smem_u32(smem_raw) + 1023u) & ~1023u; }
 
 // ---------------------------------------------------------------------------------------------
-// The kernel. Grid (B*NH, T/128 rounded up); blockIdx.y is reversed so the longest (last) query
-// tiles start first and the short ones fill the tail, as in flash::forward_kernel.
-__global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
+// The kernel is PERSISTENT: one CTA per SM, each looping over work items (one item = 128 queries
+// of one (b, h)), because at T=1024 a CTA's own start and end cost as much as its middle. Measured
+// (B*T = 64K, NH=12): 222 TFLOP/s at T=1024 but 412 at T=16384 with one CTA per item -- the items
+// are short (1..8 key tiles), and every CTA paid a launch, a cold wait for Q and the first K, V
+// from memory, and an epilogue, with the SM's tensor cores idle. Here the producer runs ahead into
+// the next item (its Q into the other Q buffer, its K, V into the same ring), so the consumers
+// find their next item's data already in shared memory when they finish the current one.
+//
+// Items: w = 0 .. B*NH*nqt-1 is query tile nqt-1 - w/(B*NH) of head bh = w % (B*NH): the longest
+// (last) query tiles first, so the short ones fill the tail. The G = gridDim.x CTAs take them in
+// rounds of G, snaking: CTA c takes item rG + c in even rounds r and rG + G-1-c in odd ones, so
+// the CTA that took the longest item of one round takes the shortest of the next (a static
+// schedule that balances the load like a dynamic one without a shared counter). Every item is
+// computed exactly as by a one-item CTA (same products, same order): the results do not depend on
+// the grid size or the schedule.
+struct FwdItem { int bh, q0, nkt; };
+__device__ inline FwdItem fwd_item(int w, int BH, int nqt) {
+    const int q0 = (nqt - 1 - w / BH) * BQ;
+    return {w % BH, q0, q0 / BK + 1};  // key tiles 0..q0/BK; the last one is the diagonal tile (BK == BQ)
+}
+__device__ inline int next_item(int w) {  // this CTA's item after w (the first is blockIdx.x)
+    const int G = gridDim.x, r = w / G + 1;
+    return r * G + ((r & 1) ? G - 1 - (int)blockIdx.x : (int)blockIdx.x);
+}
+
+__global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ char smem_raw[];
     const uint32_t base = smem_base_1024(smem_raw);  // every access below goes through shared addresses
     const uint32_t q_s = base + Q_OFF, k_s = base + K_OFF, v_s = base + V_OFF;
-    const uint32_t full = base + BAR_OFF, empty = full + 8 * STAGES;  // + 8*s: stage s
+    // + 8*s: stage s of the ring; q_empty + 8*b: Q buffer b is free (the 256 consumers are done with it)
+    const uint32_t full = base + BAR_OFF, empty = full + 8 * STAGES, q_empty = empty + 8 * STAGES;
 
-    const flash::Head hd = flash::head_of(T, NH);
-    const int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;
-    const int nkt = q0 / BK + 1;  // key tiles 0..q0/BK; the last one is the diagonal tile (BK == BQ)
+    const int BH = B * NH, nqt = (T + BQ - 1) / BQ, items = BH * nqt;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
 
     init_ring(full, empty, STAGES);
+    if (threadIdx.x == 0) {
+        mbar_init(q_empty, 256);
+        mbar_init(q_empty + 8, 256);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
 
+    // The ring's stages are used in one sequence across all of the CTA's items: key tile number
+    // `it` (counted over items) lives in stage it % STAGES, whose (it / STAGES)-th use it is.
     if (wg == 0) {
         // ---------------- producer
         if (USE_SETMAXNREG) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
-        const flash::HeadQKV in = flash::head_qkv(qkv, hd);
-        for (int j = 0; j < nkt; j++) {
-            const int s = j % STAGES;
-            if (j >= STAGES) mbar_wait(empty + 8 * s, (j / STAGES - 1) & 1);  // consumers done with tile j-STAGES
-            if (j == 0) load_tile<BQ>(q_s, in.q, hd.stride, q0, T, tid);       // Q rides with the first tile
-            load_tile<BK>(k_s + s * TILE_BYTES, in.k, hd.stride, j * BK, T, tid);
-            load_tile<BK>(v_s + s * TILE_BYTES, in.v, hd.stride, j * BK, T, tid);
-            cp_async_mbar_arrive(full + 8 * s);
+        int it = 0;
+        for (int w = blockIdx.x, n = 0; w < items; w = next_item(w), n++) {
+            const FwdItem item = fwd_item(w, BH, nqt);
+            const flash::Head hd = flash::head_at(item.bh, T, NH);
+            const flash::HeadQKV in = flash::head_qkv(qkv, hd);
+            const int qb = n & 1;
+            if (n >= 2) mbar_wait(q_empty + 8 * qb, (n / 2 - 1) & 1);  // item n-2 is done with this Q buffer
+            for (int j = 0; j < item.nkt; j++, it++) {
+                const int s = it % STAGES;
+                if (it >= STAGES) mbar_wait(empty + 8 * s, (it / STAGES - 1) & 1);  // consumers done with tile it-STAGES
+                if (j == 0) load_tile<BQ>(q_s + qb * TILE_BYTES, in.q, hd.stride, item.q0, T, tid);  // Q rides with the first tile
+                load_tile<BK>(k_s + s * TILE_BYTES, in.k, hd.stride, j * BK, T, tid);
+                load_tile<BK>(v_s + s * TILE_BYTES, in.v, hd.stride, j * BK, T, tid);
+                cp_async_mbar_arrive(full + 8 * s);
+            }
         }
         // Do not exit with copies in flight into the CTA's shared memory.
         asm volatile("cp.async.wait_all;\n" ::: "memory");
     } else {
-        // ---------------- consumers: warpgroup cw = 0, 1 owns query rows q0 + 64cw .. + 63.
+        // ---------------- consumers: warpgroup cw = 0, 1 owns query rows q0 + 64cw .. + 63 of each item.
+        // One software pipeline over the flat sequence of the CTA's key tiles, ACROSS items: the
+        // first S product of item n+1 is issued together with the last O += P V of item n, and
+        // runs while item n's output is written; no step of the pipeline drains at an item's end.
         if (USE_SETMAXNREG) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
         const int cw = wg - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-        const int row_a = q0 + 64 * cw + 16 * warp + g;  // this thread's rows: row_a and row_a + 8
-        const uint32_t q_wg = q_s + cw * 64 * 128;        // the warpgroup's 64 Q rows (8 KB, 1024-aligned)
+        const int row_off = 64 * cw + 16 * warp + g;  // this thread's rows: q0 + row_off and + 8
 
         float s[64];  // S (64 x 128): chunk i = keys 8i.., s[4i + e]
         float o[32];  // O (64 x 64):  chunk i = dims 8i.., o[4i + e]
         uint32_t p[32];  // P (64 x 128) as floatX pairs: A fragments of 8 k-steps, p[4kk + 0..3]
-        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // per row h: running max (raw), sum
 #pragma unroll
         for (int i = 0; i < 32; i++) o[i] = 0.0f;
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // per row h: running max (raw score), sum (per-thread partial)
 
         // S = Q K^T for the tile in stage st: 4 k-steps of 16 head dims (32 bytes along each row).
-        auto issue_s = [&](int st) {
+        auto issue_s = [&](uint32_t q_wg, int st) {
             const uint32_t kb = k_s + st * TILE_BYTES;
 #pragma unroll
             for (int kk = 0; kk < 4; kk++)
@@ -325,11 +364,10 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float*
             for (int kk = 0; kk < 8; kk++)
                 wgmma_m64n64k16_rs_tb(o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], desc_mnmajor(vb + 2048 * kk));
         };
-        // Online softmax of S for key tile j, in place (S becomes unnormalized P, fp32). Returns
-        // alpha per row = exp(old max - new max), the factor O must be rescaled by.
-        auto softmax = [&](int j, float (&alpha)[2]) {
-            if (j == nkt - 1) {  // the diagonal tile: key > query -> -inf (exp2 gives exactly 0)
-                const int k0 = j * BK;
+        // Online softmax of S for key tile k0.. of the rows q0 + row_off (+8), in place (S becomes
+        // unnormalized P, fp32). Returns alpha per row = exp(old max - new max), O's rescale factor.
+        auto softmax = [&](bool diagonal, int k0, int row_a, float (&alpha)[2]) {
+            if (diagonal) {  // key > query -> -inf (exp2 gives exactly 0)
 #pragma unroll
                 for (int i = 0; i < 16; i++)
 #pragma unroll
@@ -348,7 +386,7 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float*
                 mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffff, mx[h], 1));
                 mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffff, mx[h], 2));
                 // every row has an unmasked key in every tile it visits (key q0 <= its query), so
-                // mx is finite; on the first tile m = -inf and alpha = exp2(-inf) = 0.
+                // mx is finite; on an item's first tile m = -inf and alpha = exp2(-inf) = 0.
                 alpha[h] = exp2f((m[h] - mx[h]) * SCALE_LOG2);
                 m[h] = mx[h];
                 l[h] *= alpha[h];
@@ -362,69 +400,110 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float*
                     l[e / 2] += s[4 * i + e];
                 }
         };
-        auto pack_p = [&]() { pack_a_frags(p, s); };
+        // out = O / l, lse = max * scale + ln(l) for the item's rows, from the row state (mm, ll).
+        auto epilogue = [&](const FwdItem& item, const float (&mm)[2], float (&ll)[2]) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {  // l was a per-thread partial sum until here
+                ll[h] += __shfl_xor_sync(0xffffffff, ll[h], 1);
+                ll[h] += __shfl_xor_sync(0xffffffff, ll[h], 2);
+            }
+            const flash::Head hd = flash::head_at(item.bh, T, NH);
+            floatX* dst = out + hd.out;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int row = item.q0 + row_off + 8 * h;
+                if (row >= T) continue;
+                const float inv = 1.0f / ll[h];
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    *reinterpret_cast<uint32_t*>(dst + (size_t)row * hd.C + 8 * i + 2 * t) =
+                        flash::pack2(o[4 * i + 2 * h] * inv, o[4 * i + 2 * h + 1] * inv);
+                if (t == 0) lse[hd.row + row] = mm[h] * SCALE + logf(ll[h]);
+            }
+        };
 
-        // Tile 0: S_0, softmax, P_0. (O is still zero: its alpha is irrelevant.)
-        float alpha[2];
-        mbar_wait(full, 0);
-        fence_proxy_async();
-        wgmma_fence();
-        issue_s(0);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_regs(s);
-        softmax(0, alpha);
-        pack_p();
-        for (int j = 1; j < nkt; j++) {
-            const int st = j % STAGES, prev = (j - 1) % STAGES;
-            mbar_wait(full + 8 * st, (j / STAGES) & 1);
+        // `it` counts the CTA's key tiles over all items (tile it sits in stage it % STAGES).
+        // S_it = Q K^T of tile it, issued once its stage is full; the S fragment is rewritten
+        // by the softmax, so fence and wait exactly as the pipeline below needs.
+        auto issue_s_of = [&](int it, int n) {
+            mbar_wait(full + 8 * (it % STAGES), (it / STAGES) & 1);
             fence_proxy_async();
             wgmma_fence();  // s, o, p were written by ordinary instructions since the last wgmma
-            issue_s(st);    // S_j = Q K_j^T            (group 1)
+            issue_s(q_s + (n & 1) * TILE_BYTES + cw * 64 * 128, it % STAGES);  // the warpgroup's 64 Q rows
             wgmma_commit();
-            issue_pv(prev);  // O += P_{j-1} V_{j-1}   (group 2), runs during the softmax below
-            wgmma_commit();
-            wgmma_wait<1>();  // S_j done (groups complete in order)
-            fence_regs(s);
-            softmax(j, alpha);
-            wgmma_wait<0>();  // O += P_{j-1} V_{j-1} done: stage prev is free, O may be rescaled
-            fence_regs(o);
-            mbar_arrive(empty + 8 * prev);
+        };
+        int w = blockIdx.x, n = 0, it = 0;
+        FwdItem item = fwd_item(w, BH, nqt);
+        float alpha[2];
+        // The CTA's first tile: S, softmax, P (O is still zero: its alpha is irrelevant).
+        issue_s_of(0, 0);
+        wgmma_wait<0>();
+        fence_regs(s);
+        softmax(item.nkt == 1, 0, item.q0 + row_off, alpha);
+        pack_a_frags(p, s);
+        while (true) {
+            // Item n, tile 0 done (P in p). Tiles 1 .. nkt-1: S_j and O += P_{j-1} V_{j-1} back
+            // to back; the softmax of S_j runs while the latter is still in the tensor cores.
+            for (int j = 1; j < item.nkt; j++) {
+                const int prev = (it + j - 1) % STAGES;
+                issue_s_of(it + j, n);
+                issue_pv(prev);
+                wgmma_commit();
+                wgmma_wait<1>();  // S_j done (groups complete in order)
+                fence_regs(s);
+                softmax(j == item.nkt - 1, j * BK, item.q0 + row_off, alpha);
+                wgmma_wait<0>();  // O += P_{j-1} V_{j-1} done: stage prev is free, O may be rescaled
+                fence_regs(o);
+                mbar_arrive(empty + 8 * prev);
 #pragma unroll
-            for (int i = 0; i < 16; i++) {
-                o[2 * i] *= alpha[(i & 1)];  // o[4c + e]: e/2 = row half; index 2i covers e = 0,1 (i even) or 2,3
-                o[2 * i + 1] *= alpha[(i & 1)];
+                for (int i = 0; i < 16; i++) {
+                    o[2 * i] *= alpha[(i & 1)];  // o[4c + e]: e/2 = row half; index 2i covers e = 0,1 (i even) or 2,3
+                    o[2 * i + 1] *= alpha[(i & 1)];
+                }
+                pack_a_frags(p, s);
             }
-            pack_p();
+            mbar_arrive(q_empty + 8 * (n & 1));  // every S product of item n is done: its Q buffer is free
+            const int last = (it + item.nkt - 1) % STAGES;
+            it += item.nkt;
+            const FwdItem done = item;
+            w = next_item(w);
+            if (w >= items) break;
+            // The next item's S_0 with this item's last O += P V; its softmax while that runs;
+            // then this item's output.
+            item = fwd_item(w, BH, nqt);
+            n++;
+            issue_s_of(it, n);
+            issue_pv(last);
+            wgmma_commit();
+            wgmma_wait<1>();
+            fence_regs(s);
+            float m_done[2], l_done[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                m_done[h] = m[h], l_done[h] = l[h];
+                m[h] = -INFINITY, l[h] = 0.0f;
+            }
+            softmax(item.nkt == 1, 0, item.q0 + row_off, alpha);
+            wgmma_wait<0>();
+            fence_regs(o);
+            mbar_arrive(empty + 8 * last);
+            epilogue(done, m_done, l_done);
+#pragma unroll
+            for (int i = 0; i < 32; i++) o[i] = 0.0f;
+            pack_a_frags(p, s);
         }
+        // The last item's last O += P V, and its output.
+        const int last = (it - 1) % STAGES;
         wgmma_fence();
-        issue_pv((nkt - 1) % STAGES);
+        issue_pv(last);
         wgmma_commit();
         wgmma_wait<0>();
         fence_regs(o);
-        mbar_arrive(empty + 8 * ((nkt - 1) % STAGES));  // not needed by anyone; keeps the protocol uniform
-
-        // out = O / l, lse = max * scale + ln(l). l is a per-thread partial sum until here.
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            l[h] += __shfl_xor_sync(0xffffffff, l[h], 1);
-            l[h] += __shfl_xor_sync(0xffffffff, l[h], 2);
-        }
-        floatX* dst = out + hd.out;
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int row = row_a + 8 * h;
-            if (row >= T) continue;
-            const float inv = 1.0f / l[h];
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-                *reinterpret_cast<uint32_t*>(dst + (size_t)row * hd.C + 8 * i + 2 * t) =
-                    flash::pack2(o[4 * i + 2 * h] * inv, o[4 * i + 2 * h + 1] * inv);
-            if (t == 0) lse[hd.row + row] = m[h] * SCALE + logf(l[h]);
-        }
+        mbar_arrive(empty + 8 * last);  // not needed by anyone; keeps the protocol uniform
+        epilogue(item, m, l);
     }
 #else
-    (void)out; (void)lse; (void)qkv; (void)T; (void)NH;
+    (void)out; (void)lse; (void)qkv; (void)B; (void)T; (void)NH;
 #endif
 }
 
@@ -435,8 +514,8 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float*
 inline void flash_attention_forward_wgmma(Context* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int NH) {
     using namespace flash_wgmma;
     cudaCheck(cudaFuncSetAttribute(forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES));
-    dim3 grid(B * NH, ceil_div(T, BQ));
-    forward_kernel<<<grid, THREADS, SMEM_BYTES, ctx->stream>>>(out, lse, qkv, T, NH);
+    const int items = B * NH * ceil_div(T, BQ);  // persistent: one CTA per SM (or per item, if fewer)
+    forward_kernel<<<std::min(items, ctx->props.multiProcessorCount), THREADS, SMEM_BYTES, ctx->stream>>>(out, lse, qkv, B, T, NH);
     launchCheck();
 }
 
