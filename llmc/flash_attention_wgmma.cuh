@@ -249,14 +249,19 @@ __device__ inline void pack_a_frags(uint32_t (&a)[N / 2], const float (&acc)[N])
 #pragma unroll
     for (int kk = 0; kk < N / 8; kk++) pack_a_step(a, acc, kk);
 }
-// The ring's barriers: full[s] completes when the producer's 128 threads' copies into stage s have
-// landed; empty[s] when all 256 consumer threads are done with it. Then the whole CTA syncs.
-__device__ inline void init_ring(uint32_t full, uint32_t empty, int stages) {
+// The barriers of a persistent kernel's shared memory, at `full`: full[stages] | empty[stages] |
+// buf_empty[2]. full[s] completes when the producer's 128 threads' copies into stage s of the ring
+// have landed; empty[s] when all 256 consumer threads are done with it; buf_empty[b] when all 256
+// consumer threads are done with the work item held in the double-buffered part (b = the item's
+// number & 1). Then the whole CTA syncs.
+__device__ inline void init_barriers(uint32_t full, int stages) {
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; s++) {
             mbar_init(full + 8 * s, 128);
-            mbar_init(empty + 8 * s, 256);
+            mbar_init(full + 8 * (stages + s), 256);
         }
+        mbar_init(full + 16 * stages, 256);
+        mbar_init(full + 16 * stages + 8, 256);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
@@ -303,13 +308,7 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float*
     const int BH = B * NH, nqt = (T + BQ - 1) / BQ, items = BH * nqt;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
 
-    init_ring(full, empty, STAGES);
-    if (threadIdx.x == 0) {
-        mbar_init(q_empty, 256);
-        mbar_init(q_empty + 8, 256);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+    init_barriers(full, STAGES);
 
     // The ring's stages are used in one sequence across all of the CTA's items: key tile number
     // `it` (counted over items) lives in stage it % STAGES, whose (it / STAGES)-th use it is.

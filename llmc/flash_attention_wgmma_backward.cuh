@@ -22,143 +22,170 @@ namespace flash_wgmma {
 // Pipelining as in the forward: S_{j+1}, dP_{j+1} and dQ += dS_j K_j are issued back to back, and
 // dS_{j+1} is computed while the dQ product still runs. 64-key tiles keep a consumer thread at
 // ~112 accumulator registers (S, dP, dQ: 32 each; dS packed: 16).
-// Shared memory: Q, dO (2 x 16 KB) | K ring DQ_STAGES x 8 KB | V ring DQ_STAGES x 8 KB | barriers.
+// Persistent like the forward (one CTA per SM, the same snaking schedule over the same items: 128
+// queries of one (b, h), longest first); Q and dO are double-buffered so that the producer loads
+// the next item's while the consumers finish this one.
+// Shared memory: Q, dO (2 buffers x 2 x 16 KB) | K ring DQ_STAGES x 8 KB | V ring DQ_STAGES x 8 KB
+// | barriers.
 constexpr int DQ_BK = 64;
 constexpr int DQ_STAGES = 4;
 constexpr int DQ_KV_BYTES = DQ_BK * HS * 2;  // one 64-row tile of floatX (8 KB)
-constexpr int DQ_Q_OFF = 0, DQ_DO_OFF = TILE_BYTES, DQ_K_OFF = 2 * TILE_BYTES;
+constexpr int DQ_Q_OFF = 0, DQ_DO_OFF = 2 * TILE_BYTES, DQ_K_OFF = 4 * TILE_BYTES;  // Q, dO: + b * TILE_BYTES
 constexpr int DQ_V_OFF = DQ_K_OFF + DQ_STAGES * DQ_KV_BYTES;
 constexpr int DQ_BAR_OFF = DQ_V_OFF + DQ_STAGES * DQ_KV_BYTES;
-constexpr int DQ_SMEM_BYTES = DQ_BAR_OFF + 2 * DQ_STAGES * 8 + 1024;
+constexpr int DQ_SMEM_BYTES = DQ_BAR_OFF + (2 * DQ_STAGES + 2) * 8 + 1024;
 static_assert(DQ_KV_BYTES % 1024 == 0, "tiles must keep the 1024-byte swizzle alignment");
 
 __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, const floatX* qkv, const floatX* dout,
-                                                                 const float* lse, const float* delta, int T, int NH) {
+                                                                 const float* lse, const float* delta, int B, int T, int NH) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ char smem_raw[];
     const uint32_t base = smem_base_1024(smem_raw);
     const uint32_t q_s = base + DQ_Q_OFF, do_s = base + DQ_DO_OFF, k_s = base + DQ_K_OFF, v_s = base + DQ_V_OFF;
-    const uint32_t full = base + DQ_BAR_OFF, empty = full + 8 * DQ_STAGES;
-    const flash::Head hd = flash::head_of(T, NH);
-    const int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;  // the longest query tiles first
+    const uint32_t full = base + DQ_BAR_OFF, empty = full + 8 * DQ_STAGES, q_empty = empty + 8 * DQ_STAGES;
+    const int BH = B * NH, nqt = (T + BQ - 1) / BQ, items = BH * nqt;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    init_ring(full, empty, DQ_STAGES);
+    init_barriers(full, DQ_STAGES);
+    // Item w: query tile nqt-1 - w/BH (the longest first) of head w % BH; key tiles 0 .. q0/64 + 1
+    // (the second consumer's diagonal tile; the first consumer stops one tile earlier). `it` counts
+    // the CTA's key tiles over all items, as in the forward.
+    auto q0_of = [&](int w) { return (nqt - 1 - w / BH) * BQ; };
 
     if (wg == 0) {
-        // ---------------- producer: Q and dO once, then K, V tiles 0 .. q0/64 + 1 (the second
-        // consumer's diagonal tile; the first consumer stops one tile earlier)
+        // ---------------- producer: per item Q and dO (into buffer n & 1), then the K, V tiles
         if (USE_SETMAXNREG) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
-        const flash::HeadQKV in = flash::head_qkv(qkv, hd);
-        const int nkt = q0 / DQ_BK + 2;
-        for (int j = 0; j < nkt; j++) {
-            const int s = j % DQ_STAGES;
-            if (j >= DQ_STAGES) mbar_wait(empty + 8 * s, (j / DQ_STAGES - 1) & 1);
-            if (j == 0) {
-                load_tile<BQ>(q_s, in.q, hd.stride, q0, T, tid);
-                load_tile<BQ>(do_s, dout + hd.out, hd.C, q0, T, tid);
+        int it = 0;
+        for (int w = blockIdx.x, n = 0; w < items; w = next_item(w), n++) {
+            const int q0 = q0_of(w), nkt = q0 / DQ_BK + 2, qb = n & 1;
+            const flash::Head hd = flash::head_at(w % BH, T, NH);
+            const flash::HeadQKV in = flash::head_qkv(qkv, hd);
+            if (n >= 2) mbar_wait(q_empty + 8 * qb, (n / 2 - 1) & 1);  // item n-2 is done with this buffer
+            for (int j = 0; j < nkt; j++, it++) {
+                const int s = it % DQ_STAGES;
+                if (it >= DQ_STAGES) mbar_wait(empty + 8 * s, (it / DQ_STAGES - 1) & 1);
+                if (j == 0) {
+                    load_tile<BQ>(q_s + qb * TILE_BYTES, in.q, hd.stride, q0, T, tid);
+                    load_tile<BQ>(do_s + qb * TILE_BYTES, dout + hd.out, hd.C, q0, T, tid);
+                }
+                load_tile<DQ_BK>(k_s + s * DQ_KV_BYTES, in.k, hd.stride, j * DQ_BK, T, tid);
+                load_tile<DQ_BK>(v_s + s * DQ_KV_BYTES, in.v, hd.stride, j * DQ_BK, T, tid);
+                cp_async_mbar_arrive(full + 8 * s);
             }
-            load_tile<DQ_BK>(k_s + s * DQ_KV_BYTES, in.k, hd.stride, j * DQ_BK, T, tid);
-            load_tile<DQ_BK>(v_s + s * DQ_KV_BYTES, in.v, hd.stride, j * DQ_BK, T, tid);
-            cp_async_mbar_arrive(full + 8 * s);
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");
     } else {
         // ---------------- consumers: warpgroup cw = 0, 1 owns query rows q0 + 64cw .. + 63
         if (USE_SETMAXNREG) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
         const int cw = wg - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-        const int row_a = q0 + 64 * cw + 16 * warp + g;  // this thread's rows: row_a and row_a + 8
-        const uint32_t q_wg = q_s + cw * 64 * 128, do_wg = do_s + cw * 64 * 128;
-        const int nmy = q0 / DQ_BK + cw + 1;  // key tiles up to this warpgroup's diagonal one
-        float lse2[2], dl[2];                  // per row half: lse * log2(e) (+inf past T), delta
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int row = row_a + 8 * h;
-            lse2[h] = row < T ? lse[hd.row + row] * flash::LOG2E : INFINITY;
-            dl[h] = row < T ? delta[hd.row + row] : 0.0f;
-        }
         float s[32];   // S, then dS (64 x 64): chunk i = keys 8i.., s[4i + e]
         float dp[32];  // dP (64 x 64)
         float dq[32];  // dQ (64 x 64): chunk i = dims 8i..
         uint32_t ds[16];  // dS as floatX pairs: A fragments of 4 k-steps, ds[4kk + 0..3]
+        int it = 0;
+        for (int w = blockIdx.x, n = 0; w < items; w = next_item(w), n++) {
+            const int q0 = q0_of(w), nkt = q0 / DQ_BK + 2;
+            const flash::Head hd = flash::head_at(w % BH, T, NH);
+            const int row_a = q0 + 64 * cw + 16 * warp + g;  // this thread's rows: row_a and row_a + 8
+            const uint32_t q_wg = q_s + (n & 1) * TILE_BYTES + cw * 64 * 128, do_wg = do_s + (n & 1) * TILE_BYTES + cw * 64 * 128;
+            const int nmy = q0 / DQ_BK + cw + 1;  // key tiles up to this warpgroup's diagonal one
+            float lse2[2], dl[2];                  // per row half: lse * log2(e) (+inf past T), delta
 #pragma unroll
-        for (int i = 0; i < 32; i++) dq[i] = 0.0f;
+            for (int h = 0; h < 2; h++) {
+                const int row = row_a + 8 * h;
+                lse2[h] = row < T ? lse[hd.row + row] * flash::LOG2E : INFINITY;
+                dl[h] = row < T ? delta[hd.row + row] : 0.0f;
+            }
+#pragma unroll
+            for (int i = 0; i < 32; i++) dq[i] = 0.0f;
 
-        auto issue_s_dp = [&](int st) {
-            const uint32_t kb = k_s + st * DQ_KV_BYTES, vb = v_s + st * DQ_KV_BYTES;
+            auto issue_s_dp = [&](int st) {
+                const uint32_t kb = k_s + st * DQ_KV_BYTES, vb = v_s + st * DQ_KV_BYTES;
 #pragma unroll
-            for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(s, desc_kmajor(q_wg + 32 * kk), desc_kmajor(kb + 32 * kk), kk > 0);
+                for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(s, desc_kmajor(q_wg + 32 * kk), desc_kmajor(kb + 32 * kk), kk > 0);
 #pragma unroll
-            for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(dp, desc_kmajor(do_wg + 32 * kk), desc_kmajor(vb + 32 * kk), kk > 0);
-        };
-        auto issue_dq = [&](int st) {
-            const uint32_t kb = k_s + st * DQ_KV_BYTES;
+                for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(dp, desc_kmajor(do_wg + 32 * kk), desc_kmajor(vb + 32 * kk), kk > 0);
+            };
+            auto issue_dq = [&](int st) {
+                const uint32_t kb = k_s + st * DQ_KV_BYTES;
 #pragma unroll
-            for (int kk = 0; kk < 4; kk++)
-                wgmma_m64n64k16_rs_tb(dq, ds[4 * kk], ds[4 * kk + 1], ds[4 * kk + 2], ds[4 * kk + 3], desc_mnmajor(kb + 2048 * kk));
-        };
-        // dS = P (dP - delta) in place of S; keys after the query (only in the diagonal tile) get 0
-        auto make_ds = [&](int j) {
-            const bool diag = j == nmy - 1;
-            const int k0 = j * DQ_BK;
+                for (int kk = 0; kk < 4; kk++)
+                    wgmma_m64n64k16_rs_tb(dq, ds[4 * kk], ds[4 * kk + 1], ds[4 * kk + 2], ds[4 * kk + 3], desc_mnmajor(kb + 2048 * kk));
+            };
+            // dS = P (dP - delta) in place of S; keys after the query (only in the diagonal tile) get 0
+            auto make_ds = [&](int j) {
+                const bool diag = j == nmy - 1;
+                const int k0 = j * DQ_BK;
 #pragma unroll
-            for (int i = 0; i < 8; i++)
+                for (int i = 0; i < 8; i++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float pe = exp2f(fmaf(s[4 * i + e], SCALE_LOG2, -lse2[e / 2]));
-                    if (diag && k0 + 8 * i + 2 * t + (e & 1) > row_a + 8 * (e / 2)) pe = 0.0f;
-                    s[4 * i + e] = pe * (dp[4 * i + e] - dl[e / 2]);
-                }
-        };
-        auto pack_ds = [&]() { pack_a_frags(ds, s); };
+                    for (int e = 0; e < 4; e++) {
+                        float pe = exp2f(fmaf(s[4 * i + e], SCALE_LOG2, -lse2[e / 2]));
+                        if (diag && k0 + 8 * i + 2 * t + (e & 1) > row_a + 8 * (e / 2)) pe = 0.0f;
+                        s[4 * i + e] = pe * (dp[4 * i + e] - dl[e / 2]);
+                    }
+            };
+            auto pack_ds = [&]() { pack_a_frags(ds, s); };
 
-        mbar_wait(full, 0);
-        fence_proxy_async();
-        wgmma_fence();
-        issue_s_dp(0);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_regs(s);
-        fence_regs(dp);
-        make_ds(0);
-        pack_ds();
-        for (int j = 1; j < nmy; j++) {
-            const int st = j % DQ_STAGES, prev = (j - 1) % DQ_STAGES;
-            mbar_wait(full + 8 * st, (j / DQ_STAGES) & 1);
+            mbar_wait(full + 8 * (it % DQ_STAGES), (it / DQ_STAGES) & 1);
             fence_proxy_async();
             wgmma_fence();
-            issue_s_dp(st);  // S_j, dP_j          (group 1)
+            issue_s_dp(it % DQ_STAGES);
             wgmma_commit();
-            issue_dq(prev);  // dQ += dS_{j-1} K_{j-1}  (group 2), runs during make_ds below
-            wgmma_commit();
-            wgmma_wait<1>();
+            wgmma_wait<0>();
             fence_regs(s);
             fence_regs(dp);
-            make_ds(j);
+            make_ds(0);
+            pack_ds();
+            for (int j = 1; j < nmy; j++) {
+                const int st = (it + j) % DQ_STAGES, prev = (it + j - 1) % DQ_STAGES;
+                mbar_wait(full + 8 * st, ((it + j) / DQ_STAGES) & 1);
+                fence_proxy_async();
+                wgmma_fence();
+                issue_s_dp(st);  // S_j, dP_j          (group 1)
+                wgmma_commit();
+                issue_dq(prev);  // dQ += dS_{j-1} K_{j-1}  (group 2), runs during make_ds below
+                wgmma_commit();
+                wgmma_wait<1>();
+                fence_regs(s);
+                fence_regs(dp);
+                make_ds(j);
+                wgmma_wait<0>();
+                fence_regs(dq);
+                mbar_arrive(empty + 8 * prev);
+                pack_ds();
+            }
+            mbar_arrive(q_empty + 8 * (n & 1));  // every product reading this item's Q and dO is done
+            const int last = (it + nmy - 1) % DQ_STAGES;
+            wgmma_fence();
+            issue_dq(last);
+            wgmma_commit();
+            if (cw == 0) {
+                // The first warpgroup does not use the item's last key tile (the second one's
+                // diagonal tile). It releases that stage too -- once it is full, so that its
+                // arrival cannot count towards the stage's previous use.
+                const int skip = (it + nkt - 1) % DQ_STAGES;
+                mbar_wait(full + 8 * skip, ((it + nkt - 1) / DQ_STAGES) & 1);
+                mbar_arrive(empty + 8 * skip);
+            }
             wgmma_wait<0>();
             fence_regs(dq);
-            mbar_arrive(empty + 8 * prev);
-            pack_ds();
-        }
-        wgmma_fence();
-        issue_dq((nmy - 1) % DQ_STAGES);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_regs(dq);
-        mbar_arrive(empty + 8 * ((nmy - 1) % DQ_STAGES));
+            mbar_arrive(empty + 8 * last);
+            it += nkt;
 
-        floatX* dst = dqkv + hd.qkv;
+            floatX* dst = dqkv + hd.qkv;
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int row = row_a + 8 * h;
-            if (row >= T) continue;
+            for (int h = 0; h < 2; h++) {
+                const int row = row_a + 8 * h;
+                if (row >= T) continue;
 #pragma unroll
-            for (int i = 0; i < 8; i++)
-                *reinterpret_cast<uint32_t*>(dst + (size_t)row * hd.stride + 8 * i + 2 * t) =
-                    flash::pack2(dq[4 * i + 2 * h] * SCALE, dq[4 * i + 2 * h + 1] * SCALE);
+                for (int i = 0; i < 8; i++)
+                    *reinterpret_cast<uint32_t*>(dst + (size_t)row * hd.stride + 8 * i + 2 * t) =
+                        flash::pack2(dq[4 * i + 2 * h] * SCALE, dq[4 * i + 2 * h + 1] * SCALE);
+            }
         }
     }
 #else
-    (void)dqkv; (void)qkv; (void)dout; (void)lse; (void)delta; (void)T; (void)NH;
+    (void)dqkv; (void)qkv; (void)dout; (void)lse; (void)delta; (void)B; (void)T; (void)NH;
 #endif
 }
 
@@ -173,17 +200,19 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, c
 //   dK / 8 and dV go into the k and v parts of dqkv (B,T,3,NH,64); the q part is not touched.
 // lse and delta of each query tile travel with it through the ring (4-byte cp.async; padding rows
 // past T are zeros, and so are their q and dout rows, so they add exactly nothing).
-// Shared memory: K, V (2 x 16 KB) | Q, dO rings KV_STAGES x 8 KB each | lse, delta rings
-// KV_STAGES x 256 B each | barriers.
+// Persistent like the forward: items are 128 keys of one (b, h), the first keys (which see the
+// most queries) first, in the same snaking schedule; K and V are double-buffered.
+// Shared memory: K, V (2 buffers x 2 x 16 KB) | Q, dO rings KV_STAGES x 8 KB each | lse, delta
+// rings KV_STAGES x 256 B each | barriers.
 constexpr int KV_BQ = 64;
 constexpr int KV_STAGES = 4;
 constexpr int KV_QT_BYTES = KV_BQ * HS * 2;  // one 64-row tile of floatX (8 KB)
-constexpr int KV_K_OFF = 0, KV_V_OFF = TILE_BYTES, KV_Q_OFF = 2 * TILE_BYTES;
+constexpr int KV_K_OFF = 0, KV_V_OFF = 2 * TILE_BYTES, KV_Q_OFF = 4 * TILE_BYTES;  // K, V: + b * TILE_BYTES
 constexpr int KV_DO_OFF = KV_Q_OFF + KV_STAGES * KV_QT_BYTES;
 constexpr int KV_LSE_OFF = KV_DO_OFF + KV_STAGES * KV_QT_BYTES;
 constexpr int KV_DL_OFF = KV_LSE_OFF + KV_STAGES * KV_BQ * 4;
 constexpr int KV_BAR_OFF = KV_DL_OFF + KV_STAGES * KV_BQ * 4;
-constexpr int KV_SMEM_BYTES = KV_BAR_OFF + 2 * KV_STAGES * 8 + 1024;
+constexpr int KV_SMEM_BYTES = KV_BAR_OFF + (2 * KV_STAGES + 2) * 8 + 1024;
 static_assert(KV_QT_BYTES % 1024 == 0, "tiles must keep the 1024-byte swizzle alignment");
 
 __device__ inline float2 ld_shared_f2(uint32_t addr) {
@@ -193,151 +222,173 @@ __device__ inline float2 ld_shared_f2(uint32_t addr) {
 }
 
 __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv, const floatX* qkv, const floatX* dout,
-                                                                   const float* lse, const float* delta, int T, int NH) {
+                                                                   const float* lse, const float* delta, int B, int T, int NH) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ char smem_raw[];
     const uint32_t base = smem_base_1024(smem_raw);
     const uint32_t k_s = base + KV_K_OFF, v_s = base + KV_V_OFF, q_s = base + KV_Q_OFF, do_s = base + KV_DO_OFF;
     const uint32_t lse_s = base + KV_LSE_OFF, dl_s = base + KV_DL_OFF;
-    const uint32_t full = base + KV_BAR_OFF, empty = full + 8 * KV_STAGES;
-    const flash::Head hd = flash::head_of(T, NH);
-    const int k0 = blockIdx.y * BQ;  // the first keys see the most queries: they go first
-    const int first = k0 / KV_BQ, n = (T + KV_BQ - 1) / KV_BQ - first;  // query tiles first .. first+n-1
+    const uint32_t full = base + KV_BAR_OFF, empty = full + 8 * KV_STAGES, kv_empty = empty + 8 * KV_STAGES;
+    const int BH = B * NH, nkt = (T + BQ - 1) / BQ, items = BH * nkt, nqt = (T + KV_BQ - 1) / KV_BQ;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    init_ring(full, empty, KV_STAGES);
+    init_barriers(full, KV_STAGES);
+    // Item w: keys k0 = (w / BH) * 128 .. of head w % BH; query tiles first .. first + nq - 1, the
+    // first one being the diagonal tile of the first consumer. `it` counts the CTA's query tiles.
+    auto k0_of = [&](int w) { return (w / BH) * BQ; };
 
     if (wg == 0) {
-        // ---------------- producer: K, V once, then per query tile q, dout, lse, delta
+        // ---------------- producer: per item K, V (into buffer n & 1), then per query tile q,
+        // dout, lse, delta
         if (USE_SETMAXNREG) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
-        const flash::HeadQKV in = flash::head_qkv(qkv, hd);
-        for (int i = 0; i < n; i++) {
-            const int s = i % KV_STAGES, q0 = (first + i) * KV_BQ;
-            if (i >= KV_STAGES) mbar_wait(empty + 8 * s, (i / KV_STAGES - 1) & 1);
-            if (i == 0) {
-                load_tile<BQ>(k_s, in.k, hd.stride, k0, T, tid);
-                load_tile<BQ>(v_s, in.v, hd.stride, k0, T, tid);
+        int it = 0;
+        for (int w = blockIdx.x, n = 0; w < items; w = next_item(w), n++) {
+            const int k0 = k0_of(w), first = k0 / KV_BQ, nq = nqt - first, kb = n & 1;
+            const flash::Head hd = flash::head_at(w % BH, T, NH);
+            const flash::HeadQKV in = flash::head_qkv(qkv, hd);
+            if (n >= 2) mbar_wait(kv_empty + 8 * kb, (n / 2 - 1) & 1);  // item n-2 is done with this buffer
+            for (int i = 0; i < nq; i++, it++) {
+                const int s = it % KV_STAGES, q0 = (first + i) * KV_BQ;
+                if (it >= KV_STAGES) mbar_wait(empty + 8 * s, (it / KV_STAGES - 1) & 1);
+                if (i == 0) {
+                    load_tile<BQ>(k_s + kb * TILE_BYTES, in.k, hd.stride, k0, T, tid);
+                    load_tile<BQ>(v_s + kb * TILE_BYTES, in.v, hd.stride, k0, T, tid);
+                }
+                load_tile<KV_BQ>(q_s + s * KV_QT_BYTES, in.q, hd.stride, q0, T, tid);
+                load_tile<KV_BQ>(do_s + s * KV_QT_BYTES, dout + hd.out, hd.C, q0, T, tid);
+                const int r = q0 + tid % KV_BQ;  // threads 0..63: lse, 64..127: delta
+                const float* src = (tid < KV_BQ ? lse : delta) + hd.row;
+                const uint32_t dst = (tid < KV_BQ ? lse_s : dl_s) + s * KV_BQ * 4 + (tid % KV_BQ) * 4;
+                asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(r < T ? src + r : src),
+                             "r"(r < T ? 4 : 0) : "memory");
+                cp_async_mbar_arrive(full + 8 * s);
             }
-            load_tile<KV_BQ>(q_s + s * KV_QT_BYTES, in.q, hd.stride, q0, T, tid);
-            load_tile<KV_BQ>(do_s + s * KV_QT_BYTES, dout + hd.out, hd.C, q0, T, tid);
-            const int r = q0 + tid % KV_BQ;  // threads 0..63: lse, 64..127: delta
-            const float* src = (tid < KV_BQ ? lse : delta) + hd.row;
-            const uint32_t dst = (tid < KV_BQ ? lse_s : dl_s) + s * KV_BQ * 4 + (tid % KV_BQ) * 4;
-            asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(r < T ? src + r : src),
-                         "r"(r < T ? 4 : 0) : "memory");
-            cp_async_mbar_arrive(full + 8 * s);
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");
     } else {
         // ---------------- consumers: warpgroup cw = 0, 1 owns keys k0 + 64cw .. + 63; its first
-        // query tile is its diagonal one (index cw in the ring's sequence)
+        // query tile is its diagonal one (index cw in the item's sequence)
         if (USE_SETMAXNREG) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
         const int cw = wg - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-        const int row_a = k0 + 64 * cw + 16 * warp + g;  // this thread's keys: row_a and row_a + 8
-        const uint32_t k_wg = k_s + cw * 64 * 128, v_wg = v_s + cw * 64 * 128;
-        // the second warpgroup never uses the first tile (every query of it is before its keys):
-        // it releases that stage at once, so the ring's counts stay whole
-        if (cw == 1 && n > 0) mbar_arrive(empty);
         float s[32];   // S^T, then P^T (64 keys x 64 queries): chunk i = queries 8i.., s[4i + e]
         float dp[32];  // dP^T, then dS^T
         float dk[32], dv[32];  // (64 keys x 64 dims): chunk i = dims 8i..
         uint32_t pa[16], da[16];  // P^T, dS^T as floatX A fragments of 4 k-steps (queries)
-#pragma unroll
-        for (int i = 0; i < 32; i++) { dk[i] = 0.0f; dv[i] = 0.0f; }
-
-        auto issue_s_dp = [&](int st) {
-            const uint32_t qb = q_s + st * KV_QT_BYTES, dob = do_s + st * KV_QT_BYTES;
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(s, desc_kmajor(k_wg + 32 * kk), desc_kmajor(qb + 32 * kk), kk > 0);
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(dp, desc_kmajor(v_wg + 32 * kk), desc_kmajor(dob + 32 * kk), kk > 0);
-        };
-        auto issue_dv_dk = [&](int st) {
-            const uint32_t qb = q_s + st * KV_QT_BYTES, dob = do_s + st * KV_QT_BYTES;
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++)
-                wgmma_m64n64k16_rs_tb(dv, pa[4 * kk], pa[4 * kk + 1], pa[4 * kk + 2], pa[4 * kk + 3], desc_mnmajor(dob + 2048 * kk));
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++)
-                wgmma_m64n64k16_rs_tb(dk, da[4 * kk], da[4 * kk + 1], da[4 * kk + 2], da[4 * kk + 3], desc_mnmajor(qb + 2048 * kk));
-        };
-        // P^T and dS^T in place of S^T and dP^T; in the diagonal tile, queries before the key get 0
-        auto make_p_ds = [&](int i, int st) {
-            const bool diag = i == cw;
-            const int q0 = (first + i) * KV_BQ;
-#pragma unroll
-            for (int c = 0; c < 8; c++) {
-                const float2 l = ld_shared_f2(lse_s + st * KV_BQ * 4 + (8 * c + 2 * t) * 4);
-                const float2 d = ld_shared_f2(dl_s + st * KV_BQ * 4 + (8 * c + 2 * t) * 4);
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const float le = (e & 1) ? l.y : l.x, de = (e & 1) ? d.y : d.x;
-                    float pe = exp2f(fmaf(s[4 * c + e], SCALE_LOG2, -le * flash::LOG2E));
-                    if (diag && q0 + 8 * c + 2 * t + (e & 1) < row_a + 8 * (e / 2)) pe = 0.0f;
-                    s[4 * c + e] = pe;
-                    dp[4 * c + e] = pe * (dp[4 * c + e] - de);
-                }
+        int it = 0;
+        for (int w = blockIdx.x, n = 0; w < items; w = next_item(w), n++) {
+            const int k0 = k0_of(w), first = k0 / KV_BQ, nq = nqt - first;
+            const flash::Head hd = flash::head_at(w % BH, T, NH);
+            const int row_a = k0 + 64 * cw + 16 * warp + g;  // this thread's keys: row_a and row_a + 8
+            const uint32_t k_wg = k_s + (n & 1) * TILE_BYTES + cw * 64 * 128, v_wg = v_s + (n & 1) * TILE_BYTES + cw * 64 * 128;
+            // The second warpgroup never uses the item's first query tile (all of its queries come
+            // before its keys): it releases that stage once it is full (so that its arrival
+            // cannot count towards the stage's previous use).
+            if (cw == 1 && nq > 0) {
+                mbar_wait(full + 8 * (it % KV_STAGES), (it / KV_STAGES) & 1);
+                mbar_arrive(empty + 8 * (it % KV_STAGES));
             }
-        };
-        auto pack = [&]() {
 #pragma unroll
-            for (int kk = 0; kk < 4; kk++) { pack_a_step(pa, s, kk); pack_a_step(da, dp, kk); }
-        };
+            for (int i = 0; i < 32; i++) { dk[i] = 0.0f; dv[i] = 0.0f; }
 
-        if (cw < n) {
-            const int st0 = cw % KV_STAGES;
-            mbar_wait(full + 8 * st0, (cw / KV_STAGES) & 1);
-            fence_proxy_async();
-            wgmma_fence();
-            issue_s_dp(st0);
-            wgmma_commit();
-            wgmma_wait<0>();
-            fence_regs(s);
-            fence_regs(dp);
-            make_p_ds(cw, st0);
-            pack();
-            for (int i = cw + 1; i < n; i++) {
-                const int st = i % KV_STAGES, prev = (i - 1) % KV_STAGES;
-                mbar_wait(full + 8 * st, (i / KV_STAGES) & 1);
+            auto issue_s_dp = [&](int st) {
+                const uint32_t qb = q_s + st * KV_QT_BYTES, dob = do_s + st * KV_QT_BYTES;
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(s, desc_kmajor(k_wg + 32 * kk), desc_kmajor(qb + 32 * kk), kk > 0);
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(dp, desc_kmajor(v_wg + 32 * kk), desc_kmajor(dob + 32 * kk), kk > 0);
+            };
+            auto issue_dv_dk = [&](int st) {
+                const uint32_t qb = q_s + st * KV_QT_BYTES, dob = do_s + st * KV_QT_BYTES;
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++)
+                    wgmma_m64n64k16_rs_tb(dv, pa[4 * kk], pa[4 * kk + 1], pa[4 * kk + 2], pa[4 * kk + 3], desc_mnmajor(dob + 2048 * kk));
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++)
+                    wgmma_m64n64k16_rs_tb(dk, da[4 * kk], da[4 * kk + 1], da[4 * kk + 2], da[4 * kk + 3], desc_mnmajor(qb + 2048 * kk));
+            };
+            // P^T and dS^T in place of S^T and dP^T; in the diagonal tile, queries before the key get 0
+            auto make_p_ds = [&](int i, int st) {
+                const bool diag = i == cw;
+                const int q0 = (first + i) * KV_BQ;
+#pragma unroll
+                for (int c = 0; c < 8; c++) {
+                    const float2 l = ld_shared_f2(lse_s + st * KV_BQ * 4 + (8 * c + 2 * t) * 4);
+                    const float2 d = ld_shared_f2(dl_s + st * KV_BQ * 4 + (8 * c + 2 * t) * 4);
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const float le = (e & 1) ? l.y : l.x, de = (e & 1) ? d.y : d.x;
+                        float pe = exp2f(fmaf(s[4 * c + e], SCALE_LOG2, -le * flash::LOG2E));
+                        if (diag && q0 + 8 * c + 2 * t + (e & 1) < row_a + 8 * (e / 2)) pe = 0.0f;
+                        s[4 * c + e] = pe;
+                        dp[4 * c + e] = pe * (dp[4 * c + e] - de);
+                    }
+                }
+            };
+            auto pack = [&]() {
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++) { pack_a_step(pa, s, kk); pack_a_step(da, dp, kk); }
+            };
+
+            if (cw < nq) {
+                const int st0 = (it + cw) % KV_STAGES;
+                mbar_wait(full + 8 * st0, ((it + cw) / KV_STAGES) & 1);
                 fence_proxy_async();
                 wgmma_fence();
-                issue_s_dp(st);      // S^T_i, dP^T_i                 (group 1)
+                issue_s_dp(st0);
                 wgmma_commit();
-                issue_dv_dk(prev);   // dV, dK += tile i-1's products  (group 2), runs during make_p_ds
-                wgmma_commit();
-                wgmma_wait<1>();
+                wgmma_wait<0>();
                 fence_regs(s);
                 fence_regs(dp);
-                make_p_ds(i, st);
+                make_p_ds(cw, st0);
+                pack();
+                for (int i = cw + 1; i < nq; i++) {
+                    const int st = (it + i) % KV_STAGES, prev = (it + i - 1) % KV_STAGES;
+                    mbar_wait(full + 8 * st, ((it + i) / KV_STAGES) & 1);
+                    fence_proxy_async();
+                    wgmma_fence();
+                    issue_s_dp(st);      // S^T_i, dP^T_i                 (group 1)
+                    wgmma_commit();
+                    issue_dv_dk(prev);   // dV, dK += tile i-1's products  (group 2), runs during make_p_ds
+                    wgmma_commit();
+                    wgmma_wait<1>();
+                    fence_regs(s);
+                    fence_regs(dp);
+                    make_p_ds(i, st);
+                    wgmma_wait<0>();
+                    fence_regs(dv);
+                    fence_regs(dk);
+                    mbar_arrive(empty + 8 * prev);
+                    pack();
+                }
+                mbar_arrive(kv_empty + 8 * (n & 1));  // every product reading this item's K and V is done
+                const int last = (it + nq - 1) % KV_STAGES;
+                wgmma_fence();
+                issue_dv_dk(last);
+                wgmma_commit();
                 wgmma_wait<0>();
                 fence_regs(dv);
                 fence_regs(dk);
-                mbar_arrive(empty + 8 * prev);
-                pack();
+                mbar_arrive(empty + 8 * last);
+            } else {
+                mbar_arrive(kv_empty + 8 * (n & 1));
             }
-            wgmma_fence();
-            issue_dv_dk((n - 1) % KV_STAGES);
-            wgmma_commit();
-            wgmma_wait<0>();
-            fence_regs(dv);
-            fence_regs(dk);
-            mbar_arrive(empty + 8 * ((n - 1) % KV_STAGES));
-        }
+            it += nq;
 
-        floatX* dst = dqkv + hd.qkv;
+            floatX* dst = dqkv + hd.qkv;
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int row = row_a + 8 * h;
-            if (row >= T) continue;
+            for (int h = 0; h < 2; h++) {
+                const int row = row_a + 8 * h;
+                if (row >= T) continue;
 #pragma unroll
-            for (int i = 0; i < 8; i++) {
-                const size_t at = (size_t)row * hd.stride + 8 * i + 2 * t;
-                *reinterpret_cast<uint32_t*>(dst + hd.C + at) = flash::pack2(dk[4 * i + 2 * h] * SCALE, dk[4 * i + 2 * h + 1] * SCALE);
-                *reinterpret_cast<uint32_t*>(dst + 2 * hd.C + at) = flash::pack2(dv[4 * i + 2 * h], dv[4 * i + 2 * h + 1]);
+                for (int i = 0; i < 8; i++) {
+                    const size_t at = (size_t)row * hd.stride + 8 * i + 2 * t;
+                    *reinterpret_cast<uint32_t*>(dst + hd.C + at) = flash::pack2(dk[4 * i + 2 * h] * SCALE, dk[4 * i + 2 * h + 1] * SCALE);
+                    *reinterpret_cast<uint32_t*>(dst + 2 * hd.C + at) = flash::pack2(dv[4 * i + 2 * h], dv[4 * i + 2 * h + 1]);
+                }
             }
         }
     }
 #else
-    (void)dqkv; (void)qkv; (void)dout; (void)lse; (void)delta; (void)T; (void)NH;
+    (void)dqkv; (void)qkv; (void)dout; (void)lse; (void)delta; (void)B; (void)T; (void)NH;
 #endif
 }
 
@@ -349,7 +400,9 @@ inline void flash_backward_dq_wgmma(Context* ctx, floatX* dqkv, const float* del
                                     const float* lse, int B, int T, int NH) {
     using namespace flash_wgmma;
     cudaCheck(cudaFuncSetAttribute(backward_dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DQ_SMEM_BYTES));
-    backward_dq_kernel<<<dim3(B * NH, ceil_div(T, BQ)), THREADS, DQ_SMEM_BYTES, ctx->stream>>>(dqkv, qkv, dout, lse, delta, T, NH);
+    const int items = B * NH * ceil_div(T, BQ);  // persistent: one CTA per SM (or per item, if fewer)
+    backward_dq_kernel<<<std::min(items, ctx->props.multiProcessorCount), THREADS, DQ_SMEM_BYTES, ctx->stream>>>(
+        dqkv, qkv, dout, lse, delta, B, T, NH);
     launchCheck();
 }
 
@@ -358,7 +411,9 @@ inline void flash_backward_dkdv_wgmma(Context* ctx, floatX* dqkv, const float* d
                                       const float* lse, int B, int T, int NH) {
     using namespace flash_wgmma;
     cudaCheck(cudaFuncSetAttribute(backward_dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, KV_SMEM_BYTES));
-    backward_dkdv_kernel<<<dim3(B * NH, ceil_div(T, BQ)), THREADS, KV_SMEM_BYTES, ctx->stream>>>(dqkv, qkv, dout, lse, delta, T, NH);
+    const int items = B * NH * ceil_div(T, BQ);  // persistent: one CTA per SM (or per item, if fewer)
+    backward_dkdv_kernel<<<std::min(items, ctx->props.multiProcessorCount), THREADS, KV_SMEM_BYTES, ctx->stream>>>(
+        dqkv, qkv, dout, lse, delta, B, T, NH);
     launchCheck();
 }
 
