@@ -13,9 +13,9 @@
 // Checked by dev/cuda/attention_check like every attention path (float64 CPU reference, the cuBLAS
 // reference at B=1..4, T up to 2048, NH 12/25, bitwise-deterministic backward) and against the
 // mma.sync kernels directly: dQ, dK, dV come out bit for bit the same (same products, same order).
-// Measured on an H200 (B=64, T=1024, NH=12, TFLOP/s, bf16): forward 223-226 (mma.sync 213-215);
-// dQ 298-302 (273-278); dK/dV 300 (214-217); B=8: forward 204-209 (186-189), dQ 270 (234),
-// dK/dV 272 (209).
+// Measured on an H200 (B=64, T=1024, NH=12, TFLOP/s, bf16): forward 271-274 (mma.sync 213-215);
+// dQ 331-336 (273-278); dK/dV 325-329 (214-227); B=8: forward 233-237 (186-190), dQ 295-300 (234-241),
+// dK/dV 288-294 (209-212). At T=16384 (B=1) the same kernels reach 405-413 / 451-455 / 434.
 //
 // Why wgmma: mma.sync (flash::forward_kernel) is a warp-level 16x8x16 product whose B operand every
 // warp must first load from shared memory into registers (ldmatrix), and the shared-memory
@@ -24,8 +24,9 @@
 // shared memory through a "matrix descriptor", asynchronously: the threads issue it, go on with
 // other work (the softmax), and wait for it later. That overlap is the whole point.
 //
-// CTA = 3 warpgroups (384 threads), one CTA per 128 queries of one (b, h):
-//   warpgroup 0 = PRODUCER: copies Q once and then K, V in 128-key tiles into a 3-stage ring of
+// CTA = 3 warpgroups (384 threads), PERSISTENT: one CTA per SM, looping over work items of 128
+// queries of one (b, h) (see forward_kernel for why and how):
+//   warpgroup 0 = PRODUCER: copies an item's Q and then its K, V in 128-key tiles into a 3-stage ring of
 //     shared-memory buffers (cp.async, 16 bytes per instruction, 128-byte swizzled layout), and
 //     signals each filled stage on an mbarrier ("full"). It needs few registers: setmaxnreg
 //     gives most of its registers to the consumers.
@@ -43,8 +44,8 @@
 //
 // Shared memory (dynamic, 1024-byte aligned because the 128-byte swizzle pattern repeats every
 // 8 rows x 128 bytes = 1024 bytes and the descriptors below assume a pattern starting at 0):
-//   Q 128 x 64 (16 KB) | K ring 3 x 128 x 64 (48 KB) | V ring 3 x 128 x 64 (48 KB) | 6 mbarriers
-// = 112 KB + 48 bytes -> one CTA (12 warps) per SM.
+//   Q 2 x 128 x 64 (2 x 16 KB: this item's and the next's) | K ring 3 x 128 x 64 (48 KB) |
+//   V ring 3 x 128 x 64 (48 KB) | 8 mbarriers  = 128 KB + 64 bytes -> one CTA (12 warps) per SM.
 //
 // 128-byte swizzle: a tile row is 64 halves = 128 bytes = 8 chunks of 16 bytes; chunk c of row r
 // lives at chunk position c ^ (r % 8) (the same pattern as flash::swz). The tensor cores read
@@ -73,12 +74,16 @@
 // operand from registers uses the mma.m16n8k16 A layout per warp, so the S fragment converts to
 // P's A fragment in registers (no shared memory round trip), as in flash::forward_kernel.
 //
-// Where the rest of the speed is (FA3 reaches ~1.5x this): one CTA per SM (112 KB of shared memory,
-// 384 threads x 168 registers) and nothing overlaps one CTA's prologue (loading Q, the first S)
-// and epilogue (the output stores, 4-byte and strided) with the next CTA's work, which costs most
-// on the short causal rows; a persistent kernel whose producer runs ahead into the next tile, the
-// output through shared memory with 16-byte (or TMA) stores, and ping-pong scheduling of the two
-// consumer warpgroups (named barriers) are the known next steps.
+// Where the rest of the speed is: the same kernels run 1.5x faster at T=16384 than at T=1024, so
+// the main loop is not what holds T=1024 back; it is what every 128-query item costs once: the
+// diagonal tile (computed in full, then masked: 8 of the 36 tiles of a head at T=1024), the switch
+// to the next item (its first softmax has no product of its own item to hide behind; the output
+// stores), and K, V streamed from DRAM again for every item (ncu: L2 hit rate 16 %). Making the
+// kernels persistent took the per-item cost from ~3.9 us to ~2 us (forward +22 %, dQ +9 %, dK/dV
+// +6 % at B=64). Measured and not kept: ping-pong ordering of the two consumer warpgroups' products
+// (named barriers, as FA3): equal at T=1024, -4 % at T=16384; a tree-shaped max/sum in the softmax
+// (more ILP): -12 % at T=16384. Untried: smaller diagonal work (a 64-key diagonal tile), TMA loads
+// and stores, an L2-friendlier item order that keeps the B=8 balance.
 #pragma once
 #include "common.cuh"
 #include "flash_attention.cuh"

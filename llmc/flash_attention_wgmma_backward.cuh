@@ -11,8 +11,8 @@
 namespace flash_wgmma {
 
 // ---------------------------------------------------------------------------------------------
-// Backward: dQ. The same CTA as the forward (producer + 2 consumer warpgroups of 64 queries, one
-// CTA per 128 queries of one (b, h)), with lse and delta = rowsum(dout * out) known:
+// Backward: dQ. The same CTA as the forward (producer + 2 consumer warpgroups of 64 queries; an
+// item = 128 queries of one (b, h)), with lse and delta = rowsum(dout * out) known:
 //   per key tile j (64 keys):  S = Q K_j^T and dP = dO V_j^T      wgmma m64n64k16 x4 each, A and B
 //                                                                 from smem, both K-major
 //                              P = exp(S/8 - lse), dS = P (dP - delta)   in registers, fp32
@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, c
 }
 
 // ---------------------------------------------------------------------------------------------
-// Backward: dK, dV. One CTA per 128 keys of one (b, h) (2 consumer warpgroups of 64 keys), which
+// Backward: dK, dV. An item = 128 keys of one (b, h) (2 consumer warpgroups of 64 keys), which
 // stream the query tiles from their own (diagonal) one to the end:
 //   per query tile j (64 queries):  S^T = K Q_j^T and dP^T = V dO_j^T     wgmma m64n64k16 x4 each,
 //                                                                       A and B from smem, K-major
