@@ -1,7 +1,8 @@
 // Causal multi-head self-attention.
 //   attention_forward / attention_backward: what the model calls. fp16/bf16 builds use flash
-//   attention (flash_attention.cuh; on Hopper builds every kernel but delta is in
-//   flash_attention_wgmma.cuh and flash_attention_wgmma_backward.cuh);
+//   attention (flash_attention.cuh; on Hopper builds the wgmma kernels of
+//   flash_attention_wgmma.cuh and flash_attention_wgmma_backward.cuh, whose dQ kernel also
+//   computes delta, so the backward there is two kernels: dQ, then dK/dV);
 //   FP32 builds (for checking) use the reference below.
 //   attention_reference_*: the straightforward version, through cuBLAS batched matmuls and a
 //   materialized (B, NH, T, T) probability matrix. Correct and on tensor cores, but it moves
@@ -169,9 +170,8 @@ inline void attention_backward(Context* ctx, floatX* dqkv, floatX* dout, const f
     (void)C;
 #if defined(USE_WGMMA)
     float* delta = (float*)scratch;
-    flash_backward_delta(ctx, delta, dout, out, B, T, NH);
+    flash_backward_dq_wgmma(ctx, dqkv, delta, dout, qkv, out, state, B, T, NH);  // writes delta
     flash_backward_dkdv_wgmma(ctx, dqkv, delta, dout, qkv, state, B, T, NH);
-    flash_backward_dq_wgmma(ctx, dqkv, delta, dout, qkv, state, B, T, NH);
 #else
     flash_attention_backward(ctx, dqkv, (float*)scratch, dout, qkv, out, state, B, T, NH);
 #endif

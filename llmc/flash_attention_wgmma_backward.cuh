@@ -10,6 +10,18 @@
 
 namespace flash_wgmma {
 
+// Loads from a shared-memory address (the kernels address shared memory as 32-bit offsets).
+__device__ inline float2 ld_shared_f2(uint32_t addr) {
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+    return v;
+}
+__device__ inline x128 ld_shared_x128(uint32_t addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+    return *reinterpret_cast<x128*>(&v);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Backward: dQ. The same CTA as the forward (producer + 2 consumer warpgroups of 64 queries; an
 // item = 128 queries of one (b, h)), with lse and delta = rowsum(dout * out) known:
@@ -25,23 +37,27 @@ namespace flash_wgmma {
 // Persistent like the forward (one CTA per SM, the same snaking schedule over the same items: 128
 // queries of one (b, h), longest first); Q and dO are double-buffered so that the producer loads
 // the next item's while the consumers finish this one.
-// Shared memory: Q, dO (2 buffers x 2 x 16 KB) | K ring DQ_STAGES x 8 KB | V ring DQ_STAGES x 8 KB
-// | barriers.
+// delta = rowsum(dO * O), the correction term of the softmax backward, is computed here too, for
+// the item's rows, from its dO and O tiles in shared memory, and written out for the dK/dV kernel,
+// which therefore runs after this one (one pass over dout and out less than a separate kernel).
+// Shared memory: Q, dO, O (2 buffers x 3 x 16 KB) | K ring DQ_STAGES x 8 KB | V ring DQ_STAGES x
+// 8 KB | barriers.
 constexpr int DQ_BK = 64;
 constexpr int DQ_STAGES = 4;
 constexpr int DQ_KV_BYTES = DQ_BK * HS * 2;  // one 64-row tile of floatX (8 KB)
-constexpr int DQ_Q_OFF = 0, DQ_DO_OFF = 2 * TILE_BYTES, DQ_K_OFF = 4 * TILE_BYTES;  // Q, dO: + b * TILE_BYTES
+constexpr int DQ_Q_OFF = 0, DQ_DO_OFF = 2 * TILE_BYTES, DQ_O_OFF = 4 * TILE_BYTES;  // + b * TILE_BYTES
+constexpr int DQ_K_OFF = 6 * TILE_BYTES;
 constexpr int DQ_V_OFF = DQ_K_OFF + DQ_STAGES * DQ_KV_BYTES;
 constexpr int DQ_BAR_OFF = DQ_V_OFF + DQ_STAGES * DQ_KV_BYTES;
 constexpr int DQ_SMEM_BYTES = DQ_BAR_OFF + (2 * DQ_STAGES + 2) * 8 + 1024;
 static_assert(DQ_KV_BYTES % 1024 == 0, "tiles must keep the 1024-byte swizzle alignment");
 
-__global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, const floatX* qkv, const floatX* dout,
-                                                                 const float* lse, const float* delta, int B, int T, int NH) {
+__global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, float* delta, const floatX* qkv, const floatX* dout,
+                                                                 const floatX* out, const float* lse, int B, int T, int NH) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ char smem_raw[];
     const uint32_t base = smem_base_1024(smem_raw);
-    const uint32_t q_s = base + DQ_Q_OFF, do_s = base + DQ_DO_OFF, k_s = base + DQ_K_OFF, v_s = base + DQ_V_OFF;
+    const uint32_t q_s = base + DQ_Q_OFF, do_s = base + DQ_DO_OFF, o_s = base + DQ_O_OFF, k_s = base + DQ_K_OFF, v_s = base + DQ_V_OFF;
     const uint32_t full = base + DQ_BAR_OFF, empty = full + 8 * DQ_STAGES, q_empty = empty + 8 * DQ_STAGES;
     const int BH = B * NH, nqt = (T + BQ - 1) / BQ, items = BH * nqt;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
@@ -52,7 +68,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, c
     auto q0_of = [&](int w) { return (nqt - 1 - w / BH) * BQ; };
 
     if (wg == 0) {
-        // ---------------- producer: per item Q and dO (into buffer n & 1), then the K, V tiles
+        // ---------------- producer: per item Q, dO and O (into buffer n & 1), then the K, V tiles
         if (USE_SETMAXNREG) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
         int it = 0;
         for (int w = blockIdx.x, n = 0; w < items; w = next_item(w), n++) {
@@ -66,6 +82,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, c
                 if (j == 0) {
                     load_tile<BQ>(q_s + qb * TILE_BYTES, in.q, hd.stride, q0, T, tid);
                     load_tile<BQ>(do_s + qb * TILE_BYTES, dout + hd.out, hd.C, q0, T, tid);
+                    load_tile<BQ>(o_s + qb * TILE_BYTES, out + hd.out, hd.C, q0, T, tid);
                 }
                 load_tile<DQ_BK>(k_s + s * DQ_KV_BYTES, in.k, hd.stride, j * DQ_BK, T, tid);
                 load_tile<DQ_BK>(v_s + s * DQ_KV_BYTES, in.v, hd.stride, j * DQ_BK, T, tid);
@@ -93,7 +110,6 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, c
             for (int h = 0; h < 2; h++) {
                 const int row = row_a + 8 * h;
                 lse2[h] = row < T ? lse[hd.row + row] * flash::LOG2E : INFINITY;
-                dl[h] = row < T ? delta[hd.row + row] : 0.0f;
             }
 #pragma unroll
             for (int i = 0; i < 32; i++) dq[i] = 0.0f;
@@ -126,11 +142,30 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, c
             };
             auto pack_ds = [&]() { pack_a_frags(ds, s); };
 
-            mbar_wait(full + 8 * (it % DQ_STAGES), (it / DQ_STAGES) & 1);
+            mbar_wait(full + 8 * (it % DQ_STAGES), (it / DQ_STAGES) & 1);  // with the first K, V: Q, dO, O
             fence_proxy_async();
             wgmma_fence();
             issue_s_dp(it % DQ_STAGES);
             wgmma_commit();
+            // While S_0 and dP_0 run: delta of rows row_a (h = 0) and row_a + 8 (h = 1) from the
+            // swizzled dO and O tiles; lane t of a quad takes 16-byte chunks 2t, 2t+1 of the row
+            // (16 of its 64 dims), the quad's 4 lanes then add up. Rows past T are zeros: delta 0.
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int r = 64 * cw + 16 * warp + g + 8 * h;  // the row within the item's tiles
+                float acc = 0.0f;
+#pragma unroll
+                for (int c = 2 * t; c < 2 * t + 2; c++) {
+                    const uint32_t at = (n & 1) * TILE_BYTES + r * 128 + ((c ^ (r & 7)) << 4);
+                    const x128 d = ld_shared_x128(do_s + at), o = ld_shared_x128(o_s + at);
+#pragma unroll
+                    for (int k = 0; k < x128::size; k++) acc = fmaf((float)d[k], (float)o[k], acc);
+                }
+                acc += __shfl_xor_sync(0xffffffff, acc, 1);
+                acc += __shfl_xor_sync(0xffffffff, acc, 2);
+                dl[h] = acc;
+                if (t == 0 && row_a + 8 * h < T) delta[hd.row + row_a + 8 * h] = acc;
+            }
             wgmma_wait<0>();
             fence_regs(s);
             fence_regs(dp);
@@ -154,7 +189,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, c
                 mbar_arrive(empty + 8 * prev);
                 pack_ds();
             }
-            mbar_arrive(q_empty + 8 * (n & 1));  // every product reading this item's Q and dO is done
+            mbar_arrive(q_empty + 8 * (n & 1));  // every read of this item's Q, dO and O is done
             const int last = (it + nmy - 1) % DQ_STAGES;
             wgmma_fence();
             issue_dq(last);
@@ -185,7 +220,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, c
         }
     }
 #else
-    (void)dqkv; (void)qkv; (void)dout; (void)lse; (void)delta; (void)B; (void)T; (void)NH;
+    (void)dqkv; (void)delta; (void)qkv; (void)dout; (void)out; (void)lse; (void)B; (void)T; (void)NH;
 #endif
 }
 
@@ -214,12 +249,6 @@ constexpr int KV_DL_OFF = KV_LSE_OFF + KV_STAGES * KV_BQ * 4;
 constexpr int KV_BAR_OFF = KV_DL_OFF + KV_STAGES * KV_BQ * 4;
 constexpr int KV_SMEM_BYTES = KV_BAR_OFF + (2 * KV_STAGES + 2) * 8 + 1024;
 static_assert(KV_QT_BYTES % 1024 == 0, "tiles must keep the 1024-byte swizzle alignment");
-
-__device__ inline float2 ld_shared_f2(uint32_t addr) {
-    float2 v;
-    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
-    return v;
-}
 
 __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv, const floatX* qkv, const floatX* dout,
                                                                    const float* lse, const float* delta, int B, int T, int NH) {
@@ -394,15 +423,16 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv,
 
 }  // namespace flash_wgmma
 
-// The dq part of dqkv (B,T,3C) (the k, v parts untouched) from dout (B,T,C), qkv, the forward's
-// lse (B,NH,T) and delta (B,NH,T) = rowsum(dout * out): the contract of flash_backward_dq.
-inline void flash_backward_dq_wgmma(Context* ctx, floatX* dqkv, const float* delta, const floatX* dout, const floatX* qkv,
-                                    const float* lse, int B, int T, int NH) {
+// The dq part of dqkv (B,T,3C) (the k, v parts untouched) from dout (B,T,C), qkv, out (B,T,C) and
+// the forward's lse (B,NH,T); also writes delta (B,NH,T) = rowsum(dout * out), which
+// flash_backward_dkdv_wgmma needs: run this one first.
+inline void flash_backward_dq_wgmma(Context* ctx, floatX* dqkv, float* delta, const floatX* dout, const floatX* qkv,
+                                    const floatX* out, const float* lse, int B, int T, int NH) {
     using namespace flash_wgmma;
     cudaCheck(cudaFuncSetAttribute(backward_dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DQ_SMEM_BYTES));
     const int items = B * NH * ceil_div(T, BQ);  // persistent: one CTA per SM (or per item, if fewer)
     backward_dq_kernel<<<std::min(items, ctx->props.multiProcessorCount), THREADS, DQ_SMEM_BYTES, ctx->stream>>>(
-        dqkv, qkv, dout, lse, delta, B, T, NH);
+        dqkv, delta, qkv, dout, out, lse, B, T, NH);
     launchCheck();
 }
 

@@ -221,7 +221,9 @@ static void check_flash_vs_reference(Context* ctx, int B, int T, int NH, bool de
 #if defined(USE_WGMMA) && !defined(ENABLE_FP32)
 // The mma.sync kernels (flash_attention_forward, flash_backward_dq/dkdv: other GPUs' path) vs the
 // model's wgmma kernels at one (B, T, NH): out, lse and the q, k, v parts of dqkv. The same products
-// with the same roundings to floatX; only the summation order differs.
+// with the same roundings to floatX; only the summation order differs. The wgmma dQ kernel also
+// computes delta (which the mma.sync path gets from flash_backward_delta): compared too, and then
+// both backward paths run on the wgmma kernel's delta, so dq, dk, dv can be compared bit for bit.
 static void check_mma_vs_wgmma(Context* ctx, int B, int T, int NH) {
     const int hs = 64, C = NH * hs;
     const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
@@ -229,12 +231,12 @@ static void check_mma_vs_wgmma(Context* ctx, int B, int T, int NH) {
     floatX* dout = random_device<floatX>(ctx, nout, -1.0f, 1.0f);
     floatX *out_w = dalloc<floatX>(nout), *out_f = dalloc<floatX>(nout);
     floatX *dqkv_w = dalloc<floatX>(nqkv), *dqkv_f = dalloc<floatX>(nqkv);
-    float *lse_w = dalloc<float>(nlse), *lse_f = dalloc<float>(nlse), *delta = dalloc<float>(nlse);
-    poison(out_f, nout); poison(lse_f, nlse); poison(dqkv_w, nqkv); poison(dqkv_f, nqkv);
+    float *lse_w = dalloc<float>(nlse), *lse_f = dalloc<float>(nlse), *delta = dalloc<float>(nlse), *delta_f = dalloc<float>(nlse);
+    poison(out_f, nout); poison(lse_f, nlse); poison(dqkv_w, nqkv); poison(dqkv_f, nqkv); poison(delta, nlse);
     flash_attention_forward_wgmma(ctx, out_w, lse_w, qkv, B, T, NH);
     flash_attention_forward(ctx, out_f, lse_f, qkv, B, T, NH);
-    flash_backward_delta(ctx, delta, dout, out_w, B, T, NH);
-    flash_backward_dq_wgmma(ctx, dqkv_w, delta, dout, qkv, lse_w, B, T, NH);
+    flash_backward_dq_wgmma(ctx, dqkv_w, delta, dout, qkv, out_w, lse_w, B, T, NH);  // writes delta
+    flash_backward_delta(ctx, delta_f, dout, out_w, B, T, NH);
     flash_backward_dq(ctx, dqkv_f, delta, dout, qkv, lse_w, B, T, NH);
     flash_backward_dkdv_wgmma(ctx, dqkv_w, delta, dout, qkv, lse_w, B, T, NH);
     flash_backward_dkdv(ctx, dqkv_f, delta, dout, qkv, lse_w, B, T, NH);
@@ -242,9 +244,11 @@ static void check_mma_vs_wgmma(Context* ctx, int B, int T, int NH) {
     const std::vector<float> ow = from_device(out_w, nout), of = from_device(out_f, nout);
     const std::vector<float> lw = from_device_raw(lse_w, nlse), lf = from_device_raw(lse_f, nlse);
     const std::vector<float> gw = from_device(dqkv_w, nqkv), gf = from_device(dqkv_f, nqkv);
-    double rel_o, mx_o, rel_l, mx_l, rel_q, mx_q, rel_k, mx_k, rel_v, mx_v;
+    const std::vector<float> dw = from_device_raw(delta, nlse), df = from_device_raw(delta_f, nlse);
+    double rel_o, mx_o, rel_l, mx_l, rel_d, mx_d, rel_q, mx_q, rel_k, mx_k, rel_v, mx_v;
     rel_err(of, ow, C, -1, rel_o, mx_o);
     rel_err(lf, lw, C, -1, rel_l, mx_l);
+    rel_err(df, dw, C, -1, rel_d, mx_d);
     rel_err(gf, gw, C, 0, rel_q, mx_q);
     rel_err(gf, gw, C, 1, rel_k, mx_k);
     rel_err(gf, gw, C, 2, rel_v, mx_v);
@@ -254,11 +258,13 @@ static void check_mma_vs_wgmma(Context* ctx, int B, int T, int NH) {
     snprintf(buf, sizeof buf, "rel_err out %.2e (max_abs %.2e, tol %.0e) lse %.2e (max_abs %.2e, tol %.0e)", rel_o, mx_o,
              tol, rel_l, mx_l, tol_l);
     check_true("mma.sync forward vs wgmma forward" + shape, rel_o <= tol && rel_l <= tol_l, buf);
+    snprintf(buf, sizeof buf, "rel_err %.2e (max_abs %.2e, tol %.0e)", rel_d, mx_d, tol_l);
+    check_true("flash_backward_delta vs wgmma dq's delta" + shape, rel_d <= tol_l, buf);
     snprintf(buf, sizeof buf, "rel_err dq %.2e (max_abs %.2e, tol %.0e)", rel_q, mx_q, tol);
     check_true("mma.sync dq vs wgmma dq" + shape, rel_q <= tol, buf);
     snprintf(buf, sizeof buf, "rel_err dk %.2e (max_abs %.2e) dv %.2e (max_abs %.2e), tol %.0e", rel_k, mx_k, rel_v, mx_v, tol);
     check_true("mma.sync dkdv vs wgmma dkdv" + shape, rel_k <= tol && rel_v <= tol, buf);
-    for (void* p : {(void*)qkv, (void*)dout, (void*)out_w, (void*)out_f, (void*)dqkv_w, (void*)dqkv_f, (void*)lse_w, (void*)lse_f, (void*)delta}) {
+    for (void* p : {(void*)qkv, (void*)dout, (void*)out_w, (void*)out_f, (void*)dqkv_w, (void*)dqkv_f, (void*)lse_w, (void*)lse_f, (void*)delta, (void*)delta_f}) {
         cudaCheck(cudaFree(p));
         auto& a = check_state().allocs;
         a.erase(std::find(a.begin(), a.end(), p));
@@ -355,8 +361,8 @@ int main(int argc, char** argv) {
 #if defined(USE_WGMMA)  // the model's dkdv and dq on Hopper
             time_ms(&ctx, ("  flash backward dkdv wgmma (4 matmuls)" + shape).c_str(), 0, 2.0 * flops,
                     [&] { flash_backward_dkdv_wgmma(&ctx, dqkv, delta, dout, qkv, state, B, T, NH); });
-            time_ms(&ctx, ("  flash backward dq wgmma (3 matmuls)" + shape).c_str(), 0, 1.5 * flops,
-                    [&] { flash_backward_dq_wgmma(&ctx, dqkv, delta, dout, qkv, state, B, T, NH); });
+            time_ms(&ctx, ("  flash backward dq wgmma (3 matmuls, + delta)" + shape).c_str(), 0, 1.5 * flops,
+                    [&] { flash_backward_dq_wgmma(&ctx, dqkv, delta, dout, qkv, out, state, B, T, NH); });
 #endif
             if (B == 8) {  // in FP32 builds the model's path is the reference: timed above
                 floatX* att = dalloc<floatX>((size_t)B * NH * T * T);
