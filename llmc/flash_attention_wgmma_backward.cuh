@@ -62,10 +62,10 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, f
     const int BH = B * NH, nqt = (T + BQ - 1) / BQ, items = BH * nqt;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     init_barriers(full, DQ_STAGES);
-    // Item w: query tile nqt-1 - w/BH (the longest first) of head w % BH; key tiles 0 .. q0/64 + 1
-    // (the second consumer's diagonal tile; the first consumer stops one tile earlier). `it` counts
-    // the CTA's key tiles over all items, as in the forward.
-    auto q0_of = [&](int w) { return (nqt - 1 - w / BH) * BQ; };
+    // Item w: query tile nqt-1 - rank (the longest first) of its head (item_rank, item_head); key
+    // tiles 0 .. q0/64 + 1 (the second consumer's diagonal tile; the first consumer stops one tile
+    // earlier). `it` counts the CTA's key tiles over all items, as in the forward.
+    auto q0_of = [&](int w) { return (nqt - 1 - item_rank(w, BH, nqt)) * BQ; };
 
     if (wg == 0) {
         // ---------------- producer: per item Q, dO and O (into buffer n & 1), then the K, V tiles
@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, f
         int it = 0;
         for (int w = blockIdx.x, n = 0; w < items; w = next_item(w), n++) {
             const int q0 = q0_of(w), nkt = q0 / DQ_BK + 2, qb = n & 1;
-            const flash::Head hd = flash::head_at(w % BH, T, NH);
+            const flash::Head hd = flash::head_at(item_head(w, BH, nqt), T, NH);
             const flash::HeadQKV in = flash::head_qkv(qkv, hd);
             if (n >= 2) mbar_wait(q_empty + 8 * qb, (n / 2 - 1) & 1);  // item n-2 is done with this buffer
             for (int j = 0; j < nkt; j++, it++) {
@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, f
         int it = 0;
         for (int w = blockIdx.x, n = 0; w < items; w = next_item(w), n++) {
             const int q0 = q0_of(w), nkt = q0 / DQ_BK + 2;
-            const flash::Head hd = flash::head_at(w % BH, T, NH);
+            const flash::Head hd = flash::head_at(item_head(w, BH, nqt), T, NH);
             const int row_a = q0 + 64 * cw + 16 * warp + g;  // this thread's rows: row_a and row_a + 8
             const uint32_t q_wg = q_s + (n & 1) * TILE_BYTES + cw * 64 * 128, do_wg = do_s + (n & 1) * TILE_BYTES + cw * 64 * 128;
             const int nmy = q0 / DQ_BK + cw + 1;  // key tiles up to this warpgroup's diagonal one
@@ -261,9 +261,10 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv,
     const int BH = B * NH, nkt = (T + BQ - 1) / BQ, items = BH * nkt, nqt = (T + KV_BQ - 1) / KV_BQ;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     init_barriers(full, KV_STAGES);
-    // Item w: keys k0 = (w / BH) * 128 .. of head w % BH; query tiles first .. first + nq - 1, the
-    // first one being the diagonal tile of the first consumer. `it` counts the CTA's query tiles.
-    auto k0_of = [&](int w) { return (w / BH) * BQ; };
+    // Item w: keys k0 = rank * 128 .. of its head (item_rank, item_head); query tiles first ..
+    // first + nq - 1, the first one being the diagonal tile of the first consumer. `it` counts the
+    // CTA's query tiles.
+    auto k0_of = [&](int w) { return item_rank(w, BH, nkt) * BQ; };
 
     if (wg == 0) {
         // ---------------- producer: per item K, V (into buffer n & 1), then per query tile q,
@@ -272,7 +273,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv,
         int it = 0;
         for (int w = blockIdx.x, n = 0; w < items; w = next_item(w), n++) {
             const int k0 = k0_of(w), first = k0 / KV_BQ, nq = nqt - first, kb = n & 1;
-            const flash::Head hd = flash::head_at(w % BH, T, NH);
+            const flash::Head hd = flash::head_at(item_head(w, BH, nkt), T, NH);
             const flash::HeadQKV in = flash::head_qkv(qkv, hd);
             if (n >= 2) mbar_wait(kv_empty + 8 * kb, (n / 2 - 1) & 1);  // item n-2 is done with this buffer
             for (int i = 0; i < nq; i++, it++) {
@@ -305,7 +306,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv,
         int it = 0;
         for (int w = blockIdx.x, n = 0; w < items; w = next_item(w), n++) {
             const int k0 = k0_of(w), first = k0 / KV_BQ, nq = nqt - first;
-            const flash::Head hd = flash::head_at(w % BH, T, NH);
+            const flash::Head hd = flash::head_at(item_head(w, BH, nkt), T, NH);
             const int row_a = k0 + 64 * cw + 16 * warp + g;  // this thread's keys: row_a and row_a + 8
             const uint32_t k_wg = k_s + (n & 1) * TILE_BYTES + cw * 64 * 128, v_wg = v_s + (n & 1) * TILE_BYTES + cw * 64 * 128;
             // The second warpgroup never uses the item's first query tile (all of its queries come
