@@ -111,6 +111,8 @@ def run_config(a, n, T, mode, typ):
 
 def probe_fit(a, n, p2p_disable):
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", NCCL_P2P_DISABLE="1" if p2p_disable else "0")
+    if "CUDA_VISIBLE_DEVICES" not in os.environ:  # the probe uses every visible GPU: show it the first n
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(n))
     p = subprocess.run([a.probe, "--no-p2p-matrix", "--max-mb", "512"], env=env, capture_output=True, text=True)
     m = re.search(r"ALLREDUCE_FIT .*alpha_us=([0-9.]+) busbw_gbs=([0-9.]+)", p.stdout)
     if not m:
