@@ -286,12 +286,13 @@ __device__ inline uint32_t smem_base_1024(const void* smem_raw) { return (smem_u
 // find their next item's data already in shared memory when they finish the current one.
 //
 // Items: w = 0 .. B*NH*nqt-1 is query tile nqt-1 - rank of head bh (item_rank, item_head below):
-// the longest (last) query tiles first, so the short ones fill the tail. The G = gridDim.x CTAs take them in
-// rounds of G, snaking: CTA c takes item rG + c in even rounds r and rG + G-1-c in odd ones, so
-// the CTA that took the longest item of one round takes the shortest of the next (a static
+// the longest (last) query tiles first, so the short ones fill the tail. The G = gridDim.x CTAs
+// take them in rounds of G, snaking: CTA c takes item rG + c in even rounds r and rG + G-1-c in
+// odd ones, so the CTA that took a long item in one round takes a short one in the next (a static
 // schedule that balances the load like a dynamic one without a shared counter). Every item is
 // computed exactly as by a one-item CTA (same products, same order): the results do not depend on
 // the grid size or the schedule.
+//
 // Item w of BH heads x ntiles tiles: its head and its tile's rank (0 = the longest tile). Two
 // orders. Rank-major (w = rank * BH + head: every CTA's items of one round are equally long) for
 // long sequences. Head-major (w = head * ntiles + rank: a head's tiles run at the same time, so its
