@@ -12,6 +12,8 @@
 //     gradients to floatX, so this measures both: ~5e-4 fp16, ~4e-3 bf16 measured), and determinism;
 //   - timing at B=8 and B=64, T=1024, NH=12, hs=64, as effective TFLOP/s counting the causal half
 //     (forward 2*B*NH*T*T*hs FLOPs, backward 2.5x that), the backward also kernel by kernel;
+//   - with --lengths (sm_90a builds): the wgmma forward, dQ (+delta) and dK/dV kernels alone at
+//     B*T = 64K tokens, NH=12, T = 1024 .. 16384;
 //   - with --sweep: forward, backward and forward+backward of the flash path for B in {1,4,8,64},
 //     T in {64,128,1000,1024,2048}, NH in {12,16,20,25}, one line per configuration (compare with
 //     dev/cuda/sdpa_bench.py, PyTorch's flash attention on the same configurations).
@@ -20,7 +22,7 @@
 //     mma.sync kernels (other GPUs' path) against them at B=4, T=1000/1024/2048, NH=12/25, and
 //     both timed at B=8 and B=64, T=1024, NH=12.
 // CHECK_NO_TIMING=1 (e.g. under compute-sanitizer) skips the timings and the long-sequence checks.
-// Run: make dev/cuda/attention_check && ./dev/cuda/attention_check [--sweep]   (PRECISION=BF16|FP32 for others)
+// Run: make dev/cuda/attention_check && ./dev/cuda/attention_check [--sweep] [--lengths]   (PRECISION=BF16|FP32 for others)
 #include "check.cuh"
 #include "../../llmc/attention.cuh"
 
@@ -300,11 +302,36 @@ static void sweep(Context* ctx) {
 }
 #endif
 
+#if defined(USE_WGMMA) && !defined(ENABLE_FP32)
+// The Hopper kernels one by one at a fixed 64K tokens (B*T) and NH=12, from T=1024 to T=16384: the
+// longer the sequence, the fewer and longer the work items, so this separates what the main loops
+// reach from what each item costs once (the kernels' head comments quote it).
+static void lengths(Context* ctx) {
+    const int NH = 12, hs = 64, C = NH * hs;
+    const size_t bt = 65536;
+    floatX* qkv = random_device<floatX>(ctx, bt * 3 * C, -1.5f, 1.5f);
+    floatX* dout = random_device<floatX>(ctx, bt * C, -1.0f, 1.0f);
+    floatX *out = dalloc<floatX>(bt * C), *dqkv = dalloc<floatX>(bt * 3 * C);
+    float *lse = dalloc<float>(bt * NH), *delta = dalloc<float>(bt * NH);
+    printf("LENGTHS %s wgmma kernels, B*T = 65536, NH=12: TFLOP/s of each kernel's matmuls (causal)\n", PRECISION_NAME);
+    for (int T : {1024, 2048, 4096, 16384}) {
+        const int B = (int)(bt / T);
+        const double flops = 2.0 * B * NH * (double)T * T * hs;
+        const float f = median_ms(ctx, [&] { flash_attention_forward_wgmma(ctx, out, lse, qkv, B, T, NH); }, 20);
+        const float q = median_ms(ctx, [&] { flash_backward_dq_wgmma(ctx, dqkv, delta, dout, qkv, out, lse, B, T, NH); }, 20);
+        const float kv = median_ms(ctx, [&] { flash_backward_dkdv_wgmma(ctx, dqkv, delta, dout, qkv, lse, B, T, NH); }, 20);
+        printf("LENGTHS B=%2d T=%5d  forward %7.4f ms %6.1f | dq (+delta) %7.4f ms %6.1f | dkdv %7.4f ms %6.1f\n", B, T, f,
+               flops / f / 1e9, q, 1.5 * flops / q / 1e9, kv, 2.0 * flops / kv / 1e9);
+    }
+}
+#endif
+
 int main(int argc, char** argv) {
-    bool do_sweep = false;
+    bool do_sweep = false, do_lengths = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--sweep") == 0) do_sweep = true;
-        else { fprintf(stderr, "usage: %s [--sweep]\n", argv[0]); return 2; }
+        else if (strcmp(argv[i], "--lengths") == 0) do_lengths = true;
+        else { fprintf(stderr, "usage: %s [--sweep] [--lengths]\n", argv[0]); return 2; }
     }
     Context ctx;
     context_create(&ctx, 0);
@@ -378,6 +405,11 @@ int main(int argc, char** argv) {
         if (do_sweep) sweep(&ctx);
 #else
         if (do_sweep) printf("--sweep: flash attention only (fp16/bf16 builds)\n");
+#endif
+#if defined(USE_WGMMA) && !defined(ENABLE_FP32)
+        if (do_lengths) lengths(&ctx);
+#else
+        if (do_lengths) printf("--lengths: the wgmma kernels only (sm_90a fp16/bf16 builds)\n");
 #endif
     }
 
