@@ -86,6 +86,7 @@
 // and stores, an L2-friendlier item order that keeps the B=8 balance.
 #pragma once
 #include "common.cuh"
+#include "attention_schedule.h"
 #include "flash_attention.cuh"
 
 #if defined(USE_WGMMA) && !defined(ENABLE_FP32)  // sm_90a fp16/bf16 builds only
@@ -285,34 +286,17 @@ __device__ inline uint32_t smem_base_1024(const void* smem_raw) { return (smem_u
 // the next item (its Q into the other Q buffer, its K, V into the same ring), so the consumers
 // find their next item's data already in shared memory when they finish the current one.
 //
-// Items: w = 0 .. B*NH*nqt-1 is query tile nqt-1 - rank of head bh (item_rank, item_head below):
-// the longest (last) query tiles first, so the short ones fill the tail. The G = gridDim.x CTAs
-// take them in rounds of G, snaking: CTA c takes item rG + c in even rounds r and rG + G-1-c in
-// odd ones, so the CTA that took a long item in one round takes a short one in the next (a static
-// schedule that balances the load like a dynamic one without a shared counter). Every item is
-// computed exactly as by a one-item CTA (same products, same order): the results do not depend on
-// the grid size or the schedule.
-//
-// Item w of BH heads x ntiles tiles: its head and its tile's rank (0 = the longest tile). Two
-// orders. Rank-major (w = rank * BH + head: every CTA's items of one round are equally long) for
-// long sequences. Head-major (w = head * ntiles + rank: a head's tiles run at the same time, so its
-// K and V come from DRAM once and then from L2) for heads of up to 16 tiles (T <= 2048): at
-// T=1024 an item is short and waits on its loads. The snake still balances: with 8 tiles and 132
-// CTAs, CTA c gets rank 7 - c%8 in even rounds and c%8 in odd ones (equal pairs). Measured on an
-// H200 (bf16, NH=12, B*T = 64K, TFLOP/s, rank-major -> head-major): T=1024 forward 271 -> 286,
-// dQ 307 -> 312, dK/dV 320 -> 325; T=2048 313 -> 333, 344 -> 356, 355 -> 375; but T=4096 346 -> 317
-// and T=16384 402 -> 257 (with ranks 0..127 the rounds no longer pair up).
-constexpr int HEAD_MAJOR_MAX_TILES = 16;
-__device__ inline int item_head(int w, int BH, int ntiles) { return ntiles <= HEAD_MAJOR_MAX_TILES ? w / ntiles : w % BH; }
-__device__ inline int item_rank(int w, int BH, int ntiles) { return ntiles <= HEAD_MAJOR_MAX_TILES ? w % ntiles : w / BH; }
+// Which CTA takes which item, in what order: llmc/attention_schedule.h (a static "snake" over the
+// items, longest first; head-major for short sequences).
+using attn_sched::item_head;
+using attn_sched::item_rank;
 struct FwdItem { int bh, q0, nkt; };
 __device__ inline FwdItem fwd_item(int w, int BH, int nqt) {
     const int q0 = (nqt - 1 - item_rank(w, BH, nqt)) * BQ;
     return {item_head(w, BH, nqt), q0, q0 / BK + 1};  // key tiles 0..q0/BK; the last one is the diagonal tile (BK == BQ)
 }
 __device__ inline int next_item(int w) {  // this CTA's item after w (the first is blockIdx.x)
-    const int G = gridDim.x, r = w / G + 1;
-    return r * G + ((r & 1) ? G - 1 - (int)blockIdx.x : (int)blockIdx.x);
+    return attn_sched::next_item(w, blockIdx.x, gridDim.x);
 }
 
 __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH) {
