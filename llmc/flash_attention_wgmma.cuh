@@ -255,23 +255,54 @@ __device__ inline void pack_a_frags(uint32_t (&a)[N / 2], const float (&acc)[N])
 #pragma unroll
     for (int kk = 0; kk < N / 8; kk++) pack_a_step(a, acc, kk);
 }
-// The barriers of a persistent kernel's shared memory, at `full`: full[stages] | empty[stages] |
-// buf_empty[2]. full[s] completes when the producer's 128 threads' copies into stage s of the ring
-// have landed; empty[s] when all 256 consumer threads are done with it; buf_empty[b] when all 256
-// consumer threads are done with the work item held in the double-buffered part (b = the item's
-// number & 1). Then the whole CTA syncs.
-__device__ inline void init_barriers(uint32_t full, int stages) {
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < stages; s++) {
-            mbar_init(full + 8 * s, 128);
-            mbar_init(full + 8 * (stages + s), 256);
+// The barriers of a persistent kernel and the protocol on them, in tile and item numbers. In
+// shared memory at `full`: full[STAGES] | empty[STAGES] | buf_empty[2] (8 bytes each).
+//   The ring: tile number `it`, counted over all of the CTA's items, lives in stage it % STAGES
+//   and is that stage's (it / STAGES)-th use. full[s] completes when the producer's 128 threads'
+//   copies into stage s have landed; empty[s] when all 256 consumer threads are done with it.
+//   The double-buffered part (Q of the forward; Q, dO, O of dQ; K, V of dK/dV): item number n
+//   uses buffer n & 1, its (n / 2)-th use; buf_empty[b] completes when the 256 consumer threads
+//   are done with it.
+// An mbarrier phase n has parity n & 1 (see mbar_wait).
+template <int STAGES>
+struct Ring {
+    uint32_t full;
+    __device__ uint32_t empty() const { return full + 8 * STAGES; }
+    __device__ uint32_t buf_empty() const { return full + 16 * STAGES; }
+    // Thread 0 initializes every barrier; then the whole CTA syncs.
+    __device__ void init() const {
+        if (threadIdx.x == 0) {
+            for (int s = 0; s < STAGES; s++) {
+                mbar_init(full + 8 * s, 128);
+                mbar_init(empty() + 8 * s, 256);
+            }
+            mbar_init(buf_empty(), 256);
+            mbar_init(buf_empty() + 8, 256);
+            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         }
-        mbar_init(full + 16 * stages, 256);
-        mbar_init(full + 16 * stages + 8, 256);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        __syncthreads();
     }
-    __syncthreads();
-}
+    // Producer: wait until tile it's stage is free (the consumers are done with tile it - STAGES) /
+    // until item n's buffer is free (done with item n - 2); say tile it's copies are issued (the
+    // barrier completes when they have landed).
+    __device__ void wait_free(int it) const {
+        if (it >= STAGES) mbar_wait(empty() + 8 * (it % STAGES), (it / STAGES - 1) & 1);
+    }
+    __device__ void wait_buffer_free(int n) const {
+        if (n >= 2) mbar_wait(buf_empty() + 8 * (n & 1), (n / 2 - 1) & 1);
+    }
+    __device__ void filled(int it) const { cp_async_mbar_arrive(full + 8 * (it % STAGES)); }
+    // Consumers: wait until tile it has landed; release tile it's stage / item n's buffer; skip a
+    // tile this warpgroup does not use (released once full, so that the arrival cannot count
+    // towards the stage's previous use).
+    __device__ void wait_full(int it) const { mbar_wait(full + 8 * (it % STAGES), (it / STAGES) & 1); }
+    __device__ void release(int it) const { mbar_arrive(empty() + 8 * (it % STAGES)); }
+    __device__ void release_buffer(int n) const { mbar_arrive(buf_empty() + 8 * (n & 1)); }
+    __device__ void skip(int it) const {
+        wait_full(it);
+        release(it);
+    }
+};
 // The 1024-aligned start of the dynamic shared memory (the 128-byte swizzle pattern repeats every
 // 1024 bytes and the descriptors assume it starts at 0; the declared alignment of dynamic shared
 // memory is not something to rely on, so every kernel's size includes 1024 bytes of slack).
@@ -304,16 +335,13 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float*
     extern __shared__ char smem_raw[];
     const uint32_t base = smem_base_1024(smem_raw);  // every access below goes through shared addresses
     const uint32_t q_s = base + Q_OFF, k_s = base + K_OFF, v_s = base + V_OFF;
-    // + 8*s: stage s of the ring; q_empty + 8*b: Q buffer b is free (the 256 consumers are done with it)
-    const uint32_t full = base + BAR_OFF, empty = full + 8 * STAGES, q_empty = empty + 8 * STAGES;
+    const Ring<STAGES> ring{base + BAR_OFF};  // the K, V ring; the buffers: Q
 
     const int BH = B * NH, nqt = (T + BQ - 1) / BQ, items = BH * nqt;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
 
-    init_barriers(full, STAGES);
+    ring.init();
 
-    // The ring's stages are used in one sequence across all of the CTA's items: key tile number
-    // `it` (counted over items) lives in stage it % STAGES, whose (it / STAGES)-th use it is.
     if (wg == 0) {
         // ---------------- producer
         if (USE_SETMAXNREG) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
@@ -323,14 +351,14 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float*
             const flash::Head hd = flash::head_at(item.bh, T, NH);
             const flash::HeadQKV in = flash::head_qkv(qkv, hd);
             const int qb = n & 1;
-            if (n >= 2) mbar_wait(q_empty + 8 * qb, (n / 2 - 1) & 1);  // item n-2 is done with this Q buffer
+            ring.wait_buffer_free(n);
             for (int j = 0; j < item.nkt; j++, it++) {
                 const int s = it % STAGES;
-                if (it >= STAGES) mbar_wait(empty + 8 * s, (it / STAGES - 1) & 1);  // consumers done with tile it-STAGES
+                ring.wait_free(it);
                 if (j == 0) load_tile<BQ>(q_s + qb * TILE_BYTES, in.q, hd.stride, item.q0, T, tid);  // Q rides with the first tile
                 load_tile<BK>(k_s + s * TILE_BYTES, in.k, hd.stride, j * BK, T, tid);
                 load_tile<BK>(v_s + s * TILE_BYTES, in.v, hd.stride, j * BK, T, tid);
-                cp_async_mbar_arrive(full + 8 * s);
+                ring.filled(it);
             }
         }
         // Do not exit with copies in flight into the CTA's shared memory.
@@ -427,7 +455,7 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float*
         // S_it = Q K^T of tile it, issued once its stage is full; the S fragment is rewritten
         // by the softmax, so fence and wait exactly as the pipeline below needs.
         auto issue_s_of = [&](int it, int n) {
-            mbar_wait(full + 8 * (it % STAGES), (it / STAGES) & 1);
+            ring.wait_full(it);
             fence_proxy_async();
             wgmma_fence();  // s, o, p were written by ordinary instructions since the last wgmma
             issue_s(q_s + (n & 1) * TILE_BYTES + cw * 64 * 128, it % STAGES);  // the warpgroup's 64 Q rows
@@ -455,7 +483,7 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float*
                 softmax(j == item.nkt - 1, j * BK, item.q0 + row_off, alpha);
                 wgmma_wait<0>();  // O += P_{j-1} V_{j-1} done: stage prev is free, O may be rescaled
                 fence_regs(o);
-                mbar_arrive(empty + 8 * prev);
+                ring.release(it + j - 1);
 #pragma unroll
                 for (int i = 0; i < 16; i++) {
                     o[2 * i] *= alpha[(i & 1)];  // o[4c + e]: e/2 = row half; index 2i covers e = 0,1 (i even) or 2,3
@@ -463,7 +491,7 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float*
                 }
                 pack_a_frags(p, s);
             }
-            mbar_arrive(q_empty + 8 * (n & 1));  // every S product of item n is done: its Q buffer is free
+            ring.release_buffer(n);  // every S product of item n is done: its Q buffer is free
             const int last = (it + item.nkt - 1) % STAGES;
             it += item.nkt;
             const FwdItem done = item;
@@ -487,7 +515,7 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float*
             softmax(item.nkt == 1, 0, item.q0 + row_off, alpha);
             wgmma_wait<0>();
             fence_regs(o);
-            mbar_arrive(empty + 8 * last);
+            ring.release(it - 1);
             epilogue(done, m_done, l_done);
 #pragma unroll
             for (int i = 0; i < 32; i++) o[i] = 0.0f;
@@ -500,7 +528,7 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float*
         wgmma_commit();
         wgmma_wait<0>();
         fence_regs(o);
-        mbar_arrive(empty + 8 * last);  // not needed by anyone; keeps the protocol uniform
+        ring.release(it - 1);  // not needed by anyone; keeps the protocol uniform
         epilogue(item, m, l);
     }
 #else

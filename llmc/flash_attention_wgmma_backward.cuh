@@ -58,10 +58,10 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, f
     extern __shared__ char smem_raw[];
     const uint32_t base = smem_base_1024(smem_raw);
     const uint32_t q_s = base + DQ_Q_OFF, do_s = base + DQ_DO_OFF, o_s = base + DQ_O_OFF, k_s = base + DQ_K_OFF, v_s = base + DQ_V_OFF;
-    const uint32_t full = base + DQ_BAR_OFF, empty = full + 8 * DQ_STAGES, q_empty = empty + 8 * DQ_STAGES;
+    const Ring<DQ_STAGES> ring{base + DQ_BAR_OFF};  // the K, V ring; the buffers: Q, dO, O
     const int BH = B * NH, nqt = (T + BQ - 1) / BQ, items = BH * nqt;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    init_barriers(full, DQ_STAGES);
+    ring.init();
     // Item w: query tile nqt-1 - rank (the longest first) of its head (item_rank, item_head); key
     // tiles 0 .. q0/64 + 1 (the second consumer's diagonal tile; the first consumer stops one tile
     // earlier). `it` counts the CTA's key tiles over all items, as in the forward.
@@ -75,10 +75,10 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, f
             const int q0 = q0_of(w), nkt = q0 / DQ_BK + 2, qb = n & 1;
             const flash::Head hd = flash::head_at(item_head(w, BH, nqt), T, NH);
             const flash::HeadQKV in = flash::head_qkv(qkv, hd);
-            if (n >= 2) mbar_wait(q_empty + 8 * qb, (n / 2 - 1) & 1);  // item n-2 is done with this buffer
+            ring.wait_buffer_free(n);
             for (int j = 0; j < nkt; j++, it++) {
                 const int s = it % DQ_STAGES;
-                if (it >= DQ_STAGES) mbar_wait(empty + 8 * s, (it / DQ_STAGES - 1) & 1);
+                ring.wait_free(it);
                 if (j == 0) {
                     load_tile<BQ>(q_s + qb * TILE_BYTES, in.q, hd.stride, q0, T, tid);
                     load_tile<BQ>(do_s + qb * TILE_BYTES, dout + hd.out, hd.C, q0, T, tid);
@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, f
                 }
                 load_tile<DQ_BK>(k_s + s * DQ_KV_BYTES, in.k, hd.stride, j * DQ_BK, T, tid);
                 load_tile<DQ_BK>(v_s + s * DQ_KV_BYTES, in.v, hd.stride, j * DQ_BK, T, tid);
-                cp_async_mbar_arrive(full + 8 * s);
+                ring.filled(it);
             }
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, f
             };
             auto pack_ds = [&]() { pack_a_frags(ds, s); };
 
-            mbar_wait(full + 8 * (it % DQ_STAGES), (it / DQ_STAGES) & 1);  // with the first K, V: Q, dO, O
+            ring.wait_full(it);  // with the first K, V: Q, dO, O
             fence_proxy_async();
             wgmma_fence();
             issue_s_dp(it % DQ_STAGES);
@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, f
             pack_ds();
             for (int j = 1; j < nmy; j++) {
                 const int st = (it + j) % DQ_STAGES, prev = (it + j - 1) % DQ_STAGES;
-                mbar_wait(full + 8 * st, ((it + j) / DQ_STAGES) & 1);
+                ring.wait_full(it + j);
                 fence_proxy_async();
                 wgmma_fence();
                 issue_s_dp(st);  // S_j, dP_j          (group 1)
@@ -186,25 +186,19 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, f
                 make_ds(j);
                 wgmma_wait<0>();
                 fence_regs(dq);
-                mbar_arrive(empty + 8 * prev);
+                ring.release(it + j - 1);
                 pack_ds();
             }
-            mbar_arrive(q_empty + 8 * (n & 1));  // every read of this item's Q, dO and O is done
+            ring.release_buffer(n);  // every read of this item's Q, dO and O is done
             const int last = (it + nmy - 1) % DQ_STAGES;
             wgmma_fence();
             issue_dq(last);
             wgmma_commit();
-            if (cw == 0) {
-                // The first warpgroup does not use the item's last key tile (the second one's
-                // diagonal tile). It releases that stage too -- once it is full, so that its
-                // arrival cannot count towards the stage's previous use.
-                const int skip = (it + nkt - 1) % DQ_STAGES;
-                mbar_wait(full + 8 * skip, ((it + nkt - 1) / DQ_STAGES) & 1);
-                mbar_arrive(empty + 8 * skip);
-            }
+            // The first warpgroup does not use the item's last key tile (the second one's diagonal tile).
+            if (cw == 0) ring.skip(it + nkt - 1);
             wgmma_wait<0>();
             fence_regs(dq);
-            mbar_arrive(empty + 8 * last);
+            ring.release(it + nmy - 1);
             it += nkt;
 
             floatX* dst = dqkv + hd.qkv;
@@ -257,10 +251,10 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv,
     const uint32_t base = smem_base_1024(smem_raw);
     const uint32_t k_s = base + KV_K_OFF, v_s = base + KV_V_OFF, q_s = base + KV_Q_OFF, do_s = base + KV_DO_OFF;
     const uint32_t lse_s = base + KV_LSE_OFF, dl_s = base + KV_DL_OFF;
-    const uint32_t full = base + KV_BAR_OFF, empty = full + 8 * KV_STAGES, kv_empty = empty + 8 * KV_STAGES;
+    const Ring<KV_STAGES> ring{base + KV_BAR_OFF};  // the Q, dO, lse, delta ring; the buffers: K, V
     const int BH = B * NH, nkt = (T + BQ - 1) / BQ, items = BH * nkt, nqt = (T + KV_BQ - 1) / KV_BQ;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    init_barriers(full, KV_STAGES);
+    ring.init();
     // Item w: keys k0 = rank * 128 .. of its head (item_rank, item_head); query tiles first ..
     // first + nq - 1, the first one being the diagonal tile of the first consumer. `it` counts the
     // CTA's query tiles.
@@ -275,10 +269,10 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv,
             const int k0 = k0_of(w), first = k0 / KV_BQ, nq = nqt - first, kb = n & 1;
             const flash::Head hd = flash::head_at(item_head(w, BH, nkt), T, NH);
             const flash::HeadQKV in = flash::head_qkv(qkv, hd);
-            if (n >= 2) mbar_wait(kv_empty + 8 * kb, (n / 2 - 1) & 1);  // item n-2 is done with this buffer
+            ring.wait_buffer_free(n);
             for (int i = 0; i < nq; i++, it++) {
                 const int s = it % KV_STAGES, q0 = (first + i) * KV_BQ;
-                if (it >= KV_STAGES) mbar_wait(empty + 8 * s, (it / KV_STAGES - 1) & 1);
+                ring.wait_free(it);
                 if (i == 0) {
                     load_tile<BQ>(k_s + kb * TILE_BYTES, in.k, hd.stride, k0, T, tid);
                     load_tile<BQ>(v_s + kb * TILE_BYTES, in.v, hd.stride, k0, T, tid);
@@ -290,7 +284,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv,
                 const uint32_t dst = (tid < KV_BQ ? lse_s : dl_s) + s * KV_BQ * 4 + (tid % KV_BQ) * 4;
                 asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(r < T ? src + r : src),
                              "r"(r < T ? 4 : 0) : "memory");
-                cp_async_mbar_arrive(full + 8 * s);
+                ring.filled(it);
             }
         }
         asm volatile("cp.async.wait_all;\n" ::: "memory");
@@ -310,12 +304,8 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv,
             const int row_a = k0 + 64 * cw + 16 * warp + g;  // this thread's keys: row_a and row_a + 8
             const uint32_t k_wg = k_s + (n & 1) * TILE_BYTES + cw * 64 * 128, v_wg = v_s + (n & 1) * TILE_BYTES + cw * 64 * 128;
             // The second warpgroup never uses the item's first query tile (all of its queries come
-            // before its keys): it releases that stage once it is full (so that its arrival
-            // cannot count towards the stage's previous use).
-            if (cw == 1 && nq > 0) {
-                mbar_wait(full + 8 * (it % KV_STAGES), (it / KV_STAGES) & 1);
-                mbar_arrive(empty + 8 * (it % KV_STAGES));
-            }
+            // before its keys).
+            if (cw == 1 && nq > 0) ring.skip(it);
 #pragma unroll
             for (int i = 0; i < 32; i++) { dk[i] = 0.0f; dv[i] = 0.0f; }
 
@@ -360,7 +350,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv,
 
             if (cw < nq) {
                 const int st0 = (it + cw) % KV_STAGES;
-                mbar_wait(full + 8 * st0, ((it + cw) / KV_STAGES) & 1);
+                ring.wait_full(it + cw);
                 fence_proxy_async();
                 wgmma_fence();
                 issue_s_dp(st0);
@@ -372,7 +362,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv,
                 pack();
                 for (int i = cw + 1; i < nq; i++) {
                     const int st = (it + i) % KV_STAGES, prev = (it + i - 1) % KV_STAGES;
-                    mbar_wait(full + 8 * st, ((it + i) / KV_STAGES) & 1);
+                    ring.wait_full(it + i);
                     fence_proxy_async();
                     wgmma_fence();
                     issue_s_dp(st);      // S^T_i, dP^T_i                 (group 1)
@@ -386,10 +376,10 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv,
                     wgmma_wait<0>();
                     fence_regs(dv);
                     fence_regs(dk);
-                    mbar_arrive(empty + 8 * prev);
+                    ring.release(it + i - 1);
                     pack();
                 }
-                mbar_arrive(kv_empty + 8 * (n & 1));  // every product reading this item's K and V is done
+                ring.release_buffer(n);  // every product reading this item's K and V is done
                 const int last = (it + nq - 1) % KV_STAGES;
                 wgmma_fence();
                 issue_dv_dk(last);
@@ -397,9 +387,9 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv,
                 wgmma_wait<0>();
                 fence_regs(dv);
                 fence_regs(dk);
-                mbar_arrive(empty + 8 * last);
+                ring.release(it + nq - 1);
             } else {
-                mbar_arrive(kv_empty + 8 * (n & 1));
+                ring.release_buffer(n);
             }
             it += nq;
 
