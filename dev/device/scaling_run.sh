@@ -1,21 +1,35 @@
 #!/usr/bin/env bash
-# On a multi-GPU machine: the interconnect probe, the scaling table (dev/scaling.py), and a
-# stream-race stress test (two identical N-GPU runs must give bitwise-identical loss curves).
-# Binaries prebuilt (dev/device/build.sh, make dev/interconnect); shards in dev_data.
+# On a multi-GPU machine (N = the visible GPUs), in order of priority, so that a short device
+# budget cuts only the tail:
+#   1. the interconnect probe (P2P matrix, all-reduce sweep with and without P2P);
+#   2. 1 vs N GPUs loss curves, 20 steps, same global batch (multi_gpu.sh equal, BF16, DDP and ZeRO-1);
+#   3. the scaling table (dev/scaling.py: 1, 2, 4, ... GPUs; DDP, DDP without P2P, ZeRO-1; the
+#      524288-token global batch and the seed's 4 sequences per GPU; blocks BLOCKS, default
+#      1024,128,512 in that order; STEPS timed steps per row), with the predictor;
+#   4. a stream-race stress test: two identical N-GPU runs must give bitwise-identical loss curves.
+# Everything lands in $OUT/scaling_run/ and, packed after each part, in $OUT/scaling_run.tgz (the
+# device tool returns few files); summaries on stdout.
+# Binaries prebuilt here: build/bf16/train_gpt2cu (dev/device/build.sh BF16), build/interconnect
+# (make dev/interconnect); shards in dev_data (make data).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+R=$OUT/scaling_run; mkdir -p "$R"
 export NCCL_NVLS_ENABLE=0
 N=$(nvidia-smi -L | wc -l)
-nvidia-smi topo -m | tee "$OUT/topo.txt"
-build/interconnect > "$OUT/probe.txt" 2>&1
-NCCL_P2P_DISABLE=1 build/interconnect --no-p2p-matrix >> "$OUT/probe.txt" 2>&1
-grep -E "^(GPU|P2P|ALLREDUCE|NCCL| +[0-9])" "$OUT/probe.txt" | grep -v "MB" ; grep -E "^ +(1|16|64|256|512|1024)\.0 MB" "$OUT/probe.txt"
-python3 dev/scaling.py --bin build/bf16/train_gpt2cu --probe build/interconnect --steps 8 --out "$OUT/scaling" \
-    > "$OUT/scaling.log" 2>&1
-tail -n 30 "$OUT/scaling.log"
+pack() { tar czf "$OUT/scaling_run.tgz" -C "$OUT" scaling_run; }
+trap pack EXIT
+nvidia-smi topo -m > "$R/topo.txt" 2>&1; head -n $((N + 1)) "$R/topo.txt"
+timeout 60 build/interconnect > "$R/probe.txt" 2>&1
+NCCL_P2P_DISABLE=1 timeout 60 build/interconnect --no-p2p-matrix >> "$R/probe.txt" 2>&1
+grep -E "^(P2P|ALLREDUCE_FIT)" "$R/probe.txt"
+OUT=$R PRECISIONS=bf16 timeout 120 dev/device/multi_gpu.sh equal 2>&1 | tail -n 3
+pack
+python3 dev/scaling.py --bin build/bf16/train_gpt2cu --probe build/interconnect --blocks "${BLOCKS:-1024,128,512}" \
+    --steps "${STEPS:-5}" --out "$R/scaling" 2>&1 | tee "$R/scaling.log" | grep --line-buffered -E "^(probe|  [0-9]|\|)"
+pack
 # race stress: identical runs, identical results (the reducer's events are the only ordering;
 # --gemm-tune 0: both runs on cuBLASLt's first algorithms, not on two timings)
 args="-e d12 -b 4 -t 1024 -d 16384 -x 20 -l 3e-4 --warmup 5 -i dev_data/tinyshakespeare_train.bin --bucket-mb 4 --gemm-tune 0"
-for i in 1 2; do mpirun --allow-run-as-root -np $N --bind-to none -x NCCL_NVLS_ENABLE build/bf16/train_gpt2cu $args > "$OUT/race$i.log" 2>&1; done
-echo "race stress (two runs, bitwise): $(python3 dev/compare_losses.py "$OUT/race1.log" "$OUT/race2.log" --tol 0)"
+for i in 1 2; do mpirun --allow-run-as-root -np $N --bind-to none -x NCCL_NVLS_ENABLE build/bf16/train_gpt2cu $args > "$R/race$i.log" 2>&1; done
+echo "race stress (two runs, bitwise): $(python3 dev/compare_losses.py "$R/race1.log" "$R/race2.log" --tol 0)"
