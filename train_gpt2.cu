@@ -171,6 +171,9 @@ struct StepResult {
     bool skipped;
     std::string bad_ranks;  // skipped: the ranks whose own gradients held inf/nan ("0" on one GPU)
     float fwd_ms = 0, bwd_ms = 0, exposed_ms = 0, update_ms = 0, comm_ms = 0;  // compute-stream phases
+    // The last micro-step's backward (the one the reduction overlaps) and the mean backward of the
+    // others: their difference is what the concurrent communication costs the compute (-1: accum 1)
+    float bwd_last_ms = 0, bwd_other_ms = -1;
     double comm_bytes = 0;
 };
 
@@ -219,7 +222,9 @@ StepResult gpt2_train_step(GPT2* m, Context* ctx, int accum, const std::function
         cudaCheck(cudaEventElapsedTime(&f, ev[2 * i], ev[2 * i + 1]));
         cudaCheck(cudaEventElapsedTime(&b, ev[2 * i + 1], ev[2 * i + 2]));
         r.fwd_ms += f; r.bwd_ms += b;
+        if (i == accum - 1) r.bwd_last_ms = b;
     }
+    if (accum > 1) r.bwd_other_ms = (r.bwd_ms - r.bwd_last_ms) / (accum - 1);
     cudaCheck(cudaEventElapsedTime(&r.update_ms, ev[2 * accum + 1], ev[2 * accum + 2]));
     if (reducer) { r.exposed_ms = reducer->exposed_ms(); r.comm_ms = reducer->comm_ms(); r.comm_bytes = reducer->bytes; }
     return r;
@@ -491,24 +496,30 @@ void after_step(Run* r, bool last) {
 
 // The machine-readable summary: medians and means over the timed steps.
 void print_result(const Run* r, std::vector<float> ms, const std::vector<StepResult>& timed, double flops_tok, double peak) {
+    // The median step, and the mean (tokens over time). They differ when step times are not one
+    // cluster: on several GPUs at their power limit, steps were seen to alternate between two speeds
+    // 3 % apart, and the median of such a series is the fastest of the slow ones.
     std::sort(ms.begin(), ms.end());
     const double med = ms[ms.size() / 2], tok_s = r->tc.total_batch / (med / 1e3);
-    double exposed = 0, comm_ms = 0, bytes = 0, fwd = 0, bwd = 0, opt = 0;
+    double mean = 0;
+    for (float v : ms) mean += v / ms.size();
+    double exposed = 0, comm_ms = 0, bytes = 0, fwd = 0, bwd = 0, opt = 0, bwd_last = 0, bwd_other = 0;
     for (const StepResult& s : timed) {
         exposed += s.exposed_ms; comm_ms += s.comm_ms; bytes += s.comm_bytes; fwd += s.fwd_ms; bwd += s.bwd_ms; opt += s.update_ms;
+        bwd_last += s.bwd_last_ms; bwd_other += s.bwd_other_ms;
     }
-    for (double* v : {&exposed, &comm_ms, &bytes, &fwd, &bwd, &opt}) *v /= timed.size();
+    for (double* v : {&exposed, &comm_ms, &bytes, &fwd, &bwd, &opt, &bwd_last, &bwd_other}) *v /= timed.size();
     // nccl-tests' bus bandwidth: what each link carries, comparable across GPU counts
     const int n = r->comm.world;
     const double algbw = comm_ms > 0 ? bytes / (comm_ms * 1e-3) / 1e9 : 0, busbw = algbw * 2.0 * (n - 1) / n;
     size_t free_b, total_b;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
     printf("RESULT precision=%s model=L%dC%d gpus=%d zero=%d B=%d T=%d accum=%d total_batch=%lld steps=%zu median_ms=%.3f "
-           "tok_per_s=%.0f mfu=%.2f fwd_ms=%.3f bwd_ms=%.3f opt_ms=%.3f exposed_comm_ms=%.3f exposed_comm_pct=%.2f "
-           "comm_ms=%.3f comm_mb=%.1f busbw_gbs=%.1f device_mem_gb=%.2f\n",
+           "tok_per_s=%.0f mean_ms=%.3f tok_per_s_mean=%.0f mfu=%.2f fwd_ms=%.3f bwd_ms=%.3f opt_ms=%.3f exposed_comm_ms=%.3f exposed_comm_pct=%.2f "
+           "comm_ms=%.3f comm_mb=%.1f busbw_gbs=%.1f bwd_last_ms=%.3f bwd_other_ms=%.3f device_mem_gb=%.2f\n",
            PRECISION_NAME, r->model.cfg.num_layers, r->model.cfg.channels, n, r->tc.zero, r->tc.B, r->tc.T, r->accum,
-           r->tc.total_batch, ms.size(), med, tok_s, peak > 0 ? 100.0 * flops_tok * tok_s / peak : 0.0, fwd, bwd, opt, exposed,
-           100.0 * exposed / med, comm_ms, bytes / 1e6, busbw, (total_b - free_b) / 1e9);
+           r->tc.total_batch, ms.size(), med, tok_s, mean, r->tc.total_batch / (mean / 1e3), peak > 0 ? 100.0 * flops_tok * tok_s / peak : 0.0, fwd, bwd, opt, exposed,
+           100.0 * exposed / med, comm_ms, bytes / 1e6, busbw, bwd_last, bwd_other, (total_b - free_b) / 1e9);
 }
 
 // The step loop of training and --bench; a RESULT line with the medians at the end.

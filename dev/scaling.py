@@ -4,8 +4,9 @@ Runs train_gpt2cu --bench for 1, 2, ... GPUs, several blocks (sequence lengths),
 (DDP, DDP with NCCL_P2P_DISABLE=1, ZeRO-1) and micro-batch settings:
   seed:   4 sequences per GPU, no accumulation (the global batch grows with the GPUs);
   global: a fixed 524288-token global batch, 64K tokens per micro-batch, accumulation as needed.
-Prints the table (markdown), ratios against the 1-GPU row of each group, exposed communication
-and achieved bus bandwidth; writes CSV and PNG; and puts next to every row what an alpha-beta
+Prints the table (markdown), ratios against the 1-GPU row of each group, exposed communication,
+interference (how much longer the backward under the reduction ran than the step's other
+backwards: communication that is hidden but still slows the compute) and achieved bus bandwidth; writes CSV and PNG; and puts next to every row what an alpha-beta
 model of ring all-reduce predicts from the 1-GPU row and the interconnect probe's fit.
 
   python3 dev/scaling.py --bin build/bf16/train_gpt2cu --probe dev/interconnect --out dev/scaling
@@ -121,21 +122,35 @@ def probe_fit(a, n, p2p_disable):
     return float(m.group(1)), float(m.group(2))
 
 
+def interference(r):
+    """What the overlapped reduction costs the compute: the backward it runs under minus the mean of
+    the step's other backwards (ms; None with one micro-step or from a trainer without the fields)."""
+    if r.get("bwd_other_ms", -1) < 0 or "bwd_last_ms" not in r or r["gpus"] == 1:
+        return None
+    return r["bwd_last_ms"] - r["bwd_other_ms"]
+
+
+def interference_text(r):
+    v = r.get("interference_ms")
+    return "" if v is None or v == "" else f"{v:+.1f} ms"
+
+
 def write_outputs(rows, out):
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     keys = ["model", "gpus", "T", "mode", "label", "B", "accum", "total_batch", "median_ms", "samples_per_s", "tok_per_s",
-            "ratio", "efficiency", "exposed_comm_pct", "busbw_gbs", "pred_tok_per_s", "pred_err_pct", "device_mem_gb"]
+            "ratio", "efficiency", "exposed_comm_pct", "interference_ms", "busbw_gbs", "pred_tok_per_s", "pred_err_pct",
+            "device_mem_gb"]
     with open(out + ".csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
     lines = ["| model | GPUs | block | micro-batch / global batch | type | step ms | samples/s | ratio to 1 GPU | efficiency "
-             "| exposed comm | busbw GB/s | predicted samples/s (err) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| exposed comm | interference | busbw GB/s | predicted samples/s (err) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['gpus']} | {r['T']} | {r['B']} x {r['accum']:.0f} / {r['total_batch']:.0f} tok | "
                      f"{r['label']} | {r['median_ms']:.1f} | {r['samples_per_s']:.0f} | {r['ratio']:.2f} | "
-                     f"{100 * r['efficiency']:.1f} % | {r['exposed_comm_pct']:.1f} % | {r['busbw_gbs']:.0f} | "
+                     f"{100 * r['efficiency']:.1f} % | {r['exposed_comm_pct']:.1f} % | {interference_text(r)} | {r['busbw_gbs']:.0f} | "
                      f"{r['pred_tok_per_s'] / r['T']:.0f} ({r['pred_err_pct']:+.1f} %) |")
     with open(out + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
@@ -216,6 +231,7 @@ def main():
                 # the seed's ratio: throughput (samples/s) relative to the group's 1-GPU row
                 r["ratio"] = r["tok_per_s"] / base["tok_per_s"]
                 r["efficiency"] = r["ratio"] / n
+                r["interference_ms"] = interference(r)
                 r["pred_tok_per_s"] = r["total_batch"] / (pred_ms * 1e-3)
                 r["pred_err_pct"] = 100 * (r["pred_tok_per_s"] - r["tok_per_s"]) / r["tok_per_s"]
                 rows.append(r)
