@@ -9,7 +9,8 @@
 //   - timing of matmul_forward (+GELU) and matmul_backward at N=B*T=16384, C=768, OC=3072;
 //   - timing of bias_backward at N=65536 for GPT-2 124M's four bias widths (2304, 768, 3072, 768),
 //     the llmc kernels against the previous ones (kept below for that only), and of the
-//     alternative of fusing the bias gradient into the dweight GEMM (cuBLASLt's BGRADB epilogue).
+//     alternatives of fusing the bias gradient into a GEMM's epilogue (cuBLASLt's BGRADB on the
+//     dweight GEMM, DGELU_BGRAD on the dinp GEMM after a GELU).
 //   - with --algorithms, only: every GEMM of a d12 B=64 step with cuBLASLt's first algorithm vs the
 //     best of its first 16 (sweep_algorithms).
 // Run: make dev/cuda/matmul_check && ./dev/cuda/matmul_check   (PRECISION=BF16|FP32 for others)
@@ -56,74 +57,94 @@ static void bias_backward_prev(Context* ctx, floatX* dbias, const floatX* dout, 
     launchCheck();
 }
 
-// The fused alternative, measured, not used: dweight (C, OC) += inp^T dout as matmul_backward does
-// it (column-major m=C, n=OC, k=N, A = inp, B = dout transposed), with the BGRADB epilogue writing
-// the column sums of op(B) = the bias gradient (n = OC values; it overwrites, so an accumulating
-// dbias would still need an add). Prints whether cuBLASLt has an algorithm, the time against the
-// plain GEMM, whether two runs give the same bits, and how far it is from bias_backward.
-static void time_bgradb(Context* ctx, int N, int C, int OC, const floatX* inp, const floatX* dout, floatX* dweight,
-                        cudaDataType_t bias_type, float plain_ms, const std::vector<float>& ref_db) {
+// Fused bias gradients, measured, not used. cuBLASLt can write the column sums of an operand or
+// of the result as a "bias gradient" in the epilogue of a GEMM the backward runs anyway:
+//   BGRADB: the dweight GEMM (column-major m=C, n=OC, k=N, A = inp, B = dout transposed) also
+//           writes the sums of op(B) = the bias gradient of the same layer;
+//   DGELU_BGRAD: the dinp GEMM of the layer after a GELU (m=4C, n=N, k=C, D = dinp * GELU'(aux))
+//           also writes the sums of D over n = the bias gradient of the layer before the GELU.
+// Both overwrite (an accumulating dbias would still need an add). Prints whether cuBLASLt has an
+// algorithm, the time against the plain GEMM, whether two runs give the same bits, and how far
+// the sums are from bias_backward's. D, A, B column-major with leading dimensions = their rows.
+struct FusedBiasGemm {
+    const char* label;
+    cublasLtEpilogue_t epi;
+    int m, n, k;
+    bool trans_a, trans_b;
+    const floatX *a, *b;
+    floatX* d;
+    float beta;
+    const floatX* aux;  // DGELU_BGRAD: the pre-GELU (m, n)
+};
+static void time_fused_bias(Context* ctx, const FusedBiasGemm& g, cudaDataType_t bias_type, float plain_ms, const std::vector<float>& ref_db) {
     const char* tname = bias_type == CUDA_R_32F ? "fp32" : "floatX";
+    const int nb = g.epi == CUBLASLT_EPILOGUE_BGRADB ? g.n : g.m;  // length of the bias gradient
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld;
     cublasCheck(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_T;
-    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BGRADB;
-    void* bias = bias_type == CUDA_R_32F ? (void*)dalloc<float>(OC) : (void*)dalloc<floatX>(OC);
+    cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    void* bias = bias_type == CUDA_R_32F ? (void*)dalloc<float>(nb) : (void*)dalloc<floatX>(nb);
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &g.epi, sizeof(g.epi)));
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    if (g.aux) {
+        const int64_t aux_ld = g.m;
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof(g.aux)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+    }
     const bool type_ok = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)) == CUBLAS_STATUS_SUCCESS;
-    cublasCheck(cublasLtMatrixLayoutCreate(&la, CUBLAS_FLOATX, C, N, C));
-    cublasCheck(cublasLtMatrixLayoutCreate(&lb, CUBLAS_FLOATX, OC, N, OC));
-    cublasCheck(cublasLtMatrixLayoutCreate(&ld, CUBLAS_FLOATX, C, OC, C));
+    const int a_rows = g.trans_a ? g.k : g.m, a_cols = g.trans_a ? g.m : g.k;
+    const int b_rows = g.trans_b ? g.n : g.k, b_cols = g.trans_b ? g.k : g.n;
+    cublasCheck(cublasLtMatrixLayoutCreate(&la, CUBLAS_FLOATX, a_rows, a_cols, a_rows));
+    cublasCheck(cublasLtMatrixLayoutCreate(&lb, CUBLAS_FLOATX, b_rows, b_cols, b_rows));
+    cublasCheck(cublasLtMatrixLayoutCreate(&ld, CUBLAS_FLOATX, g.m, g.n, g.m));
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ctx->lt_workspace_size, sizeof(ctx->lt_workspace_size)));
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx->lt, desc, la, lb, ld, ld, pref, 1, &res, &found);
-    char name[128];
-    snprintf(name, sizeof(name), "dW GEMM+BGRADB (%s bias) C=%d OC=%d", tname, C, OC);
+    char name[160];
+    snprintf(name, sizeof(name), "%s (%s bias) m=%d n=%d k=%d", g.label, tname, g.m, g.n, g.k);
+    auto destroy = [&] {
+        cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+        cublasCheck(cublasLtMatrixLayoutDestroy(la));
+        cublasCheck(cublasLtMatrixLayoutDestroy(lb));
+        cublasCheck(cublasLtMatrixLayoutDestroy(ld));
+        cublasCheck(cublasLtMatmulDescDestroy(desc));
+    };
     if (!type_ok || st != CUBLAS_STATUS_SUCCESS || found == 0) {
-        printf("BGRADB %s: no algorithm (type attribute %s, heuristic status %d, found %d)\n", name, type_ok ? "ok" : "refused", (int)st, found);
-    } else {
-        const float alpha = 1.0f, beta = 1.0f;
-        auto launch = [&] {
-            return cublasLtMatmul(ctx->lt, desc, &alpha, inp, la, dout, lb, &beta, dweight, ld, dweight, ld, &res.algo,
-                                  ctx->lt_workspace, ctx->lt_workspace_size, ctx->stream);
-        };
-        auto run = [&] { cublasCheck(launch()); };
-        const cublasStatus_t first = launch();  // an experiment: a refusal is reported, not fatal
-        if (first != CUBLAS_STATUS_SUCCESS) {
-            printf("BGRADB %s: cublasLtMatmul refused it (%s)\n", name, cublasGetStatusString(first));
-            cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
-            cublasCheck(cublasLtMatrixLayoutDestroy(la));
-            cublasCheck(cublasLtMatrixLayoutDestroy(lb));
-            cublasCheck(cublasLtMatrixLayoutDestroy(ld));
-            cublasCheck(cublasLtMatmulDescDestroy(desc));
-            return;
-        }
-        const float ms = time_ms(ctx, name, 0, 2.0 * N * C * OC, run);
-        printf("BGRADB %s: %+.4f ms against the plain GEMM\n", name, ms - plain_ms);
-        run();
-        const std::vector<unsigned char> b1 = bytes_of(bias, OC * (bias_type == CUDA_R_32F ? 4 : sizeof(floatX)));
-        run();
-        const std::vector<unsigned char> b2 = bytes_of(bias, b1.size());
-        std::vector<float> got(OC);
-        if (bias_type == CUDA_R_32F) got = from_device_raw((const float*)bias, OC);
-        else got = from_device((const floatX*)bias, OC);
-        double se = 0, sr = 0;
-        for (int i = 0; i < OC; i++) { se += (got[i] - ref_db[i]) * (got[i] - ref_db[i]); sr += (double)ref_db[i] * ref_db[i]; }
-        printf("BGRADB %s: two runs %s; rel diff to bias_backward's sum %.3e\n", name, b1 == b2 ? "bitwise identical" : "DIFFER",
-               std::sqrt(se / std::max(sr, 1e-30)));
+        printf("FUSED %s: no algorithm (type attribute %s, heuristic status %d, found %d)\n", name, type_ok ? "ok" : "refused", (int)st, found);
+        destroy();
+        return;
     }
-    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
-    cublasCheck(cublasLtMatrixLayoutDestroy(la));
-    cublasCheck(cublasLtMatrixLayoutDestroy(lb));
-    cublasCheck(cublasLtMatrixLayoutDestroy(ld));
-    cublasCheck(cublasLtMatmulDescDestroy(desc));
+    const float alpha = 1.0f;
+    auto launch = [&] {
+        return cublasLtMatmul(ctx->lt, desc, &alpha, g.a, la, g.b, lb, &g.beta, g.d, ld, g.d, ld, &res.algo,
+                              ctx->lt_workspace, ctx->lt_workspace_size, ctx->stream);
+    };
+    const cublasStatus_t first = launch();  // an experiment: a refusal is reported, not fatal
+    if (first != CUBLAS_STATUS_SUCCESS) {
+        printf("FUSED %s: cublasLtMatmul refused it (%s)\n", name, cublasGetStatusString(first));
+        destroy();
+        return;
+    }
+    auto run = [&] { cublasCheck(launch()); };
+    const float ms = time_ms(ctx, name, 0, 2.0 * g.m * g.n * g.k, run);
+    printf("FUSED %s: %+.4f ms against the plain GEMM\n", name, ms - plain_ms);
+    run();
+    const std::vector<unsigned char> b1 = bytes_of(bias, nb * (bias_type == CUDA_R_32F ? 4 : sizeof(floatX)));
+    run();
+    const std::vector<unsigned char> b2 = bytes_of(bias, b1.size());
+    std::vector<float> got(nb);
+    if (bias_type == CUDA_R_32F) got = from_device_raw((const float*)bias, nb);
+    else got = from_device((const floatX*)bias, nb);
+    double se = 0, sr = 0;
+    for (int i = 0; i < nb; i++) { se += (got[i] - ref_db[i]) * (got[i] - ref_db[i]); sr += (double)ref_db[i] * ref_db[i]; }
+    printf("FUSED %s: two runs %s; rel diff to bias_backward's sum %.3e\n", name, b1 == b2 ? "bitwise identical" : "DIFFER",
+           std::sqrt(se / std::max(sr, 1e-30)));
+    destroy();
 }
 
 static const double kS = 0.7978845608028654;  // sqrt(2/pi)
@@ -376,8 +397,27 @@ int main(int argc, char** argv) {
             cudaCheck(cudaMemsetAsync(db0, 0, OC * sizeof(floatX), ctx.stream));
             bias_backward(&ctx, db0, dout, N, OC);
             const std::vector<float> ref_db = from_device(db0, OC);
-            time_bgradb(&ctx, N, C, OC, inp, dout, dw, CUBLAS_FLOATX, t_gemm, ref_db);
-            if (CUBLAS_FLOATX != CUDA_R_32F) time_bgradb(&ctx, N, C, OC, inp, dout, dw, CUDA_R_32F, t_gemm, ref_db);
+            const FusedBiasGemm bgradb{"dW GEMM+BGRADB", CUBLASLT_EPILOGUE_BGRADB, C, OC, N, false, true, inp, dout, dw, 1.0f, nullptr};
+            time_fused_bias(&ctx, bgradb, CUBLAS_FLOATX, t_gemm, ref_db);
+            if (CUBLAS_FLOATX != CUDA_R_32F) time_fused_bias(&ctx, bgradb, CUDA_R_32F, t_gemm, ref_db);
+        }
+        // DGELU_BGRAD: fcproj's dinp GEMM (N, 4C) = dout (N, C) @ W (C, 4C), times GELU'(pre), whose
+        // column sums are fc's bias gradient (the 3072-wide bias_backward above).
+        {
+            const int C = 768, C4 = 3072;
+            floatX* w = random_device<floatX>(&ctx, (size_t)C * C4, -0.03f, 0.03f);
+            floatX* pre = random_device<floatX>(&ctx, (size_t)N * C4, -2, 2);
+            floatX* dinp = dalloc<floatX>((size_t)N * C4);
+            MatmulCall dx{dinp, w, dout, C4, N, C, /*trans_a=*/false, /*trans_b=*/false};
+            dx.aux = pre;
+            dx.epilogue = CUBLASLT_EPILOGUE_DGELU;
+            const float t_gemm = time_ms(&ctx, "dinp GEMM + DGELU (plain) m=3072 n=65536 k=768", 0, 2.0 * N * C * C4, [&] { matmul(&ctx, dx); });
+            cudaCheck(cudaMemsetAsync(db0, 0, C4 * sizeof(floatX), ctx.stream));
+            bias_backward(&ctx, db0, dinp, N, C4);
+            const std::vector<float> ref_db = from_device(db0, C4);
+            const FusedBiasGemm dgelu_bgrad{"dinp GEMM+DGELU_BGRAD", CUBLASLT_EPILOGUE_DGELU_BGRAD, C4, N, C, false, false, w, dout, dinp, 0.0f, pre};
+            time_fused_bias(&ctx, dgelu_bgrad, CUBLAS_FLOATX, t_gemm, ref_db);
+            if (CUBLAS_FLOATX != CUDA_R_32F) time_fused_bias(&ctx, dgelu_bgrad, CUDA_R_32F, t_gemm, ref_db);
         }
         printf("SUMMARY one layer's 4 bias_backward calls at N=65536: %.4f ms (previous %.4f ms, %.2fx); x12 layers: %.3f ms (previous %.3f ms); the 4 dW GEMMs: %.4f ms\n",
                sum_new, sum_old, sum_old / sum_new, 12 * sum_new, 12 * sum_old, sum_gemm);
