@@ -88,6 +88,19 @@ def parse_result(text):
     return out
 
 
+def use_mean_step(r):
+    """Throughput is tokens over the time of the timed steps (the mean step), not the median step:
+    on several GPUs at their power limit the steps were seen to alternate between two speeds, and
+    the median of such a series is the fastest of the slow steps. Sets step_ms and tok_per_s
+    (the median's kept as tok_per_s_median); a trainer without the mean fields keeps its median."""
+    if "tok_per_s_mean" in r:
+        r["tok_per_s_median"] = r["tok_per_s"]
+        r["tok_per_s"], r["step_ms"] = r["tok_per_s_mean"], r["mean_ms"]
+    else:
+        r["step_ms"] = r["median_ms"]
+    return r
+
+
 def run_config(a, n, T, mode, typ):
     B = 4 if mode == "seed" else MICRO_TOKENS // T
     d = B * T * n if mode == "seed" else GLOBAL_BATCH
@@ -105,14 +118,7 @@ def run_config(a, n, T, mode, typ):
         print(f"  FAILED: {' '.join(cmd)}\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}", file=sys.stderr)
         return None
     r.update(gpus=n, T=T, mode=mode, type=typ, label=label, B=B)
-    # Throughput is tokens over the time of the timed steps (the mean step), not the median step:
-    # on several GPUs at their power limit the steps were seen to alternate between two speeds,
-    # and the median of such a series is the fastest of the slow steps.
-    if "tok_per_s_mean" in r:
-        r["tok_per_s_median"] = r["tok_per_s"]
-        r["tok_per_s"], r["step_ms"] = r["tok_per_s_mean"], r["mean_ms"]
-    else:
-        r["step_ms"] = r["median_ms"]
+    use_mean_step(r)
     print(f"  {n} GPU {label:12s} T={T:5d} {mode:6s}: {r['step_ms']:9.2f} ms  {r['tok_per_s']:10.0f} tok/s  "
           f"exposed {r['exposed_comm_pct']:.2f}%", flush=True)
     return r

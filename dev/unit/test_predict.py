@@ -1,8 +1,9 @@
-"""Unit test of dev/scaling.py's alpha-beta predictor (no GPU, no third-party packages)."""
+"""Unit test of dev/scaling.py's alpha-beta predictor and of how it reads the trainer's RESULT line
+(no GPU, no third-party packages)."""
 import os
 import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from scaling import gpt2_ranges, predict_step_ms  # noqa: E402
+from scaling import gpt2_ranges, interference, parse_result, predict_step_ms, use_mean_step  # noqa: E402
 
 passed = failed = 0
 def check(ok, name):
@@ -27,5 +28,21 @@ check(exp_last >= emb * 0.99, "the embeddings' bucket, ready last, is always exp
 _, z = predict_step_ms(one, 2, 4, 10, 300, zero=True)
 _, d = predict_step_ms(one, 2, 4, 10, 300, zero=False)
 check(z > d, "ZeRO-1 adds the all-gather")
+# the RESULT line: numbers as floats, the mean step preferred, interference from the two backwards
+line = ("noise\nRESULT precision=bf16 model=L12C768 gpus=2 accum=4 total_batch=524288 median_ms=440.000 "
+        "tok_per_s=1191564 mean_ms=436.000 tok_per_s_mean=1202495 bwd_last_ms=59.500 bwd_other_ms=58.000\n")
+res = parse_result(line)
+check(res is not None and res["precision"] == "bf16" and res["accum"] == 4.0, "RESULT parsed: strings and numbers")
+res.update(gpus=2)
+use_mean_step(res)
+check(res["tok_per_s"] == 1202495 and res["step_ms"] == 436.0 and res["tok_per_s_median"] == 1191564,
+      "throughput from the mean step, the median kept")
+check(abs(interference(res) - 1.5) < 1e-9, "interference = last backward - the others' mean")
+old_line = parse_result("RESULT gpus=2 median_ms=440.0 tok_per_s=1191564 bwd_last_ms=59.5 bwd_other_ms=-1\n")
+old_line.update(gpus=2)
+use_mean_step(old_line)
+check(old_line["step_ms"] == 440.0 and old_line["tok_per_s"] == 1191564, "no mean fields: the median")
+check(interference(old_line) is None, "accum 1 (bwd_other_ms -1): no interference")
+check(parse_result("no result here") is None, "no RESULT line: None")
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
