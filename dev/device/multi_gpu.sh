@@ -92,8 +92,8 @@ if has ceiling; then
 fi
 # `interference`: what the all-reduce costs the backward it overlaps. The trainer reports the last
 # micro-step's backward (the one the reduction runs under) and the mean of the others; each variant
-# is an N-GPU DDP run: default | ctasK (NCCL_MAX_CTAS=K: fewer SMs for NCCL, which then hides less),
-# with P2P on and off (INTF_P2P). (Tried and removed: the persistent attention kernels leaving 8 or
+# is an N-GPU DDP run: default | ctasK (NCCL_MAX_CTAS=K: fewer SMs for NCCL, which then hides less)
+# | bucketK (--bucket-mb K), with P2P on and off (INTF_P2P). (Tried and removed: the persistent attention kernels leaving 8 or
 # 16 SMs free during that backward made it 1.6 ms slower, not faster.)
 fields() { grep -h ^RESULT "$1" | grep -oE '(tok_per_s|tok_per_s_mean|exposed_comm_pct|busbw_gbs|bwd_last_ms|bwd_other_ms)=[0-9.-]+' | tr '\n' ' ' || tail -n 2 "$1"; }
 if has interference; then
@@ -104,13 +104,13 @@ if has interference; then
     summary+=("NCCL channels: $(grep -ohE '[0-9]+ coll channels|nChannels [0-9]+|CTAs? [0-9]+' "$OUT/intf_nccl_info.log" | sort | uniq -c | tr '\n' ' ')")
     for p2p in ${INTF_P2P:-0 1}; do
         for v in ${INTF_VARIANTS:-default ctas4}; do
-            e=NCCL_MAX_CTAS_UNSET=1
-            case $v in ctas*) e="NCCL_MAX_CTAS=${v#ctas}";; esac
+            e=NCCL_MAX_CTAS_UNSET=1; a=""
+            case $v in ctas*) e="NCCL_MAX_CTAS=${v#ctas}";; bucket*) a="--bucket-mb ${v#bucket}";; esac
             f="$OUT/intf_p2poff${p2p}_$v.log"
             # every GPU's SM clock and power, 10 per second, during the run
             nvidia-smi --query-gpu=timestamp,index,clocks.sm,power.draw,clocks_event_reasons.active --format=csv,noheader,nounits -lms 100 > "${f%.log}_clocks.csv" 2>&1 &
             smi=$!
-            env "$e" NCCL_P2P_DISABLE=$p2p $MPI -x "${e%%=*}" $bin $bench_args > "$f" 2>&1
+            env "$e" NCCL_P2P_DISABLE=$p2p $MPI -x "${e%%=*}" $bin $bench_args $a > "$f" 2>&1
             kill $smi 2>/dev/null; wait $smi 2>/dev/null
             summary+=("interference, $N GPUs P2P_DISABLE=$p2p $v: $(fields "$f")")
             summary+=("  step ms (fwd ms): $(grep '^step' "$f" | sed -E 's/.*\| ([0-9.]+) ms \(fwd ([0-9.]+) .*/\1(\2)/' | tr '\n' ' ')")
