@@ -6,8 +6,9 @@ Runs train_gpt2cu --bench for 1, 2, ... GPUs, several blocks (sequence lengths),
   global: a fixed 524288-token global batch, 64K tokens per micro-batch, accumulation as needed.
 Prints the table (markdown), ratios against the 1-GPU row of each group, exposed communication,
 interference (how much longer the backward under the reduction ran than the step's other
-backwards: communication that is hidden but still slows the compute) and achieved bus bandwidth; writes CSV and PNG; and puts next to every row what an alpha-beta
-model of ring all-reduce predicts from the 1-GPU row and the interconnect probe's fit.
+backwards: communication that is hidden but still slows the compute) and achieved bus
+bandwidth; writes CSV and PNG; and puts next to every row what an alpha-beta model of ring
+all-reduce predicts from the 1-GPU row and the interconnect probe's fit.
 
   python3 dev/scaling.py --bin build/bf16/train_gpt2cu --probe dev/interconnect --out dev/scaling
   python3 dev/scaling.py --gpus 1 --predict 8,16,32 --link-gbs 50 --alpha-us 30

@@ -93,8 +93,8 @@ fi
 # `interference`: what the all-reduce costs the backward it overlaps. The trainer reports the last
 # micro-step's backward (the one the reduction runs under) and the mean of the others; each variant
 # is an N-GPU DDP run: default | ctasK (NCCL_MAX_CTAS=K: fewer SMs for NCCL, which then hides less)
-# | bucketK (--bucket-mb K), with P2P on and off (INTF_P2P). (Tried and removed: the persistent attention kernels leaving 8 or
-# 16 SMs free during that backward made it 1.6 ms slower, not faster.)
+# | bucketK (--bucket-mb K), with P2P on and off (INTF_P2P). (Tried and removed: the persistent
+# attention kernels leaving 8 or 16 SMs free during that backward made it 1.6 ms slower.)
 fields() { grep -h ^RESULT "$1" | grep -oE '(tok_per_s|tok_per_s_mean|exposed_comm_pct|busbw_gbs|bwd_last_ms|bwd_other_ms)=[0-9.-]+' | tr '\n' ' ' || tail -n 2 "$1"; }
 if has interference; then
     bin=build/${BENCH_PRECISION:-bf16}/train_gpt2cu
