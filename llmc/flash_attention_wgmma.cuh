@@ -13,9 +13,10 @@
 // Checked by dev/cuda/attention_check like every attention path (float64 CPU reference, the cuBLAS
 // reference at B=1..4, T up to 2048, NH 12/25, bitwise-deterministic backward) and against the
 // mma.sync kernels directly: dQ, dK, dV come out bit for bit the same (same products, same order).
-// Measured on an H200 (B=64, T=1024, NH=12, TFLOP/s, bf16): forward 271-274 (mma.sync 213-215);
-// dQ 331-336 (273-278); dK/dV 325-329 (214-227); B=8: forward 233-237 (186-190), dQ 295-300 (234-241),
-// dK/dV 288-294 (209-212). At T=16384 (B=1) the same kernels reach 405-413 / 451-455 / 434.
+// Measured on H200s, 2026-12-01 (B=64, T=1024, NH=12, TFLOP/s, bf16): forward 280-283 (mma.sync
+// 215), dQ with delta 308 (mma.sync dQ alone 276-278), dK/dV 322-324 (225-227); B=8: forward
+// 231-233, dQ 272-274, dK/dV 286-289. At the same 64K tokens and T=16384 (B=4): 383-390 / 400-407 /
+// 418-428 (attention_check --lengths).
 //
 // Why wgmma: mma.sync (flash::forward_kernel) is a warp-level 16x8x16 product whose B operand every
 // warp must first load from shared memory into registers (ldmatrix), and the shared-memory
