@@ -145,6 +145,7 @@ struct Context {
     struct MatmulPlanCache* plans = nullptr;  // algorithm choices per matmul shape (matmul.cuh)
     float* scratch = nullptr;             // fp32 partial sums of the deterministic reductions
     size_t scratch_elems = 0;
+    void* tensor_map_encode = nullptr;    // the driver's cuTensorMapEncodeTiled (sm_90a attention's TMA), looked up on first use
 };
 
 // context_create / context_destroy live in matmul.cuh: the context is mostly cuBLASLt state.

@@ -1,6 +1,6 @@
 // Flash attention on Hopper's warpgroup MMA (wgmma), FlashAttention-3 style: causal, head size
-// 64, fp16/bf16. This file: the machinery (PTX wrappers for wgmma and mbarriers, shared-memory
-// descriptors, the producer's tile loader, fragment packing) and the FORWARD;
+// 64, fp16/bf16. This file: the machinery (PTX wrappers for wgmma, mbarriers and TMA, shared-memory
+// descriptors, the TMA descriptors of the tensors, fragment packing, the output tiles) and the FORWARD;
 // flash_attention_wgmma_backward.cuh builds the dQ and dK/dV kernels from the same pieces. They
 // are alternatives to the mma.sync kernels of flash_attention.cuh with the same inputs and outputs
 // (the backward's delta kernel is shared):
@@ -13,10 +13,11 @@
 // Checked by dev/cuda/attention_check like every attention path (float64 CPU reference, the cuBLAS
 // reference at B=1..4, T up to 2048, NH 12/25, bitwise-deterministic backward) and against the
 // mma.sync kernels directly: dQ, dK, dV come out bit for bit the same (same products, same order).
-// Measured on H200s, 2026-12-01 (B=64, T=1024, NH=12, TFLOP/s, bf16): forward 280-283 (mma.sync
-// 215), dQ with delta 308 (mma.sync dQ alone 276-278), dK/dV 322-324 (225-227); B=8: forward
-// 231-233, dQ 272-274, dK/dV 286-289. At the same 64K tokens and T=16384 (B=4): 383-390 / 400-407 /
-// 418-428 (attention_check --lengths).
+// Measured on an H200, 2026-12-01 (B=64, T=1024, NH=12, TFLOP/s, bf16): forward 320-324 (mma.sync
+// 212), dQ with delta 384-385 (mma.sync dQ alone 273-277), dK/dV 350-354 (222-224); B=8: forward
+// 240-244, dQ 308-309, dK/dV 300-301. At the same 64K tokens and T=16384 (B=4): 427 / 461 / 449
+// (attention_check --lengths). TMA loads and stores gave +14 % / +24 % / +8 % at B=64, T=1024
+// (before: 282 / 310 / 325, the cp.async producer of 128 threads and per-thread global stores).
 //
 // Why wgmma: mma.sync (flash::forward_kernel) is a warp-level 16x8x16 product whose B operand every
 // warp must first load from shared memory into registers (ldmatrix), and the shared-memory
@@ -27,10 +28,10 @@
 //
 // CTA = 3 warpgroups (384 threads), PERSISTENT: one CTA per SM, looping over work items of 128
 // queries of one (b, h) (see forward_kernel for why and how):
-//   warpgroup 0 = PRODUCER: copies an item's Q and then its K, V in 128-key tiles into a 3-stage ring of
-//     shared-memory buffers (cp.async, 16 bytes per instruction, 128-byte swizzled layout), and
-//     signals each filled stage on an mbarrier ("full"). It needs few registers: setmaxnreg
-//     gives most of its registers to the consumers.
+//   warpgroup 0 = PRODUCER: one of its threads has the TMA engine copy an item's Q and then its K,
+//     V in 128-key tiles into a 3-stage ring of shared-memory buffers (128-byte swizzled layout);
+//     each stage's "full" mbarrier completes when its bytes have landed. It needs few registers:
+//     setmaxnreg gives most of its registers to the consumers.
 //   warpgroups 1, 2 = CONSUMERS: each owns 64 query rows. Per key tile j:
 //       S = Q K_j^T          wgmma m64n128k16 x4 (A = Q from smem, B = K from smem, K-major)
 //       online softmax on the fp32 S fragment in registers (the running max m, sum l per row)
@@ -43,10 +44,13 @@
 //   The two consumer warpgroups are independent (no barrier between them), so the warp schedulers
 //   also overlap one warpgroup's softmax with the other's products.
 //
+//   Each consumer's 64 x 64 output tile leaves through shared memory as one TMA store.
+//
 // Shared memory (dynamic, 1024-byte aligned because the 128-byte swizzle pattern repeats every
 // 8 rows x 128 bytes = 1024 bytes and the descriptors below assume a pattern starting at 0):
 //   Q 2 x 128 x 64 (2 x 16 KB: this item's and the next's) | K ring 3 x 128 x 64 (48 KB) |
-//   V ring 3 x 128 x 64 (48 KB) | 8 mbarriers  = 128 KB + 64 bytes -> one CTA (12 warps) per SM.
+//   V ring 3 x 128 x 64 (48 KB) | out tiles 2 x 64 x 64 (16 KB) | 8 mbarriers = 144 KB + 64 bytes
+//   -> one CTA (12 warps) per SM.
 //
 // 128-byte swizzle: a tile row is 64 halves = 128 bytes = 8 chunks of 16 bytes; chunk c of row r
 // lives at chunk position c ^ (r % 8) (the same pattern as flash::swz). The tensor cores read
@@ -81,11 +85,16 @@
 // to the next item (its first softmax has no product of its own item to hide behind; the output
 // stores), and K, V streamed from DRAM again for every item (ncu: L2 hit rate 16 %). Making the
 // kernels persistent took the per-item cost from ~3.9 us to ~2 us (forward +22 %, dQ +9 %, dK/dV
-// +6 % at B=64). Measured and not kept: ping-pong ordering of the two consumer warpgroups' products
-// (named barriers, as FA3): equal at T=1024, -4 % at T=16384; a tree-shaped max/sum in the softmax
-// (more ILP): -12 % at T=16384. Untried: smaller diagonal work (a 64-key diagonal tile), TMA loads
-// and stores, an L2-friendlier item order that keeps the B=8 balance.
+// +6 % at B=64); TMA took the producer's instructions (22 % of the forward's) and the output
+// stores out of the memory queue the exponentials use. Measured and not kept: ping-pong ordering
+// of the two consumer warpgroups' products (named barriers, as FA3): equal at T=1024, -4 % at
+// T=16384; a tree-shaped max/sum in the softmax (more ILP): -12 % at T=16384; a 4-step P V for the
+// first consumer's diagonal tile (its queries see only the tile's first 64 keys): no gain. Untried:
+// a third consumer warpgroup (FA3's 192-query tiles for head size 64), an L2-friendlier item order
+// that keeps the B=8 balance.
 #pragma once
+#include <cuda.h>         // CUtensorMap (the TMA descriptors); the driver function is looked up at run time
+#include <cudaTypedefs.h>
 #include "common.cuh"
 #include "attention_schedule.h"
 #include "flash_attention.cuh"
@@ -112,7 +121,9 @@ constexpr int TILE_BYTES = 128 * HS * 2; // one 128-row tile of floatX (16 KB)
 constexpr int Q_OFF = 0;                              // + b * TILE_BYTES: two Q buffers (b = item & 1)
 constexpr int K_OFF = 2 * TILE_BYTES;                 // + s * TILE_BYTES
 constexpr int V_OFF = K_OFF + STAGES * TILE_BYTES;    // + s * TILE_BYTES
-constexpr int BAR_OFF = V_OFF + STAGES * TILE_BYTES;  // full[STAGES], empty[STAGES], q_empty[2] (8 bytes each)
+constexpr int OUT_TILE_BYTES = 64 * HS * 2;           // one consumer warpgroup's 64 output rows (8 KB)
+constexpr int O_OFF = V_OFF + STAGES * TILE_BYTES;     // + cw * OUT_TILE_BYTES: the output tiles on their way out
+constexpr int BAR_OFF = O_OFF + 2 * OUT_TILE_BYTES;   // full[STAGES], empty[STAGES], q_empty[2] (8 bytes each)
 constexpr int SMEM_BYTES = BAR_OFF + (2 * STAGES + 2) * 8 + 1024;  // + 1024: room to align the base
 constexpr bool USE_SETMAXNREG = true;    // false: every thread keeps launch_bounds' 168 registers
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;  // 128*40 + 256*232 = 64512 = 384*168
@@ -152,6 +163,43 @@ __device__ inline void cp_async_mbar_arrive(uint32_t bar) {
 // proxy". This fence orders the two for the executing thread: after it, the writes this thread
 // has observed (via the mbarrier) are visible to its wgmma reads.
 __device__ inline void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ inline void st_shared_u32(uint32_t addr, uint32_t v) { asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory"); }
+
+// TMA (the Tensor Memory Accelerator): one thread hands the copy engine a whole tile -- a box of a
+// tensor described by a CUtensorMap built on the host (make_tile_map) -- and the engine moves it
+// between global and shared memory by itself, in the 128-byte swizzled layout the wgmma
+// descriptors read. What that replaces: 16-byte cp.async copies issued by 128 producer threads,
+// ~17 instructions each with their address arithmetic, which went through the same MIO queue as
+// the consumers' exponentials (ncu: the producer issued 22 % of the forward's instructions).
+// Coordinates are (column, row, batch) of a (B, T, W) tensor, W innermost; rows >= T of a batch
+// are out of bounds: loads fill them with zeros, stores skip them.
+// Load a box into shared memory at dst; the bytes count against the transaction count of the
+// mbarrier `bar` (see mbar_arrive_expect_tx), which completes once they have all landed.
+__device__ inline void tma_load(uint32_t dst, const CUtensorMap* map, int col, int row, int batch, uint32_t bar) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+                 ::"r"(dst), "l"(map), "r"(col), "r"(row), "r"(batch), "r"(bar) : "memory");
+}
+// One arrival on `bar` that also announces `bytes` more transaction bytes: the phase completes
+// when every expected arrival has happened AND that many bytes have landed.
+__device__ inline void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// Store the box at shared address src to global memory (asynchronously: the bulk group of the
+// issuing thread tracks it). The writes to src must be fenced (fence_proxy_async) and synced first.
+__device__ inline void tma_store(const CUtensorMap* map, uint32_t src, int col, int row, int batch) {
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3}], [%4];\n"
+                 ::"l"(map), "r"(col), "r"(row), "r"(batch), "r"(src) : "memory");
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// Wait until this thread's bulk stores have read their shared memory (the buffer may be rewritten) /
+// have completed.
+__device__ inline void tma_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ inline void tma_store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+// A barrier among the `threads` threads (a multiple of 32) that use barrier number id (1..15; 0 is
+// __syncthreads'): one warpgroup syncs without stopping the others.
+__device__ inline void named_barrier_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 __device__ inline void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ inline void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -223,23 +271,6 @@ __device__ inline void wgmma_m64n64k16_ss(float (&d)[32], uint64_t desc_a, uint6
 // ---------------------------------------------------------------------------------------------
 // The pieces both kernels share.
 
-// Producer: rows row0 .. row0+ROWS-1 of the (T, stride) matrix at src into the 128-byte-swizzled
-// tile at shared address dst; rows >= T become zeros. Thread tid (0..127) copies 16-byte chunk
-// tid%8 of rows tid/8 + 16n. Not unrolled: the producer runs on PRODUCER_REGS registers, and the
-// hoisted 64-bit addresses would not fit; it issues a few dozen copies per tile while the
-// consumers compute for ~1000 cycles, so its speed does not matter.
-template <int ROWS>
-__device__ inline void load_tile(uint32_t dst, const floatX* src, size_t stride, int row0, int T, int tid) {
-    const int r0 = tid / 8, c = tid % 8;
-    const uint32_t soff = r0 * 128 + ((c ^ (r0 & 7)) << 4);  // + n * 16 * 128: (r0 + 16n) % 8 == r0 % 8
-    const floatX* g = src + (size_t)(row0 + r0) * stride + c * 8;
-#pragma unroll 1
-    for (int n = 0; n < ROWS / 16; n++, g += 16 * stride) {
-        const bool valid = row0 + r0 + 16 * n < T;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + soff + n * 16 * 128),
-                     "l"(valid ? g : src), "r"(valid ? 16 : 0) : "memory");
-    }
-}
 // An fp32 accumulator fragment (64 rows x N/4 columns, chunk i = columns 8i..8i+7 at acc[4i + e])
 // as floatX A operands of the next product over those columns: k-step kk covers chunks 2kk (a0:
 // row g, a1: row g+8) and 2kk+1 (a2: row g, a3: row g+8), exactly the mma.m16n8k16 A layout, so
@@ -256,6 +287,38 @@ __device__ inline void pack_a_frags(uint32_t (&a)[N / 2], const float (&acc)[N])
 #pragma unroll
     for (int kk = 0; kk < N / 8; kk++) pack_a_step(a, acc, kk);
 }
+// A warpgroup's 64 x 64 output tile leaves through shared memory: its fp32 accumulator fragment,
+// scaled (rows g: scale0, rows g + 8: scale1), is written as floatX into the 128-byte-swizzled
+// 8 KB tile at `tile`, which then goes out as ONE TMA store. Written straight from the fragment it
+// would be 16 four-byte global stores per thread, each touching 8 rows, which clog the memory
+// queue the next item's exponentials wait in (ncu on the forward: ~7 % of the consumers' time).
+// Protocol, per warpgroup (named barrier `bar`, thread tid 0 issues): out_tile_acquire (the
+// previous store from this tile has read it), out_tile_write for each fragment, out_tile_publish
+// (fence + barrier), then tid 0: tma_store; once at the end tid 0: tma_store_wait_all.
+__device__ inline void out_tile_acquire(int tid, int bar) {
+    if (tid == 0) tma_store_wait_read();
+    named_barrier_sync(bar, 128);
+}
+__device__ inline void out_tile_write(uint32_t tile, const float (&acc)[32], float scale0, float scale1, int warp, int g, int t) {
+    // Row r = 16 warp + g (+ 8: 1024 bytes on), dims 8i + 2t, +1: 16-byte chunk i ^ (r % 8) = i ^ g.
+    // The tile is 1024-aligned, so the chunk bits (4..6) of `row` hold g, and XOR-ing i << 4 in
+    // swizzles. The empty asm makes `row` opaque: otherwise the compiler computes the 16 addresses
+    // (which depend only on the thread) once, before the main loop, and keeps them in registers
+    // there, which pushed the dK/dV kernel into spills.
+    uint32_t row = tile + (16 * warp + g) * 128 + (g << 4) + 4 * t;
+    asm volatile("" : "+r"(row));
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const float sc = h ? scale1 : scale0;
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            st_shared_u32((row + 1024 * h) ^ (i << 4), flash::pack2(acc[4 * i + 2 * h] * sc, acc[4 * i + 2 * h + 1] * sc));
+    }
+}
+__device__ inline void out_tile_publish(int bar) {
+    fence_proxy_async();  // written through the generic proxy; TMA reads through the async one
+    named_barrier_sync(bar, 128);
+}
 // The barriers of a persistent kernel and the protocol on them, in tile and item numbers. In
 // shared memory at `full`: full[STAGES] | empty[STAGES] | buf_empty[2] (8 bytes each).
 //   The ring: tile number `it`, counted over all of the CTA's items, lives in stage it % STAGES
@@ -270,11 +333,14 @@ struct Ring {
     uint32_t full;
     __device__ uint32_t empty() const { return full + 8 * STAGES; }
     __device__ uint32_t buf_empty() const { return full + 16 * STAGES; }
-    // Thread 0 initializes every barrier; then the whole CTA syncs.
-    __device__ void init() const {
+    __device__ uint32_t full_of(int it) const { return full + 8 * (it % STAGES); }
+    // Thread 0 initializes every barrier; then the whole CTA syncs. full_arrivals: 128 when the
+    // producer's 128 threads fill a stage with cp.async (filled), 1 when one thread fills it by TMA
+    // (mbar_arrive_expect_tx on full_of(it), then the tma_loads).
+    __device__ void init(int full_arrivals = 128) const {
         if (threadIdx.x == 0) {
             for (int s = 0; s < STAGES; s++) {
-                mbar_init(full + 8 * s, 128);
+                mbar_init(full + 8 * s, full_arrivals);
                 mbar_init(empty() + 8 * s, 256);
             }
             mbar_init(buf_empty(), 256);
@@ -331,39 +397,43 @@ __device__ inline int next_item(int w) {  // this CTA's item after w (the first 
     return attn_sched::next_item(w, blockIdx.x, gridDim.x);
 }
 
-__global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH) {
+__global__ void __launch_bounds__(THREADS, 1) forward_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap out_map,
+                                                             float* lse, int B, int T, int NH) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ char smem_raw[];
     const uint32_t base = smem_base_1024(smem_raw);  // every access below goes through shared addresses
-    const uint32_t q_s = base + Q_OFF, k_s = base + K_OFF, v_s = base + V_OFF;
+    const uint32_t q_s = base + Q_OFF, k_s = base + K_OFF, v_s = base + V_OFF, o_s = base + O_OFF;
     const Ring<STAGES> ring{base + BAR_OFF};  // the K, V ring; the buffers: Q
 
     const int BH = B * NH, nqt = (T + BQ - 1) / BQ, items = BH * nqt;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
 
-    ring.init();
+    ring.init(1);  // stages filled by TMA: one arrival (with the byte count) each
 
     if (wg == 0) {
-        // ---------------- producer
+        // ---------------- producer: one thread hands the TMA engine each tile (qkv_map: boxes of
+        // 128 rows x 64 columns of qkv as (B, T, 3C)); the other 127 have nothing to do.
         if (USE_SETMAXNREG) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
-        int it = 0;
-        for (int w = blockIdx.x, n = 0; w < items; w = next_item(w), n++) {
-            const FwdItem item = fwd_item(w, BH, nqt);
-            const flash::Head hd = flash::head_at(item.bh, T, NH);
-            const flash::HeadQKV in = flash::head_qkv(qkv, hd);
-            const int qb = n & 1;
-            ring.wait_buffer_free(n);
-            for (int j = 0; j < item.nkt; j++, it++) {
-                const int s = it % STAGES;
-                ring.wait_free(it);
-                if (j == 0) load_tile<BQ>(q_s + qb * TILE_BYTES, in.q, hd.stride, item.q0, T, tid);  // Q rides with the first tile
-                load_tile<BK>(k_s + s * TILE_BYTES, in.k, hd.stride, j * BK, T, tid);
-                load_tile<BK>(v_s + s * TILE_BYTES, in.v, hd.stride, j * BK, T, tid);
-                ring.filled(it);
+        if (tid == 0) {
+            const int C = NH * HS;
+            int it = 0;
+            for (int w = blockIdx.x, n = 0; w < items; w = next_item(w), n++) {
+                const FwdItem item = fwd_item(w, BH, nqt);
+                const int b = item.bh / NH, col = (item.bh % NH) * HS;  // the head's q columns; k +C, v +2C
+                ring.wait_buffer_free(n);
+                for (int j = 0; j < item.nkt; j++, it++) {
+                    const int s = it % STAGES;
+                    const uint32_t full = ring.full_of(it);
+                    ring.wait_free(it);
+                    mbar_arrive_expect_tx(full, (j == 0 ? 3 : 2) * TILE_BYTES);
+                    if (j == 0) tma_load(q_s + (n & 1) * TILE_BYTES, &qkv_map, col, item.q0, b, full);  // Q rides with the first tile
+                    tma_load(k_s + s * TILE_BYTES, &qkv_map, C + col, j * BK, b, full);
+                    tma_load(v_s + s * TILE_BYTES, &qkv_map, 2 * C + col, j * BK, b, full);
+                }
             }
         }
-        // Do not exit with copies in flight into the CTA's shared memory.
-        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        // Every load lands before the consumers finish (they wait for each), so the CTA cannot exit
+        // with one in flight.
     } else {
         // ---------------- consumers: warpgroup cw = 0, 1 owns query rows q0 + 64cw .. + 63 of each item.
         // One software pipeline over the flat sequence of the CTA's key tiles, ACROSS items: the
@@ -430,34 +500,33 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float*
                     l[e / 2] += s[4 * i + e];
                 }
         };
-        // out = O / l, lse = max * scale + ln(l) for the item's rows, from the row state (mm, ll).
+        // out = O / l, lse = max * scale + ln(l) for the item's rows, from the row state (mm, ll);
+        // out through the warpgroup's shared-memory tile and a TMA store (out_tile_*).
+        const uint32_t o_wg = o_s + cw * OUT_TILE_BYTES;
+        const int bar_wg = 1 + cw;  // named barrier of this warpgroup
         auto epilogue = [&](const FwdItem& item, const float (&mm)[2], float (&ll)[2]) {
 #pragma unroll
             for (int h = 0; h < 2; h++) {  // l was a per-thread partial sum until here
                 ll[h] += __shfl_xor_sync(0xffffffff, ll[h], 1);
                 ll[h] += __shfl_xor_sync(0xffffffff, ll[h], 2);
             }
+            out_tile_acquire(tid, bar_wg);
+            out_tile_write(o_wg, o, 1.0f / ll[0], 1.0f / ll[1], warp, g, t);
             const flash::Head hd = flash::head_at(item.bh, T, NH);
-            floatX* dst = out + hd.out;
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const int row = item.q0 + row_off + 8 * h;
-                if (row >= T) continue;
-                const float inv = 1.0f / ll[h];
-#pragma unroll
-                for (int i = 0; i < 8; i++)
-                    *reinterpret_cast<uint32_t*>(dst + (size_t)row * hd.C + 8 * i + 2 * t) =
-                        flash::pack2(o[4 * i + 2 * h] * inv, o[4 * i + 2 * h + 1] * inv);
-                if (t == 0) lse[hd.row + row] = mm[h] * SCALE + logf(ll[h]);
+                if (t == 0 && row < T) lse[hd.row + row] = mm[h] * SCALE + logf(ll[h]);
             }
+            out_tile_publish(bar_wg);
+            if (tid == 0) tma_store(&out_map, o_wg, (item.bh % NH) * HS, item.q0 + 64 * cw, item.bh / NH);
         };
 
         // `it` counts the CTA's key tiles over all items (tile it sits in stage it % STAGES).
         // S_it = Q K^T of tile it, issued once its stage is full; the S fragment is rewritten
         // by the softmax, so fence and wait exactly as the pipeline below needs.
         auto issue_s_of = [&](int it, int n) {
-            ring.wait_full(it);
-            fence_proxy_async();
+            ring.wait_full(it);  // TMA wrote the tile through the async proxy, which wgmma reads: no proxy fence
             wgmma_fence();  // s, o, p were written by ordinary instructions since the last wgmma
             issue_s(q_s + (n & 1) * TILE_BYTES + cw * 64 * 128, it % STAGES);  // the warpgroup's 64 Q rows
             wgmma_commit();
@@ -531,21 +600,57 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(floatX* out, float*
         fence_regs(o);
         ring.release(it - 1);  // not needed by anyone; keeps the protocol uniform
         epilogue(item, m, l);
+        if (tid == 0) tma_store_wait_all();  // the shared memory it reads lives as long as the CTA
     }
 #else
-    (void)out; (void)lse; (void)qkv; (void)B; (void)T; (void)NH;
+    (void)qkv_map; (void)out_map; (void)lse; (void)B; (void)T; (void)NH;
 #endif
 }
 
 }  // namespace flash_wgmma
+
+// The TMA descriptor of a (B, T, W) floatX tensor at `base` (rows of W elements, W innermost) for
+// boxes of box_rows rows x 64 columns, 128-byte swizzled in shared memory (the layout of every
+// tile here); out-of-bounds rows (>= T within a batch) read as zeros and are not written.
+// cuTensorMapEncodeTiled is a driver function: it is looked up through the runtime once per
+// context, so the build links no libcuda.
+inline CUtensorMap make_tile_map(Context* ctx, const floatX* base, int B, int T, int W, int box_rows) {
+    if (!ctx->tensor_map_encode) {
+        cudaDriverEntryPointQueryResult found;
+        cudaCheck(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ctx->tensor_map_encode, 12000, cudaEnableDefault, &found));
+        if (found != cudaDriverEntryPointSuccess || !ctx->tensor_map_encode) {
+            fprintf(stderr, "attention: the CUDA driver has no cuTensorMapEncodeTiled (TMA needs a CUDA 12 driver)\n");
+            exit(EXIT_FAILURE);
+        }
+    }
+#if defined(ENABLE_BF16)
+    const CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+#else
+    const CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+#endif
+    const cuuint64_t dims[3] = {(cuuint64_t)W, (cuuint64_t)T, (cuuint64_t)B};
+    const cuuint64_t strides[2] = {(cuuint64_t)W * sizeof(floatX), (cuuint64_t)T * W * sizeof(floatX)};  // bytes, dims 1 and 2
+    const cuuint32_t box[3] = {(cuuint32_t)flash::HS, (cuuint32_t)box_rows, 1}, unit[3] = {1, 1, 1};
+    CUtensorMap map;
+    const CUresult r = ((PFN_cuTensorMapEncodeTiled_v12000)ctx->tensor_map_encode)(
+        &map, type, 3, (void*)base, dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "attention: cuTensorMapEncodeTiled failed (%d) for a (%d, %d, %d) tensor at %p, box %d x 64\n", (int)r, B, T, W, (const void*)base, box_rows);
+        exit(EXIT_FAILURE);
+    }
+    return map;
+}
 
 // out (B,T,C), lse (B,NH,T) <- causal self-attention of qkv (B,T,3C), head size 64: the same
 // contract as flash_attention_forward. Only in sm_90a builds (USE_WGMMA).
 inline void flash_attention_forward_wgmma(Context* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int NH) {
     using namespace flash_wgmma;
     cudaCheck(cudaFuncSetAttribute(forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES));
+    const int C = NH * flash::HS;
+    const CUtensorMap qkv_map = make_tile_map(ctx, qkv, B, T, 3 * C, BK), out_map = make_tile_map(ctx, out, B, T, C, 64);
     const int items = B * NH * ceil_div(T, BQ);  // persistent: one CTA per SM (or per item, if fewer)
-    forward_kernel<<<std::min(items, ctx->props.multiProcessorCount), THREADS, SMEM_BYTES, ctx->stream>>>(out, lse, qkv, B, T, NH);
+    forward_kernel<<<std::min(items, ctx->props.multiProcessorCount), THREADS, SMEM_BYTES, ctx->stream>>>(qkv_map, out_map, lse, B, T, NH);
     launchCheck();
 }
 

@@ -40,56 +40,63 @@ __device__ inline x128 ld_shared_x128(uint32_t addr) {
 // delta = rowsum(dO * O), the correction term of the softmax backward, is computed here too, for
 // the item's rows, from its dO and O tiles in shared memory, and written out for the dK/dV kernel,
 // which therefore runs after this one (one pass over dout and out less than a separate kernel).
+// Every tile arrives by TMA, and dQ leaves by TMA (see the forward).
 // Shared memory: Q, dO, O (2 buffers x 3 x 16 KB) | K ring DQ_STAGES x 8 KB | V ring DQ_STAGES x
-// 8 KB | barriers.
+// 8 KB | dQ out tiles 2 x 8 KB | barriers.
 constexpr int DQ_BK = 64;
 constexpr int DQ_STAGES = 4;
 constexpr int DQ_KV_BYTES = DQ_BK * HS * 2;  // one 64-row tile of floatX (8 KB)
 constexpr int DQ_Q_OFF = 0, DQ_DO_OFF = 2 * TILE_BYTES, DQ_O_OFF = 4 * TILE_BYTES;  // + b * TILE_BYTES
 constexpr int DQ_K_OFF = 6 * TILE_BYTES;
 constexpr int DQ_V_OFF = DQ_K_OFF + DQ_STAGES * DQ_KV_BYTES;
-constexpr int DQ_BAR_OFF = DQ_V_OFF + DQ_STAGES * DQ_KV_BYTES;
+constexpr int DQ_OUT_OFF = DQ_V_OFF + DQ_STAGES * DQ_KV_BYTES;  // + cw * OUT_TILE_BYTES
+constexpr int DQ_BAR_OFF = DQ_OUT_OFF + 2 * OUT_TILE_BYTES;
 constexpr int DQ_SMEM_BYTES = DQ_BAR_OFF + (2 * DQ_STAGES + 2) * 8 + 1024;
 static_assert(DQ_KV_BYTES % 1024 == 0, "tiles must keep the 1024-byte swizzle alignment");
 
-__global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, float* delta, const floatX* qkv, const floatX* dout,
-                                                                 const floatX* out, const float* lse, int B, int T, int NH) {
+// TMA maps (make_tile_map): qkv_q128 = qkv in 128-row boxes (Q), qkv_kv64 = qkv in 64-row boxes
+// (K, V), dout128, out128 (B,T,C) in 128-row boxes, dqkv64 = the output in 64-row boxes.
+__global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(const __grid_constant__ CUtensorMap qkv_q128, const __grid_constant__ CUtensorMap qkv_kv64,
+                                                                 const __grid_constant__ CUtensorMap dout128, const __grid_constant__ CUtensorMap out128,
+                                                                 const __grid_constant__ CUtensorMap dqkv64, float* delta, const float* lse,
+                                                                 int B, int T, int NH) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ char smem_raw[];
     const uint32_t base = smem_base_1024(smem_raw);
     const uint32_t q_s = base + DQ_Q_OFF, do_s = base + DQ_DO_OFF, o_s = base + DQ_O_OFF, k_s = base + DQ_K_OFF, v_s = base + DQ_V_OFF;
     const Ring<DQ_STAGES> ring{base + DQ_BAR_OFF};  // the K, V ring; the buffers: Q, dO, O
-    const int BH = B * NH, nqt = (T + BQ - 1) / BQ, items = BH * nqt;
+    const int BH = B * NH, nqt = (T + BQ - 1) / BQ, items = BH * nqt, C = NH * HS;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    ring.init();
+    ring.init(1);  // stages filled by TMA
     // Item w: query tile nqt-1 - rank (the longest first) of its head (item_rank, item_head); key
     // tiles 0 .. q0/64 + 1 (the second consumer's diagonal tile; the first consumer stops one tile
     // earlier). `it` counts the CTA's key tiles over all items, as in the forward.
     auto q0_of = [&](int w) { return (nqt - 1 - item_rank(w, BH, nqt)) * BQ; };
 
     if (wg == 0) {
-        // ---------------- producer: per item Q, dO and O (into buffer n & 1), then the K, V tiles
+        // ---------------- producer (one thread): per item Q, dO and O (into buffer n & 1), then the K, V tiles
         if (USE_SETMAXNREG) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
-        int it = 0;
-        for (int w = blockIdx.x, n = 0; w < items; w = next_item(w), n++) {
-            const int q0 = q0_of(w), nkt = q0 / DQ_BK + 2, qb = n & 1;
-            const flash::Head hd = flash::head_at(item_head(w, BH, nqt), T, NH);
-            const flash::HeadQKV in = flash::head_qkv(qkv, hd);
-            ring.wait_buffer_free(n);
-            for (int j = 0; j < nkt; j++, it++) {
-                const int s = it % DQ_STAGES;
-                ring.wait_free(it);
-                if (j == 0) {
-                    load_tile<BQ>(q_s + qb * TILE_BYTES, in.q, hd.stride, q0, T, tid);
-                    load_tile<BQ>(do_s + qb * TILE_BYTES, dout + hd.out, hd.C, q0, T, tid);
-                    load_tile<BQ>(o_s + qb * TILE_BYTES, out + hd.out, hd.C, q0, T, tid);
+        if (tid == 0) {
+            int it = 0;
+            for (int w = blockIdx.x, n = 0; w < items; w = next_item(w), n++) {
+                const int q0 = q0_of(w), nkt = q0 / DQ_BK + 2, qb = n & 1, bh = item_head(w, BH, nqt);
+                const int b = bh / NH, col = (bh % NH) * HS;  // the head's q columns (k: +C, v: +2C); in dout, out: col
+                ring.wait_buffer_free(n);
+                for (int j = 0; j < nkt; j++, it++) {
+                    const int s = it % DQ_STAGES;
+                    const uint32_t full = ring.full_of(it);
+                    ring.wait_free(it);
+                    mbar_arrive_expect_tx(full, (j == 0 ? 3 * TILE_BYTES : 0) + 2 * DQ_KV_BYTES);
+                    if (j == 0) {
+                        tma_load(q_s + qb * TILE_BYTES, &qkv_q128, col, q0, b, full);
+                        tma_load(do_s + qb * TILE_BYTES, &dout128, col, q0, b, full);
+                        tma_load(o_s + qb * TILE_BYTES, &out128, col, q0, b, full);
+                    }
+                    tma_load(k_s + s * DQ_KV_BYTES, &qkv_kv64, C + col, j * DQ_BK, b, full);
+                    tma_load(v_s + s * DQ_KV_BYTES, &qkv_kv64, 2 * C + col, j * DQ_BK, b, full);
                 }
-                load_tile<DQ_BK>(k_s + s * DQ_KV_BYTES, in.k, hd.stride, j * DQ_BK, T, tid);
-                load_tile<DQ_BK>(v_s + s * DQ_KV_BYTES, in.v, hd.stride, j * DQ_BK, T, tid);
-                ring.filled(it);
             }
         }
-        asm volatile("cp.async.wait_all;\n" ::: "memory");
     } else {
         // ---------------- consumers: warpgroup cw = 0, 1 owns query rows q0 + 64cw .. + 63
         if (USE_SETMAXNREG) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
@@ -100,8 +107,8 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, f
         uint32_t ds[16];  // dS as floatX pairs: A fragments of 4 k-steps, ds[4kk + 0..3]
         int it = 0;
         for (int w = blockIdx.x, n = 0; w < items; w = next_item(w), n++) {
-            const int q0 = q0_of(w), nkt = q0 / DQ_BK + 2;
-            const flash::Head hd = flash::head_at(item_head(w, BH, nqt), T, NH);
+            const int q0 = q0_of(w), nkt = q0 / DQ_BK + 2, bh = item_head(w, BH, nqt);
+            const flash::Head hd = flash::head_at(bh, T, NH);
             const int row_a = q0 + 64 * cw + 16 * warp + g;  // this thread's rows: row_a and row_a + 8
             const uint32_t q_wg = q_s + (n & 1) * TILE_BYTES + cw * 64 * 128, do_wg = do_s + (n & 1) * TILE_BYTES + cw * 64 * 128;
             const int nmy = q0 / DQ_BK + cw + 1;  // key tiles up to this warpgroup's diagonal one
@@ -142,8 +149,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, f
             };
             auto pack_ds = [&]() { pack_a_frags(ds, s); };
 
-            ring.wait_full(it);  // with the first K, V: Q, dO, O
-            fence_proxy_async();
+            ring.wait_full(it);  // with the first K, V: Q, dO, O (TMA: no proxy fence before wgmma)
             wgmma_fence();
             issue_s_dp(it % DQ_STAGES);
             wgmma_commit();
@@ -174,7 +180,6 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, f
             for (int j = 1; j < nmy; j++) {
                 const int st = (it + j) % DQ_STAGES, prev = (it + j - 1) % DQ_STAGES;
                 ring.wait_full(it + j);
-                fence_proxy_async();
                 wgmma_fence();
                 issue_s_dp(st);  // S_j, dP_j          (group 1)
                 wgmma_commit();
@@ -201,20 +206,17 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, f
             ring.release(it + nmy - 1);
             it += nkt;
 
-            floatX* dst = dqkv + hd.qkv;
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int row = row_a + 8 * h;
-                if (row >= T) continue;
-#pragma unroll
-                for (int i = 0; i < 8; i++)
-                    *reinterpret_cast<uint32_t*>(dst + (size_t)row * hd.stride + 8 * i + 2 * t) =
-                        flash::pack2(dq[4 * i + 2 * h] * SCALE, dq[4 * i + 2 * h + 1] * SCALE);
-            }
+            // dQ / 8 into the q part of dqkv, through the warpgroup's out tile (out_tile_*)
+            const uint32_t dq_wg = base + DQ_OUT_OFF + cw * OUT_TILE_BYTES;
+            out_tile_acquire(tid, 1 + cw);
+            out_tile_write(dq_wg, dq, SCALE, SCALE, warp, g, t);
+            out_tile_publish(1 + cw);
+            if (tid == 0) tma_store(&dqkv64, dq_wg, (bh % NH) * HS, q0 + 64 * cw, bh / NH);
         }
+        if (tid == 0) tma_store_wait_all();  // the shared memory it reads lives as long as the CTA
     }
 #else
-    (void)dqkv; (void)delta; (void)qkv; (void)dout; (void)out; (void)lse; (void)B; (void)T; (void)NH;
+    (void)qkv_q128; (void)qkv_kv64; (void)dout128; (void)out128; (void)dqkv64; (void)delta; (void)lse; (void)B; (void)T; (void)NH;
 #endif
 }
 
@@ -227,10 +229,15 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(floatX* dqkv, f
 //                                   dV += P^T dO_j, dK += dS^T Q_j      wgmma m64n64k16 x4 each, A
 //                                                                       from registers, B MN-major
 //   dK / 8 and dV go into the k and v parts of dqkv (B,T,3,NH,64); the q part is not touched.
-// lse and delta of each query tile travel with it through the ring (4-byte cp.async; padding rows
-// past T are zeros, and so are their q and dout rows, so they add exactly nothing).
+// Q, dO, K, V tiles arrive by TMA (see the forward); lse and delta of each
+// query tile travel with it through the ring, copied by the producer's first warp (4-byte
+// cp.async; padding rows past T are zeros, and so are their q and dout rows, so they add exactly
+// nothing).
 // Persistent like the forward: items are 128 keys of one (b, h), the first keys (which see the
 // most queries) first, in the same snaking schedule; K and V are double-buffered.
+// dK and dV are stored straight from the fragments: through shared-memory tiles and TMA stores,
+// as the forward and dQ do, ptxas runs out of registers here (216 bytes of spills, every wgmma
+// serialized), and an item's 8.5 query tiles on average make its store a small part of it.
 // Shared memory: K, V (2 buffers x 2 x 16 KB) | Q, dO rings KV_STAGES x 8 KB each | lse, delta
 // rings KV_STAGES x 256 B each | barriers.
 constexpr int KV_BQ = 64;
@@ -244,7 +251,10 @@ constexpr int KV_BAR_OFF = KV_DL_OFF + KV_STAGES * KV_BQ * 4;
 constexpr int KV_SMEM_BYTES = KV_BAR_OFF + (2 * KV_STAGES + 2) * 8 + 1024;
 static_assert(KV_QT_BYTES % 1024 == 0, "tiles must keep the 1024-byte swizzle alignment");
 
-__global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv, const floatX* qkv, const floatX* dout,
+// TMA maps (make_tile_map): qkv_kv128 = qkv in 128-row boxes (K, V), qkv_q64 = qkv in 64-row
+// boxes (Q), dout64 (B,T,C) in 64-row boxes.
+__global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(const __grid_constant__ CUtensorMap qkv_kv128, const __grid_constant__ CUtensorMap qkv_q64,
+                                                                   const __grid_constant__ CUtensorMap dout64, floatX* dqkv,
                                                                    const float* lse, const float* delta, int B, int T, int NH) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ char smem_raw[];
@@ -252,42 +262,51 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv,
     const uint32_t k_s = base + KV_K_OFF, v_s = base + KV_V_OFF, q_s = base + KV_Q_OFF, do_s = base + KV_DO_OFF;
     const uint32_t lse_s = base + KV_LSE_OFF, dl_s = base + KV_DL_OFF;
     const Ring<KV_STAGES> ring{base + KV_BAR_OFF};  // the Q, dO, lse, delta ring; the buffers: K, V
-    const int BH = B * NH, nkt = (T + BQ - 1) / BQ, items = BH * nkt, nqt = (T + KV_BQ - 1) / KV_BQ;
+    const int BH = B * NH, nkt = (T + BQ - 1) / BQ, items = BH * nkt, nqt = (T + KV_BQ - 1) / KV_BQ, C = NH * HS;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    ring.init();
+    ring.init(33);  // a stage is full after the TMA bytes (1 arrival) and the 32 lanes' lse, delta copies
     // Item w: keys k0 = rank * 128 .. of its head (item_rank, item_head); query tiles first ..
     // first + nq - 1, the first one being the diagonal tile of the first consumer. `it` counts the
     // CTA's query tiles.
     auto k0_of = [&](int w) { return item_rank(w, BH, nkt) * BQ; };
 
     if (wg == 0) {
-        // ---------------- producer: per item K, V (into buffer n & 1), then per query tile q,
-        // dout, lse, delta
+        // ---------------- producer (its first warp): per item K, V (into buffer n & 1), then per
+        // query tile q, dout (lane 0, TMA) and lse, delta (every lane, 2 + 2 values)
         if (USE_SETMAXNREG) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
-        int it = 0;
-        for (int w = blockIdx.x, n = 0; w < items; w = next_item(w), n++) {
-            const int k0 = k0_of(w), first = k0 / KV_BQ, nq = nqt - first, kb = n & 1;
-            const flash::Head hd = flash::head_at(item_head(w, BH, nkt), T, NH);
-            const flash::HeadQKV in = flash::head_qkv(qkv, hd);
-            ring.wait_buffer_free(n);
-            for (int i = 0; i < nq; i++, it++) {
-                const int s = it % KV_STAGES, q0 = (first + i) * KV_BQ;
-                ring.wait_free(it);
-                if (i == 0) {
-                    load_tile<BQ>(k_s + kb * TILE_BYTES, in.k, hd.stride, k0, T, tid);
-                    load_tile<BQ>(v_s + kb * TILE_BYTES, in.v, hd.stride, k0, T, tid);
+        if (tid < 32) {
+            int it = 0;
+            for (int w = blockIdx.x, n = 0; w < items; w = next_item(w), n++) {
+                const int k0 = k0_of(w), first = k0 / KV_BQ, nq = nqt - first, kb = n & 1, bh = item_head(w, BH, nkt);
+                const int b = bh / NH, col = (bh % NH) * HS;  // the head's q columns (k: +C, v: +2C); in dout: col
+                const size_t row0 = (size_t)bh * T;           // the head's lse and delta rows
+                ring.wait_buffer_free(n);
+                for (int i = 0; i < nq; i++, it++) {
+                    const int s = it % KV_STAGES, q0 = (first + i) * KV_BQ;
+                    const uint32_t full = ring.full_of(it);
+                    ring.wait_free(it);
+                    if (tid == 0) {
+                        mbar_arrive_expect_tx(full, (i == 0 ? 2 * TILE_BYTES : 0) + 2 * KV_QT_BYTES);
+                        if (i == 0) {
+                            tma_load(k_s + kb * TILE_BYTES, &qkv_kv128, C + col, k0, b, full);
+                            tma_load(v_s + kb * TILE_BYTES, &qkv_kv128, 2 * C + col, k0, b, full);
+                        }
+                        tma_load(q_s + s * KV_QT_BYTES, &qkv_q64, col, q0, b, full);
+                        tma_load(do_s + s * KV_QT_BYTES, &dout64, col, q0, b, full);
+                    }
+#pragma unroll 1
+                    for (int c = 0; c < 4; c++) {  // c = 0, 1: lse rows tid, tid + 32; c = 2, 3: delta
+                        const int rr = tid + 32 * (c & 1), r = q0 + rr;
+                        const float* src = (c < 2 ? lse : delta) + row0;
+                        const uint32_t dst = (c < 2 ? lse_s : dl_s) + s * KV_BQ * 4 + rr * 4;
+                        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(r < T ? src + r : src),
+                                     "r"(r < T ? 4 : 0) : "memory");
+                    }
+                    ring.filled(it);
                 }
-                load_tile<KV_BQ>(q_s + s * KV_QT_BYTES, in.q, hd.stride, q0, T, tid);
-                load_tile<KV_BQ>(do_s + s * KV_QT_BYTES, dout + hd.out, hd.C, q0, T, tid);
-                const int r = q0 + tid % KV_BQ;  // threads 0..63: lse, 64..127: delta
-                const float* src = (tid < KV_BQ ? lse : delta) + hd.row;
-                const uint32_t dst = (tid < KV_BQ ? lse_s : dl_s) + s * KV_BQ * 4 + (tid % KV_BQ) * 4;
-                asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(r < T ? src + r : src),
-                             "r"(r < T ? 4 : 0) : "memory");
-                ring.filled(it);
             }
+            asm volatile("cp.async.wait_all;\n" ::: "memory");
         }
-        asm volatile("cp.async.wait_all;\n" ::: "memory");
     } else {
         // ---------------- consumers: warpgroup cw = 0, 1 owns keys k0 + 64cw .. + 63; its first
         // query tile is its diagonal one (index cw in the item's sequence)
@@ -299,8 +318,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv,
         uint32_t pa[16], da[16];  // P^T, dS^T as floatX A fragments of 4 k-steps (queries)
         int it = 0;
         for (int w = blockIdx.x, n = 0; w < items; w = next_item(w), n++) {
-            const int k0 = k0_of(w), first = k0 / KV_BQ, nq = nqt - first;
-            const flash::Head hd = flash::head_at(item_head(w, BH, nkt), T, NH);
+            const int k0 = k0_of(w), first = k0 / KV_BQ, nq = nqt - first, bh = item_head(w, BH, nkt);
             const int row_a = k0 + 64 * cw + 16 * warp + g;  // this thread's keys: row_a and row_a + 8
             const uint32_t k_wg = k_s + (n & 1) * TILE_BYTES + cw * 64 * 128, v_wg = v_s + (n & 1) * TILE_BYTES + cw * 64 * 128;
             // The second warpgroup never uses the item's first query tile (all of its queries come
@@ -350,8 +368,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv,
 
             if (cw < nq) {
                 const int st0 = (it + cw) % KV_STAGES;
-                ring.wait_full(it + cw);
-                fence_proxy_async();
+                ring.wait_full(it + cw);  // TMA: no proxy fence before wgmma
                 wgmma_fence();
                 issue_s_dp(st0);
                 wgmma_commit();
@@ -363,7 +380,6 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv,
                 for (int i = cw + 1; i < nq; i++) {
                     const int st = (it + i) % KV_STAGES, prev = (it + i - 1) % KV_STAGES;
                     ring.wait_full(it + i);
-                    fence_proxy_async();
                     wgmma_fence();
                     issue_s_dp(st);      // S^T_i, dP^T_i                 (group 1)
                     wgmma_commit();
@@ -393,22 +409,22 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(floatX* dqkv,
             }
             it += nq;
 
-            floatX* dst = dqkv + hd.qkv;
+            floatX* dst = dqkv + flash::head_at(bh, T, NH).qkv;
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const int row = row_a + 8 * h;
                 if (row >= T) continue;
 #pragma unroll
                 for (int i = 0; i < 8; i++) {
-                    const size_t at = (size_t)row * hd.stride + 8 * i + 2 * t;
-                    *reinterpret_cast<uint32_t*>(dst + hd.C + at) = flash::pack2(dk[4 * i + 2 * h] * SCALE, dk[4 * i + 2 * h + 1] * SCALE);
-                    *reinterpret_cast<uint32_t*>(dst + 2 * hd.C + at) = flash::pack2(dv[4 * i + 2 * h], dv[4 * i + 2 * h + 1]);
+                    const size_t at = (size_t)row * 3 * C + 8 * i + 2 * t;
+                    *reinterpret_cast<uint32_t*>(dst + C + at) = flash::pack2(dk[4 * i + 2 * h] * SCALE, dk[4 * i + 2 * h + 1] * SCALE);
+                    *reinterpret_cast<uint32_t*>(dst + 2 * C + at) = flash::pack2(dv[4 * i + 2 * h], dv[4 * i + 2 * h + 1]);
                 }
             }
         }
     }
 #else
-    (void)dqkv; (void)qkv; (void)dout; (void)lse; (void)delta; (void)B; (void)T; (void)NH;
+    (void)qkv_kv128; (void)qkv_q64; (void)dout64; (void)dqkv; (void)lse; (void)delta; (void)B; (void)T; (void)NH;
 #endif
 }
 
@@ -421,9 +437,13 @@ inline void flash_backward_dq_wgmma(Context* ctx, floatX* dqkv, float* delta, co
                                     const floatX* out, const float* lse, int B, int T, int NH) {
     using namespace flash_wgmma;
     cudaCheck(cudaFuncSetAttribute(backward_dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DQ_SMEM_BYTES));
+    const int C = NH * flash::HS;
+    const CUtensorMap qkv_q128 = make_tile_map(ctx, qkv, B, T, 3 * C, BQ), qkv_kv64 = make_tile_map(ctx, qkv, B, T, 3 * C, DQ_BK);
+    const CUtensorMap dout128 = make_tile_map(ctx, dout, B, T, C, BQ), out128 = make_tile_map(ctx, out, B, T, C, BQ);
+    const CUtensorMap dqkv64 = make_tile_map(ctx, dqkv, B, T, 3 * C, 64);
     const int items = B * NH * ceil_div(T, BQ);  // persistent: one CTA per SM (or per item, if fewer)
     backward_dq_kernel<<<std::min(items, ctx->props.multiProcessorCount), THREADS, DQ_SMEM_BYTES, ctx->stream>>>(
-        dqkv, delta, qkv, dout, out, lse, B, T, NH);
+        qkv_q128, qkv_kv64, dout128, out128, dqkv64, delta, lse, B, T, NH);
     launchCheck();
 }
 
@@ -432,9 +452,12 @@ inline void flash_backward_dkdv_wgmma(Context* ctx, floatX* dqkv, const float* d
                                       const float* lse, int B, int T, int NH) {
     using namespace flash_wgmma;
     cudaCheck(cudaFuncSetAttribute(backward_dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, KV_SMEM_BYTES));
+    const int C = NH * flash::HS;
+    const CUtensorMap qkv_kv128 = make_tile_map(ctx, qkv, B, T, 3 * C, BQ), qkv_q64 = make_tile_map(ctx, qkv, B, T, 3 * C, KV_BQ);
+    const CUtensorMap dout64 = make_tile_map(ctx, dout, B, T, C, KV_BQ);
     const int items = B * NH * ceil_div(T, BQ);  // persistent: one CTA per SM (or per item, if fewer)
     backward_dkdv_kernel<<<std::min(items, ctx->props.multiProcessorCount), THREADS, KV_SMEM_BYTES, ctx->stream>>>(
-        dqkv, qkv, dout, lse, delta, B, T, NH);
+        qkv_kv128, qkv_q64, dout64, dqkv, lse, delta, B, T, NH);
     launchCheck();
 }
 

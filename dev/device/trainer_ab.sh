@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# A/B of two (or more) trainer binaries on one GPU: bench mode (d12, B=64, T=1024, 5 warm-up and
+# 20 timed steps), the binaries ALTERNATING, ROUNDS rounds (default 2), so that a clock or power
+# drift of the machine hits every binary alike. One line per run (tok/s median and mean, forward,
+# backward), then the mean per binary. Logs in $OUT/ab_<name>_<round>.log.
+#   dev/device/trainer_ab.sh build/bf16/train_gpt2cu build_attn/train_wip_bf16 [-- extra args]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+bins=(); extra=()
+while [ $# -gt 0 ]; do
+    if [ "$1" = "--" ]; then shift; extra=("$@"); break; fi
+    bins+=("$1"); shift
+done
+get() { echo "$1" | tr ' ' '\n' | grep "^$2=" | cut -d= -f2; }
+declare -A sum
+for r in $(seq 1 "${ROUNDS:-2}"); do
+    for b in "${bins[@]}"; do
+        name=$(echo "$b" | tr '/' '_')
+        log="$OUT/ab_${name}_$r.log"
+        "$b" --bench -e d12 -b 64 -t 1024 --bench-warmup 5 --bench-steps 20 "${extra[@]}" > "$log" 2>&1
+        res=$(grep ^RESULT "$log")
+        if [ -z "$res" ]; then echo "$b round $r: failed: $(tail -n 1 "$log")"; continue; fi
+        tok=$(get "$res" tok_per_s)
+        echo "$b round $r: tok/s $tok mean $(get "$res" tok_per_s_mean) fwd $(get "$res" fwd_ms) bwd $(get "$res" bwd_ms) ms"
+        sum[$b]=$(awk -v a="${sum[$b]:-0}" -v b="$tok" 'BEGIN {print a + b}')
+    done
+done
+for b in "${bins[@]}"; do echo "MEAN $b: $(awk -v a="${sum[$b]:-0}" -v n="${ROUNDS:-2}" 'BEGIN {printf "%.0f", a / n}') tok/s (median tok/s, mean over rounds)"; done
