@@ -113,10 +113,13 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(const __grid_co
             const uint32_t q_wg = q_s + (n & 1) * TILE_BYTES + cw * 64 * 128, do_wg = do_s + (n & 1) * TILE_BYTES + cw * 64 * 128;
             const int nmy = q0 / DQ_BK + cw + 1;  // key tiles up to this warpgroup's diagonal one
             float lse2[2], dl[2];                  // per row half: lse * log2(e) (+inf past T), delta
+            // The rows' lse come from global memory: loaded here, first used after the first
+            // products and delta (below), so that the load's latency hides behind them (ncu: the
+            // warps waited on it for 4 % of the kernel when it was used right away).
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const int row = row_a + 8 * h;
-                lse2[h] = row < T ? lse[hd.row + row] * flash::LOG2E : INFINITY;
+                lse2[h] = row < T ? lse[hd.row + row] : INFINITY;
             }
 #pragma unroll
             for (int i = 0; i < 32; i++) dq[i] = 0.0f;
@@ -175,6 +178,11 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(const __grid_co
             wgmma_wait<0>();
             fence_regs(s);
             fence_regs(dp);
+#pragma unroll
+            for (int h = 0; h < 2; h++) {  // not before this point (the empty asm pins it here)
+                asm volatile("" : "+f"(lse2[h]));
+                lse2[h] *= flash::LOG2E;
+            }
             make_ds(0);
             pack_ds();
             for (int j = 1; j < nmy; j++) {
