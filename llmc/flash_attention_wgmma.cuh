@@ -450,19 +450,22 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(const __grid_consta
         for (int i = 0; i < 32; i++) o[i] = 0.0f;
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // per row h: running max (raw score), sum (per-thread partial)
 
+        // The descriptors of the first Q buffer (this warpgroup's 64 rows), K and V stage 0, built
+        // once: a tile's is that plus its byte offset / 16 (the start-address field, bits 0-13,
+        // cannot carry over: shared addresses are < 2^18).
+        const uint64_t q_desc0 = desc_kmajor(q_s + cw * 64 * 128), k_desc0 = desc_kmajor(k_s), v_desc0 = desc_mnmajor(v_s);
         // S = Q K^T for the tile in stage st: 4 k-steps of 16 head dims (32 bytes along each row).
-        auto issue_s = [&](uint32_t q_wg, int st) {
-            const uint32_t kb = k_s + st * TILE_BYTES;
+        auto issue_s = [&](int qb, int st) {
+            const uint64_t qd = q_desc0 + (qb * TILE_BYTES >> 4), kd = k_desc0 + (st * TILE_BYTES >> 4);
 #pragma unroll
-            for (int kk = 0; kk < 4; kk++)
-                wgmma_m64n128k16_ss(s, desc_kmajor(q_wg + 32 * kk), desc_kmajor(kb + 32 * kk), kk > 0);
+            for (int kk = 0; kk < 4; kk++) wgmma_m64n128k16_ss(s, qd + 2 * kk, kd + 2 * kk, kk > 0);
         };
         // O += P V for the tile in stage st: 8 k-steps of 16 keys (2048 bytes of V each).
         auto issue_pv = [&](int st) {
-            const uint32_t vb = v_s + st * TILE_BYTES;
+            const uint64_t vd = v_desc0 + (st * TILE_BYTES >> 4);
 #pragma unroll
             for (int kk = 0; kk < 8; kk++)
-                wgmma_m64n64k16_rs_tb(o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], desc_mnmajor(vb + 2048 * kk));
+                wgmma_m64n64k16_rs_tb(o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], vd + 128 * kk);
         };
         // Online softmax of S for key tile k0.. of the rows q0 + row_off (+8), in place (S becomes
         // unnormalized P, fp32). Returns alpha per row = exp(old max - new max), O's rescale factor.
@@ -528,7 +531,7 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(const __grid_consta
         auto issue_s_of = [&](int it, int n) {
             ring.wait_full(it);  // TMA wrote the tile through the async proxy, which wgmma reads: no proxy fence
             wgmma_fence();  // s, o, p were written by ordinary instructions since the last wgmma
-            issue_s(q_s + (n & 1) * TILE_BYTES + cw * 64 * 128, it % STAGES);  // the warpgroup's 64 Q rows
+            issue_s(n & 1, it % STAGES);
             wgmma_commit();
         };
         int w = blockIdx.x, n = 0, it = 0;

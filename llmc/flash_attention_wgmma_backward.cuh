@@ -105,6 +105,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(const __grid_co
         float dp[32];  // dP (64 x 64)
         float dq[32];  // dQ (64 x 64): chunk i = dims 8i..
         uint32_t ds[16];  // dS as floatX pairs: A fragments of 4 k-steps, ds[4kk + 0..3]
+        const uint64_t k_desc0 = desc_kmajor(k_s), v_desc0 = desc_kmajor(v_s), k_mn_desc0 = desc_mnmajor(k_s);
         int it = 0;
         for (int w = blockIdx.x, n = 0; w < items; w = next_item(w), n++) {
             const int q0 = q0_of(w), nkt = q0 / DQ_BK + 2, bh = item_head(w, BH, nqt);
@@ -124,18 +125,22 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(const __grid_co
 #pragma unroll
             for (int i = 0; i < 32; i++) dq[i] = 0.0f;
 
+            // Descriptors as in the forward: built once per item (Q, dO) or kernel (K, V stage 0),
+            // a tile's = that + its byte offset / 16; a 16-wide k-step is +32 bytes (K-major) or
+            // +2048 (MN-major).
+            const uint64_t qd = desc_kmajor(q_wg), dod = desc_kmajor(do_wg);
             auto issue_s_dp = [&](int st) {
-                const uint32_t kb = k_s + st * DQ_KV_BYTES, vb = v_s + st * DQ_KV_BYTES;
+                const uint64_t kd = k_desc0 + (st * DQ_KV_BYTES >> 4), vd = v_desc0 + (st * DQ_KV_BYTES >> 4);
 #pragma unroll
-                for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(s, desc_kmajor(q_wg + 32 * kk), desc_kmajor(kb + 32 * kk), kk > 0);
+                for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(s, qd + 2 * kk, kd + 2 * kk, kk > 0);
 #pragma unroll
-                for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(dp, desc_kmajor(do_wg + 32 * kk), desc_kmajor(vb + 32 * kk), kk > 0);
+                for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(dp, dod + 2 * kk, vd + 2 * kk, kk > 0);
             };
             auto issue_dq = [&](int st) {
-                const uint32_t kb = k_s + st * DQ_KV_BYTES;
+                const uint64_t kd = k_mn_desc0 + (st * DQ_KV_BYTES >> 4);
 #pragma unroll
                 for (int kk = 0; kk < 4; kk++)
-                    wgmma_m64n64k16_rs_tb(dq, ds[4 * kk], ds[4 * kk + 1], ds[4 * kk + 2], ds[4 * kk + 3], desc_mnmajor(kb + 2048 * kk));
+                    wgmma_m64n64k16_rs_tb(dq, ds[4 * kk], ds[4 * kk + 1], ds[4 * kk + 2], ds[4 * kk + 3], kd + 128 * kk);
             };
             // dS = P (dP - delta) in place of S; keys after the query (only in the diagonal tile) get 0
             auto make_ds = [&](int j) {
@@ -324,6 +329,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(const __grid_
         float dp[32];  // dP^T, then dS^T
         float dk[32], dv[32];  // (64 keys x 64 dims): chunk i = dims 8i..
         uint32_t pa[16], da[16];  // P^T, dS^T as floatX A fragments of 4 k-steps (queries)
+        const uint64_t q_desc0 = desc_kmajor(q_s), do_desc0 = desc_kmajor(do_s), q_mn_desc0 = desc_mnmajor(q_s), do_mn_desc0 = desc_mnmajor(do_s);
         int it = 0;
         for (int w = blockIdx.x, n = 0; w < items; w = next_item(w), n++) {
             const int k0 = k0_of(w), first = k0 / KV_BQ, nq = nqt - first, bh = item_head(w, BH, nkt);
@@ -335,21 +341,23 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(const __grid_
 #pragma unroll
             for (int i = 0; i < 32; i++) { dk[i] = 0.0f; dv[i] = 0.0f; }
 
+            // Descriptors as in the dQ kernel: K, V once per item, Q and dO stage 0 once.
+            const uint64_t kd = desc_kmajor(k_wg), vd = desc_kmajor(v_wg);
             auto issue_s_dp = [&](int st) {
-                const uint32_t qb = q_s + st * KV_QT_BYTES, dob = do_s + st * KV_QT_BYTES;
+                const uint64_t qd = q_desc0 + (st * KV_QT_BYTES >> 4), dod = do_desc0 + (st * KV_QT_BYTES >> 4);
 #pragma unroll
-                for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(s, desc_kmajor(k_wg + 32 * kk), desc_kmajor(qb + 32 * kk), kk > 0);
+                for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(s, kd + 2 * kk, qd + 2 * kk, kk > 0);
 #pragma unroll
-                for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(dp, desc_kmajor(v_wg + 32 * kk), desc_kmajor(dob + 32 * kk), kk > 0);
+                for (int kk = 0; kk < 4; kk++) wgmma_m64n64k16_ss(dp, vd + 2 * kk, dod + 2 * kk, kk > 0);
             };
             auto issue_dv_dk = [&](int st) {
-                const uint32_t qb = q_s + st * KV_QT_BYTES, dob = do_s + st * KV_QT_BYTES;
+                const uint64_t qd = q_mn_desc0 + (st * KV_QT_BYTES >> 4), dod = do_mn_desc0 + (st * KV_QT_BYTES >> 4);
 #pragma unroll
                 for (int kk = 0; kk < 4; kk++)
-                    wgmma_m64n64k16_rs_tb(dv, pa[4 * kk], pa[4 * kk + 1], pa[4 * kk + 2], pa[4 * kk + 3], desc_mnmajor(dob + 2048 * kk));
+                    wgmma_m64n64k16_rs_tb(dv, pa[4 * kk], pa[4 * kk + 1], pa[4 * kk + 2], pa[4 * kk + 3], dod + 128 * kk);
 #pragma unroll
                 for (int kk = 0; kk < 4; kk++)
-                    wgmma_m64n64k16_rs_tb(dk, da[4 * kk], da[4 * kk + 1], da[4 * kk + 2], da[4 * kk + 3], desc_mnmajor(qb + 2048 * kk));
+                    wgmma_m64n64k16_rs_tb(dk, da[4 * kk], da[4 * kk + 1], da[4 * kk + 2], da[4 * kk + 3], qd + 128 * kk);
             };
             // P^T and dS^T in place of S^T and dP^T; in the diagonal tile, queries before the key get 0
             auto make_p_ds = [&](int i, int st) {
