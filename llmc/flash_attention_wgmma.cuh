@@ -13,11 +13,12 @@
 // Checked by dev/cuda/attention_check like every attention path (float64 CPU reference, the cuBLAS
 // reference at B=1..4, T up to 2048, NH 12/25, bitwise-deterministic backward) and against the
 // mma.sync kernels directly: dQ, dK, dV come out bit for bit the same (same products, same order).
-// Measured on an H200, 2026-12-01 (B=64, T=1024, NH=12, TFLOP/s, bf16): forward 320-324 (mma.sync
-// 212), dQ with delta 384-385 (mma.sync dQ alone 273-277), dK/dV 350-354 (222-224); B=8: forward
-// 240-244, dQ 308-309, dK/dV 300-301. At the same 64K tokens and T=16384 (B=4): 427 / 461 / 449
+// Measured on H200s, 2026-12-01 (B=64, T=1024, NH=12, TFLOP/s, bf16): forward 323-327 (mma.sync
+// 214), dQ with delta 394-399 (mma.sync dQ alone 266-270), dK/dV 360-370 (218-220); B=8: forward
+// 266-268, dQ 332-334, dK/dV 320-321. At the same 64K tokens and T=16384 (B=4): 415 / 475 / 469
 // (attention_check --lengths). TMA loads and stores gave +14 % / +24 % / +8 % at B=64, T=1024
-// (before: 282 / 310 / 325, the cp.async producer of 128 threads and per-thread global stores).
+// (before: 282 / 310 / 325, a cp.async producer of 128 threads and per-thread global stores),
+// descriptors built once another 1-3 %.
 //
 // Why wgmma: mma.sync (flash::forward_kernel) is a warp-level 16x8x16 product whose B operand every
 // warp must first load from shared memory into registers (ldmatrix), and the shared-memory
