@@ -68,6 +68,10 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(const __grid_co
     const int BH = B * NH, nqt = (T + BQ - 1) / BQ, items = BH * nqt, C = NH * HS;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     ring.init(1);  // stages filled by TMA
+    // The dK/dV kernel, launched next with programmatic dependent launch, may start now: its CTAs
+    // take SMs as this kernel's CTAs leave them and wait (griddepcontrol.wait) for all of this
+    // kernel's writes (delta) before they read anything (see flash_backward_dkdv_wgmma).
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     // Item w: query tile nqt-1 - rank (the longest first) of its head (item_rank, item_head); key
     // tiles 0 .. q0/64 + 1 (the second consumer's diagonal tile; the first consumer stops one tile
     // earlier). `it` counts the CTA's key tiles over all items, as in the forward.
@@ -278,6 +282,9 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(const __grid_
     const int BH = B * NH, nkt = (T + BQ - 1) / BQ, items = BH * nkt, nqt = (T + KV_BQ - 1) / KV_BQ, C = NH * HS;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     ring.init(33);  // a stage is full after the TMA bytes (1 arrival) and the 32 lanes' lse, delta copies
+    // Launched as a programmatic dependent of the dQ kernel: everything above overlapped its last
+    // CTAs; from here on its results (delta) are complete and visible. A no-op otherwise.
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
     // Item w: keys k0 = rank * 128 .. of its head (item_rank, item_head); query tiles first ..
     // first + nq - 1, the first one being the diagonal tile of the first consumer. `it` counts the
     // CTA's query tiles.
@@ -472,9 +479,20 @@ inline void flash_backward_dkdv_wgmma(Context* ctx, floatX* dqkv, const float* d
     const CUtensorMap qkv_kv128 = make_tile_map(ctx, qkv, B, T, 3 * C, BQ), qkv_q64 = make_tile_map(ctx, qkv, B, T, 3 * C, KV_BQ);
     const CUtensorMap dout64 = make_tile_map(ctx, dout, B, T, C, KV_BQ);
     const int items = B * NH * ceil_div(T, BQ);  // persistent: one CTA per SM (or per item, if fewer)
-    backward_dkdv_kernel<<<std::min(items, ctx->props.multiProcessorCount), THREADS, KV_SMEM_BYTES, ctx->stream>>>(
-        qkv_kv128, qkv_q64, dout64, dqkv, lse, delta, B, T, NH);
-    launchCheck();
+    // Programmatic dependent launch: this kernel's CTAs start (launch, shared-memory setup) while
+    // the dQ kernel before it on the stream finishes its last items, and wait for its completion
+    // inside (griddepcontrol.wait): the gap between the two kernels shrinks to nothing.
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(std::min(items, ctx->props.multiProcessorCount));
+    cfg.blockDim = dim3(THREADS);
+    cfg.dynamicSmemBytes = KV_SMEM_BYTES;
+    cfg.stream = ctx->stream;
+    cudaLaunchAttribute pdl[1];
+    pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = pdl;
+    cfg.numAttrs = 1;
+    cudaCheck(cudaLaunchKernelEx(&cfg, backward_dkdv_kernel, qkv_kv128, qkv_q64, dout64, dqkv, lse, delta, B, T, NH));
 }
 
 #endif  // USE_WGMMA && !ENABLE_FP32
