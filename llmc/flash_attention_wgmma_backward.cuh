@@ -3,6 +3,7 @@
 // consumer warpgroups, the shared-memory descriptors and fragment layouts). The backward's first
 // kernel, delta = rowsum(dout * out), is flash::backward_delta_kernel; these two then replace
 // flash::backward_dq_kernel and flash::backward_dkdv_kernel, and produce bit for bit their results.
+// dK/dV is launched as a programmatic dependent of dQ (see flash_backward_dkdv_wgmma).
 #pragma once
 #include "flash_attention_wgmma.cuh"
 
