@@ -1,0 +1,47 @@
+"""Unit test of dev/ncu_stalls.py on a small synthetic export in ncu's `--page source --csv` format
+(no GPU, no ncu)."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from ncu_stalls import opcode, read_first_kernel  # noqa: E402
+
+passed = failed = 0
+def check(ok, name):
+    global passed, failed
+    passed, failed = passed + ok, failed + (not ok)
+    print(("PASS " if ok else "FAIL ") + name)
+
+HEADER = ('"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed",'
+          '"stall_wait","stall_mio","stall_wait (Not Issued)"\n')
+def kernel(name, rows):
+    return f'"Kernel Name","{name}",\n' + HEADER + "".join(
+        f'"{a}","{src}","{s}","{n}","{w}","{m}","0"\n' for a, src, s, n, w, m in rows)
+
+first = kernel("k1(int)", [("0x10", "      MUFU.EX2 R1, R2", 30, 100, 10, 20),
+                            ("0x20", "@!P0  BRA 0x10", 10, 50, 10, 0),
+                            ("0x30", "HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], RZ", 60, 10, 60, 0)])
+second = kernel("k2(int)", [("0x10", "EXIT", 999, 1, 999, 0)])
+with tempfile.TemporaryDirectory() as d:
+    path = os.path.join(d, "sass.csv")
+    with open(path, "w") as f:
+        f.write(first + second)
+    rows = read_first_kernel(path)
+    check(len(rows) == 3, "only the first kernel's rows are read")
+    check(rows[0]["Instructions Executed"] == "100", "columns by header name")
+    check(opcode("@!P0  BRA 0x10") == "BRA" and opcode("MUFU.EX2 R1, R2") == "MUFU", "opcode: predicate and modifiers dropped")
+    tool = os.path.join(os.path.dirname(__file__), "..", "ncu_stalls.py")
+    out = subprocess.run([sys.executable, tool, path, "--top", "2"], capture_output=True, text=True)
+    check(out.returncode == 0 and "100 samples" in out.stdout, "summary: total samples of the first kernel")
+    has = lambda pattern: re.search(pattern, out.stdout, re.M) is not None  # noqa: E731
+    check(has(r"^\s*wait\s+80\.0$") and has(r"^\s*mio\s+20\.0$"), "summary: shares by stall reason")
+    check(has(r"^\s*HGMMA\s+60\.0\s+6\.2$"), "summary: shares by instruction class (samples, instructions)")
+    bad = os.path.join(d, "bad.csv")
+    with open(bad, "w") as f:
+        f.write("not,an,ncu,export\n")
+    out = subprocess.run([sys.executable, tool, bad], capture_output=True, text=True)
+    check(out.returncode != 0 and "not an ncu" in out.stderr, "a file that is not an export: one line, non-zero exit")
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
