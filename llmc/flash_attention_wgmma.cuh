@@ -25,7 +25,7 @@
 // bandwidth, not the tensor cores, then sets the speed. wgmma is issued by a WARPGROUP (4 warps,
 // 128 threads) for a 64 x N x 16 product; it reads its B operand (and optionally A) straight from
 // shared memory through a "matrix descriptor", asynchronously: the threads issue it, go on with
-// other work (the softmax), and wait for it later. That overlap is the whole point.
+// other work, and wait for it later; meanwhile the tensor cores can serve the other warpgroup.
 //
 // CTA = 3 warpgroups (384 threads), PERSISTENT: one CTA per SM, looping over work items of 128
 // queries of one (b, h) (see forward_kernel for why and how):
@@ -39,11 +39,12 @@
 //       O += P V_j           wgmma m64n64k16 x8 (A = P rounded to floatX in REGISTERS, B = V from
 //                            smem, MN-major: V is stored key-major, which is "transposed" for B)
 //     and then say on the stage's "empty" mbarrier that the producer may refill it.
-//   Intra-warpgroup overlap (FA3's "pipelining within a warpgroup"): S_{j+1} = Q K_{j+1}^T and
-//   O += P_j V_j are issued back to back; the softmax of S_{j+1} runs while O += P_j V_j is still in
-//   the tensor cores; O is rescaled only after that product has completed.
-//   The two consumer warpgroups are independent (no barrier between them), so the warp schedulers
-//   also overlap one warpgroup's softmax with the other's products.
+//   S_{j+1} = Q K_{j+1}^T and O += P_j V_j are issued back to back, as FA3's "pipelining within
+//   a warpgroup" does, and the source waits for the second only after the softmax of S_{j+1}. But
+//   ptxas moves that wait up, before the softmax (SASS; 2026-12-01): what overlaps in practice is
+//   one warpgroup's softmax with the OTHER's products. The two consumer warpgroups are independent
+//   (no barrier between them), so the warp schedulers interleave them. Forcing the source's order
+//   (a branch the wait cannot cross) was measured 3-6 % slower (dev/perf_log.md).
 //
 //   Each consumer's 64 x 64 output tile leaves through shared memory as one TMA store.
 //
@@ -546,7 +547,7 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(const __grid_consta
         pack_a_frags(p, s);
         while (true) {
             // Item n, tile 0 done (P in p). Tiles 1 .. nkt-1: S_j and O += P_{j-1} V_{j-1} back
-            // to back; the softmax of S_j runs while the latter is still in the tensor cores.
+            // to back, then the softmax of S_j (which ptxas schedules after the wait for both).
             for (int j = 1; j < item.nkt; j++) {
                 const int prev = (it + j - 1) % STAGES;
                 issue_s_of(it + j, n);

@@ -33,7 +33,9 @@ __device__ inline x128 ld_shared_x128(uint32_t addr) {
 //                                                                 registers, B = K MN-major
 //   dQ / 8 is written into dqkv (B,T,3,NH,64) at part 0 (q); the k and v parts are not touched.
 // Pipelining as in the forward: S_{j+1}, dP_{j+1} and dQ += dS_j K_j are issued back to back, and
-// dS_{j+1} is computed while the dQ product still runs. 64-key tiles keep a consumer thread at
+// dS_{j+1} is computed before the wait for dQ's product in the source (ptxas moves that wait up
+// past most of it: 8 of the 32 exponentials stay before it in the SASS; in dK/dV, 26 of 32).
+// 64-key tiles keep a consumer thread at
 // ~112 accumulator registers (S, dP, dQ: 32 each; dS packed: 16).
 // Persistent like the forward (one CTA per SM, the same snaking schedule over the same items: 128
 // queries of one (b, h), longest first); Q and dO are double-buffered so that the producer loads
@@ -201,7 +203,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(const __grid_co
                 wgmma_fence();
                 issue_s_dp(st);  // S_j, dP_j          (group 1)
                 wgmma_commit();
-                issue_dq(prev);  // dQ += dS_{j-1} K_{j-1}  (group 2), runs during make_ds below
+                issue_dq(prev);  // dQ += dS_{j-1} K_{j-1}  (group 2), partly overlaps make_ds below
                 wgmma_commit();
                 wgmma_wait<1>();
                 fence_regs(s);
@@ -407,7 +409,7 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dkdv_kernel(const __grid_
                     wgmma_fence();
                     issue_s_dp(st);      // S^T_i, dP^T_i                 (group 1)
                     wgmma_commit();
-                    issue_dv_dk(prev);   // dV, dK += tile i-1's products  (group 2), runs during make_p_ds
+                    issue_dv_dk(prev);   // dV, dK += tile i-1's products  (group 2), mostly overlaps make_p_ds
                     wgmma_commit();
                     wgmma_wait<1>();
                     fence_regs(s);
