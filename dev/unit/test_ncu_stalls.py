@@ -6,13 +6,10 @@ import subprocess
 import sys
 import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+from check import check, finish  # noqa: E402
 from ncu_stalls import opcode, read_first_kernel  # noqa: E402
 
-passed = failed = 0
-def check(ok, name):
-    global passed, failed
-    passed, failed = passed + ok, failed + (not ok)
-    print(("PASS " if ok else "FAIL ") + name)
 
 HEADER = ('"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed",'
           '"stall_wait","stall_mio","stall_wait (Not Issued)"\n')
@@ -43,5 +40,4 @@ with tempfile.TemporaryDirectory() as d:
         f.write("not,an,ncu,export\n")
     out = subprocess.run([sys.executable, tool, bad], capture_output=True, text=True)
     check(out.returncode != 0 and "not an ncu" in out.stderr, "a file that is not an export: one line, non-zero exit")
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()

@@ -3,13 +3,10 @@
 import os
 import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+from check import check, finish  # noqa: E402
 from scaling import gpt2_ranges, interference, parse_result, predict_step_ms, use_mean_step  # noqa: E402
 
-passed = failed = 0
-def check(ok, name):
-    global passed, failed
-    passed, failed = passed + ok, failed + (not ok)
-    print(("PASS " if ok else "FAIL ") + name)
 
 one = {"fwd": 40.0, "bwd": 80.0, "opt": 1.0}
 r = gpt2_ranges()
@@ -44,5 +41,4 @@ use_mean_step(old_line)
 check(old_line["step_ms"] == 440.0 and old_line["tok_per_s"] == 1191564, "no mean fields: the median")
 check(interference(old_line) is None, "accum 1 (bwd_other_ms -1): no interference")
 check(parse_result("no result here") is None, "no RESULT line: None")
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()
