@@ -161,9 +161,10 @@ __device__ inline void mbar_wait(uint32_t bar, uint32_t parity) {
 __device__ inline void cp_async_mbar_arrive(uint32_t bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
-// cp.async writes shared memory through the "generic proxy"; wgmma reads it through the "async
-// proxy". This fence orders the two for the executing thread: after it, the writes this thread
-// has observed (via the mbarrier) are visible to its wgmma reads.
+// Ordinary stores (st.shared) write shared memory through the "generic proxy"; TMA and wgmma read
+// it through the "async proxy". This fence orders the two for the executing thread: after it (and
+// a barrier for the other threads' writes), what was stored is visible to a TMA store reading it.
+// (Tiles that TMA itself loaded need no fence before wgmma reads them: both are async proxy.)
 __device__ inline void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ inline void st_shared_u32(uint32_t addr, uint32_t v) { asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory"); }
 
