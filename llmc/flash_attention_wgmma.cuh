@@ -65,9 +65,10 @@
 // stores out of the memory queue the exponentials use. Measured and not kept: ping-pong ordering
 // of the two consumer warpgroups' products (named barriers, as FA3): equal at T=1024, -4 % at
 // T=16384; a tree-shaped max/sum in the softmax (more ILP): -12 % at T=16384; a 4-step P V for the
-// first consumer's diagonal tile (its queries see only the tile's first 64 keys): no gain. Untried:
-// a third consumer warpgroup (FA3's 192-query tiles for head size 64), an L2-friendlier item order
-// that keeps the B=8 balance.
+// first consumer's diagonal tile (its queries see only the tile's first 64 keys): no gain; a third
+// consumer warpgroup (FA3's 192-query items for head size 64; branch c3-on-split): at 512 threads
+// ptxas gives each thread 128 registers, too few for this pipelined consumer, and a serial one
+// (S, softmax, P V in turn) ran 316 TFLOP/s at B=64 and 213 at B=8 against this kernel's 324 / 258.
 #pragma once
 #include "common.cuh"
 #include "attention_schedule.h"
