@@ -282,7 +282,8 @@ static void check_rowmajor(Context* ctx, bool tx, bool ty, float beta) {
 // cuBLASLt algorithm choice for every GEMM of one GPT-2 124M training step (B*T = 65536, lm head in
 // 16384-row chunks): the time of the algorithm the trainer takes (cuBLASLt's first heuristic)
 // against the best of its first 16, each timed on the same buffers; and the step total both ways
-// (count = calls per step). Says whether timing the candidates at startup would pay.
+// (count = calls per step; count 0: an alternative, not part of the step). Says whether timing
+// the candidates at startup would pay.
 static void sweep_algorithms(Context* ctx) {
     const int N = 65536, NC = 16384, C = 768, V = 50304;
     floatX* inp = random_device<floatX>(ctx, (size_t)N * 4 * C, -1, 1);
@@ -305,6 +306,14 @@ static void sweep_algorithms(Context* ctx) {
         if (dgelu) { c.aux = aux; c.epilogue = CUBLASLT_EPILOGUE_DGELU; }
         return c;
     };
+    // dinp with DGELU from a transposed copy of the weight (A stored (k, m), op T): whether
+    // cuBLASLt has a faster kernel for that layout (the trainer would keep such a copy).
+    auto dx_wt = [&](int n, int in, int oc) {
+        MatmulCall c{out, w, dout, in, n, oc, true, false};
+        c.aux = aux;
+        c.epilogue = CUBLASLT_EPILOGUE_DGELU;
+        return c;
+    };
     auto dwt = [&](int n, int in, int oc) {
         MatmulCall c{dw, inp, dout, in, oc, n, false, true};
         c.beta = 1.0f;
@@ -320,6 +329,8 @@ static void sweep_algorithms(Context* ctx) {
         {"dinp attproj", 12, dx(N, C, C, false)},
         {"dinp fc", 12, dx(N, C, 4 * C, false)},
         {"dinp fcproj +DGELU", 12, dx(N, 4 * C, C, true)},
+        {"  same, no DGELU (for comparison)", 0, dx(N, 4 * C, C, false)},
+        {"  same +DGELU, weight transposed", 0, dx_wt(N, 4 * C, C)},
         {"dinp lm head (16384 rows)", 4, dx(NC, C, V, false)},
         {"dW qkv", 12, dwt(N, C, 3 * C)},
         {"dW attproj", 12, dwt(N, C, C)},
