@@ -4,7 +4,8 @@ configurations (B in {1,4,8,64}, T in {64,128,1000,1024,2048}, NH in {12,16,20,2
 FLOP convention: forward 2*B*NH*T*T*hs (the causal half of 4*B*NH*T*T*hs), backward 2.5x that,
 forward+backward 3.5x. Backward is timed alone (autograd.grad on a kept graph, no accumulation into .grad), as the .cu times it.
 PyTorch's layout is (B,NH,T,hs) where ours reads qkv (B,T,3,NH,hs): the same work either way.
-Correctness of our kernels is checked in attention.cu itself (CPU float64 and cuBLAS references).
+Correctness of our kernels: attention.cu (CPU float64 and cuBLAS references) and sdpa_check.py
+(against a float64 attention, side by side with this SDPA).
 Run on the GPU machine:  python3 dev/cuda/sdpa_bench.py [--dtype fp16|bf16] [--quick]
   --quick: only B=8 and B=64 at T=1024, NH=12 (the shapes of the GPT-2 small training step)."""
 import argparse

@@ -40,6 +40,12 @@ if has checks; then
             summary+=("$n $p: rc=$rc $(tail -n 1 "$OUT/${n}_$p.log")")
         done
         grep -hE 'GB/s|TFLOP' "$OUT"/*_check_$p.log > "$OUT/kernel_speed_$p.txt" 2>/dev/null
+        # the model's attention against float64 and PyTorch's flash attention (fp16/bf16 only)
+        if [ "$p" != fp32 ] && [ -x build/$p/attention_check ]; then
+            timeout 300 python3 dev/cuda/sdpa_check.py --binary build/$p/attention_check --dtype $p > "$OUT/sdpa_check_$p.log" 2>&1; rc=$?
+            grep ^FAIL "$OUT/sdpa_check_$p.log"
+            summary+=("sdpa_check $p: rc=$rc $(tail -n 1 "$OUT/sdpa_check_$p.log")")
+        fi
     done
 fi
 if has algos; then
