@@ -112,7 +112,7 @@ data: data/tokenize
 
 # CPU unit tests always; GPU tests (test_gpt2cu, dev/cuda checks) only where a GPU is visible.
 test: $(UNIT_BINS) data/tokenize train_gpt2cu
-	@bash dev/run_tests.sh $(UNIT_BINS)
+	@PRECISION=$(PRECISION) bash dev/run_tests.sh $(UNIT_BINS)
 
 clean:
 	rm -rf build train_gpt2cu test_gpt2cu data/tokenize dev/interconnect $(CUDA_CHECKS)

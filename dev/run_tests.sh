@@ -2,7 +2,9 @@
 # Runs the tests `make test` asks for and prints one summary line "N passed, N failed".
 #   CPU: every unit-test program given as an argument (dev/unit/test_*.cpp, built by make).
 #   GPU: when nvidia-smi sees a GPU, test_gpt2cu (against the PyTorch reference state, which
-#        dev/reference.py writes; skipped with a note when it is missing) and the dev/cuda checks.
+#        dev/reference.py writes; skipped with a note when it is missing), the dev/cuda checks, and
+#        in FP16/BF16 builds (PRECISION, as make passes it) with torch installed, the attention
+#        against PyTorch (dev/cuda/sdpa_check.py).
 set -u
 cd "$(dirname "$0")/.."
 passed=0; failed=0
@@ -26,6 +28,10 @@ run_one bash dev/unit/test_cli.sh   # the trainer binary's early, GPU-free error
 if nvidia-smi -L >/dev/null 2>&1; then
     echo "GPU tests:"
     for c in dev/cuda/*_check; do [ -x "$c" ] && run_one "$c"; done
+    p=$(echo "${PRECISION:-}" | tr A-Z a-z)
+    if [ -x dev/cuda/attention_check ] && { [ "$p" = fp16 ] || [ "$p" = bf16 ]; } && python3 -c "import torch" 2>/dev/null; then
+        run_one python3 dev/cuda/sdpa_check.py --binary dev/cuda/attention_check --dtype "$p"
+    fi
     if [ -f dev_data/reference_state.bin ] && [ -x ./test_gpt2cu ]; then
         run_one ./test_gpt2cu
     else

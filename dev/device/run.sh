@@ -44,7 +44,7 @@ if has checks; then
         if [ "$p" != fp32 ] && [ -x build/$p/attention_check ]; then
             timeout 300 python3 dev/cuda/sdpa_check.py --binary build/$p/attention_check --dtype $p > "$OUT/sdpa_check_$p.log" 2>&1; rc=$?
             grep ^FAIL "$OUT/sdpa_check_$p.log"
-            summary+=("sdpa_check $p: rc=$rc $(tail -n 1 "$OUT/sdpa_check_$p.log")")
+            summary+=("sdpa_check $p: rc=$rc $(tail -n 1 "$OUT/sdpa_check_$p.log"); $(grep ^SUMMARY "$OUT/sdpa_check_$p.log")")
         fi
     done
 fi
