@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 #include <tuple>
+#include <vector>
 #include "common.cuh"
 #include "gemm_choices.h"
 
