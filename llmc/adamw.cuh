@@ -25,28 +25,65 @@ inline void adamw_set_step(AdamWHyper* h, int t) {
 // ----------------------------------------------------------------------------------------------
 // Kernels
 
+// One element's update (the formula at the top of this file); m, v, w (the master weight) in place.
+__device__ inline void adamw_element(float g, float& m, float& v, float& w, const AdamWHyper& h, float weight_decay) {
+    m = h.beta1 * m + (1.0f - h.beta1) * g;
+    v = h.beta2 * v + (1.0f - h.beta2) * g * g;
+    w -= h.lr * ((m / h.bc1) / (sqrtf(v / h.bc2) + h.eps) + weight_decay * w);
+}
+
+// ADAMW_VEC consecutive elements per thread, moved with one load/store per array where aligned.
+// The kernel is pure streaming (per element: read a floatX gradient and fp32 m, v, master; write
+// m, v, master and the floatX weight: 28 bytes in bf16/fp16), so what sets its speed is bytes in
+// flight: one 2-byte and three 4-byte accesses per thread ran at 3.5 TB/s on an H200, four
+// elements per thread at 4.04 TB/s (adamw_check, 124M parameters; d48's optimizer 13.4 -> 11.7 ms).
+constexpr int ADAMW_VEC = 4;
+template <class T>
+struct alignas(ADAMW_VEC * sizeof(T)) AdamWVec { T v[ADAMW_VEC]; };
+
 // Updates instances blockIdx.y = 0..count-1 of one parameter tensor of n elements each, found at
 // first + y * stride in the flat buffers. params/grads are indexed by the global element index;
 // master/m/v hold only [lo, hi) (this rank's shard; everything on one GPU) and are indexed by
-// (index - lo). Elements outside [lo, hi) are left alone.
+// (index - lo). Elements outside [lo, hi) are left alone. Thread t of the instance takes elements
+// ADAMW_VEC*t .. +ADAMW_VEC-1: one vector access per array when all of them are to be updated and
+// both the global index and the shard offset are multiples of ADAMW_VEC (always, for GPT-2's
+// tensors and shards), else element by element. Same arithmetic either way.
 __global__ void adamw_kernel(floatX* params, float* master, const floatX* grads, float* m, float* v,
                              size_t first, size_t stride, size_t n, size_t lo, size_t hi,
                              AdamWHyper h, float weight_decay, const StepScalars* step) {
     if (step->skip) return;
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const size_t idx = first + blockIdx.y * stride + i;
-    if (idx < lo || idx >= hi) return;
-    const size_t j = idx - lo;
-    const float g = (float)grads[idx] * step->grad_multiplier;
-    const float mj = h.beta1 * m[j] + (1.0f - h.beta1) * g;
-    const float vj = h.beta2 * v[j] + (1.0f - h.beta2) * g * g;
-    m[j] = mj;
-    v[j] = vj;
-    float w = master[j];
-    w -= h.lr * ((mj / h.bc1) / (sqrtf(vj / h.bc2) + h.eps) + weight_decay * w);
-    master[j] = w;
-    params[idx] = (floatX)w;
+    const size_t i0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * ADAMW_VEC;
+    if (i0 >= n) return;
+    const size_t idx0 = first + blockIdx.y * stride + i0;
+    const float mult = step->grad_multiplier;
+    if (i0 + ADAMW_VEC <= n && idx0 >= lo && idx0 + ADAMW_VEC <= hi && idx0 % ADAMW_VEC == 0 && lo % ADAMW_VEC == 0) {
+        const size_t j0 = idx0 - lo;
+        const AdamWVec<floatX> g = *reinterpret_cast<const AdamWVec<floatX>*>(grads + idx0);
+        AdamWVec<float> mv = *reinterpret_cast<AdamWVec<float>*>(m + j0), vv = *reinterpret_cast<AdamWVec<float>*>(v + j0),
+                        wv = *reinterpret_cast<AdamWVec<float>*>(master + j0);
+        AdamWVec<floatX> p;
+#pragma unroll
+        for (int k = 0; k < ADAMW_VEC; k++) {
+            adamw_element((float)g.v[k] * mult, mv.v[k], vv.v[k], wv.v[k], h, weight_decay);
+            p.v[k] = (floatX)wv.v[k];
+        }
+        *reinterpret_cast<AdamWVec<float>*>(m + j0) = mv;
+        *reinterpret_cast<AdamWVec<float>*>(v + j0) = vv;
+        *reinterpret_cast<AdamWVec<float>*>(master + j0) = wv;
+        *reinterpret_cast<AdamWVec<floatX>*>(params + idx0) = p;
+        return;
+    }
+    for (int k = 0; k < ADAMW_VEC && i0 + k < n; k++) {
+        const size_t idx = idx0 + k;
+        if (idx < lo || idx >= hi) continue;
+        const size_t j = idx - lo;
+        float mj = m[j], vj = v[j], w = master[j];
+        adamw_element((float)grads[idx] * mult, mj, vj, w, h, weight_decay);
+        m[j] = mj;
+        v[j] = vj;
+        master[j] = w;
+        params[idx] = (floatX)w;
+    }
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -56,7 +93,7 @@ __global__ void adamw_kernel(floatX* params, float* master, const floatX* grads,
 inline void adamw_update(Context* ctx, floatX* params, float* master, const floatX* grads, float* m, float* v,
                          size_t first, size_t stride, size_t n, int count, size_t lo, size_t hi,
                          const AdamWHyper& h, bool decay, const StepScalars* step) {
-    dim3 grid(ceil_div(n, 256), count);
+    dim3 grid(ceil_div(n, 256 * ADAMW_VEC), count);
     adamw_kernel<<<grid, 256, 0, ctx->stream>>>(params, master, grads, m, v, first, stride, n, lo, hi, h,
                                                  decay ? h.weight_decay : 0.0f, step);
     launchCheck();
