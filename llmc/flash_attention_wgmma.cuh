@@ -68,7 +68,9 @@
 // first consumer's diagonal tile (its queries see only the tile's first 64 keys): no gain; a third
 // consumer warpgroup (FA3's 192-query items for head size 64; branch c3-on-split): at 512 threads
 // ptxas gives each thread 128 registers, too few for this pipelined consumer, and a serial one
-// (S, softmax, P V in turn) ran 316 TFLOP/s at B=64 and 213 at B=8 against this kernel's 324 / 258.
+// (S, softmax, P V in turn) ran 316 TFLOP/s at B=64 and 213 at B=8 against this kernel's 324 / 258;
+// 64-key tiles (half the diagonal's waste, branch wip/forward-bk64): 292 against 330 at B=64, the
+// per-tile costs besides the products being paid twice as often.
 #pragma once
 #include "common.cuh"
 #include "attention_schedule.h"
