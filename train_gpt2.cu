@@ -458,8 +458,9 @@ bool setup(Run* r, std::string* err) {
         r->have_tok = r->tok.load(tc.tokenizer, &terr);
         if (!r->have_tok) printf("note: no samples: %s (make data writes it)\n", terr.c_str());
     }
+    // the run directory; in bench mode only a tuned run's gemm_algos.txt goes there
+    if (!tc.out.empty() && r->comm.rank == 0 && !make_dirs(tc.out, err)) return false;
     if (!tc.bench && !tc.out.empty()) {
-        if (r->comm.rank == 0 && !make_dirs(tc.out, err)) return false;
         if (tc.resume && !resume(r, err)) return false;
         if (r->comm.rank == 0 && !r->log.open(tc.out + "/log.jsonl", err)) return false;
     }

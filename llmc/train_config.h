@@ -79,7 +79,7 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"sample-len", 'g', OPT_INT, &c->sample_len, "tokens per sample (0: no samples)", 0, 65536},
         {"top-k", 0, OPT_INT, &c->top_k, "sample from the k most likely tokens (0: all)", 0, 1000000},
         {"temperature", 0, OPT_FLOAT, &c->temperature, "sampling temperature", 1e-3, 100},
-        {"out", 'o', OPT_STRING, &c->out, "run directory for log.jsonl and checkpoints (empty: none)"},
+        {"out", 'o', OPT_STRING, &c->out, "run directory for log.jsonl, checkpoints and gemm_algos.txt, created if missing (empty: none; --bench keeps only gemm_algos.txt there)"},
         {"checkpoint-every", 'n', OPT_INT, &c->checkpoint_every, "write a checkpoint every N steps (0: only at the end)", 0, 1e9},
         {"keep-checkpoints", 0, OPT_INT, &c->keep_checkpoints, "keep the newest K checkpoints (0: all)", 0, 1e6},
         {"resume", 0, OPT_FLAG, &c->resume, "continue from the newest complete checkpoint in --out (none yet: start at step 0)"},
