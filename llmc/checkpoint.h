@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "dataloader.h"
+#include "logger.h"  // make_dirs
 #include "model.h"
 
 // Reads and checks the header; on success *cfg holds the model's shape.
@@ -208,13 +209,6 @@ inline bool remove_tree(const std::string& path, std::string* err) {
 inline bool remove_checkpoint(const std::string& dir, std::string* err) {
     if (unlink((dir + "/DONE").c_str()) != 0 && errno != ENOENT) return fail_errno(err, dir + "/DONE", "cannot remove");
     return remove_tree(dir, err);
-}
-// mkdir -p
-inline bool make_dirs(const std::string& dir, std::string* err) {
-    for (size_t i = 1; i <= dir.size(); i++)
-        if (i == dir.size() || dir[i] == '/')
-            if (mkdir(dir.substr(0, i).c_str(), 0755) != 0 && errno != EEXIST) return fail_errno(err, dir.substr(0, i), "cannot create directory");
-    return true;
 }
 // The complete checkpoints in `out` (directories step_<digits> holding DONE), oldest step first.
 inline bool list_complete(const std::string& out, std::vector<std::pair<long long, std::string>>* found, std::string* err) {
