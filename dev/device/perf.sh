@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue #8's benchmark, the same each time so results compare across commits: bench mode
 # (random tokens, median of 20 timed steps after 5 warm-up steps) for GPT-2 124M in FP16 and BF16 at
-# B=64, and 350M / 774M / 1558M in BF16, then one table (tok/s, MFU, ms/step, memory). With
+# B=64, and 350M / 774M / 1558M in BF16 (at llm.c's batch sizes and at larger ones), then one table (tok/s, MFU, ms/step, memory). With
 # `profile`, ncu's per-kernel times of one d12 step (dev/kernel_profile.py).
 # Binaries prebuilt here (dev/device/build.sh), carried in build/.
 # `tune` adds d12 BF16 with --gemm-tune 1 (timed GEMM algorithms) for the comparison.
@@ -38,9 +38,14 @@ if has recompute; then
     bench bf16 d12 64 -r 2
 fi
 if has big; then
+    # llm.c's batch sizes (its reference rows), then the larger ones that fit in 141 GB and run
+    # at a higher MFU (fuller GEMMs)
     bench bf16 d24 32
     bench bf16 d36 16
     bench bf16 d48 16
+    bench bf16 d24 64
+    bench bf16 d36 32
+    bench bf16 d48 24
 fi
 if has profile; then
     for p in ${PROFILE_PRECISIONS:-bf16 fp16}; do
