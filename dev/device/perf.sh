@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue #8's benchmark, the same each time so results compare across commits: bench mode
 # (random tokens, median of 20 timed steps after 5 warm-up steps) for GPT-2 124M in FP16 and BF16 at
-# B=64, and 350M / 774M / 1558M in BF16 (at llm.c's batch sizes and at larger ones), then one table (tok/s, MFU, ms/step, memory). With
-# `profile`, ncu's per-kernel times of one d12 step (dev/kernel_profile.py).
+# B=64, and 350M / 774M / 1558M in BF16 (at llm.c's batch sizes and at larger ones), then one
+# table (tok/s, MFU, ms/step, memory). With `profile`, ncu's per-kernel times of one d12 step
+# (dev/kernel_profile.py).
 # Binaries prebuilt here (dev/device/build.sh), carried in build/.
 # `tune` adds d12 BF16 with --gemm-tune 1 (timed GEMM algorithms) for the comparison.
 #   dev/device/perf.sh [bench] [tune] [recompute] [big] [profile]
