@@ -301,17 +301,11 @@ static void sweep_algorithms(Context* ctx) {
         if (gelu) c.aux = aux;
         return c;
     };
-    auto dx = [&](int n, int in, int oc, bool dgelu) {
-        MatmulCall c{out, w, dout, in, n, oc, false, false};
+    // weight_t: the weight as a transposed copy (A stored (k, m), op T), to see whether cuBLASLt has
+    // a faster kernel for that layout (the trainer would keep such a copy)
+    auto dx = [&](int n, int in, int oc, bool dgelu, bool weight_t = false) {
+        MatmulCall c{out, w, dout, in, n, oc, weight_t, false};
         if (dgelu) { c.aux = aux; c.epilogue = CUBLASLT_EPILOGUE_DGELU; }
-        return c;
-    };
-    // dinp with DGELU from a transposed copy of the weight (A stored (k, m), op T): whether
-    // cuBLASLt has a faster kernel for that layout (the trainer would keep such a copy).
-    auto dx_wt = [&](int n, int in, int oc) {
-        MatmulCall c{out, w, dout, in, n, oc, true, false};
-        c.aux = aux;
-        c.epilogue = CUBLASLT_EPILOGUE_DGELU;
         return c;
     };
     auto dwt = [&](int n, int in, int oc) {
@@ -330,7 +324,7 @@ static void sweep_algorithms(Context* ctx) {
         {"dinp fc", 12, dx(N, C, 4 * C, false)},
         {"dinp fcproj +DGELU", 12, dx(N, 4 * C, C, true)},
         {"  same, no DGELU (for comparison)", 0, dx(N, 4 * C, C, false)},
-        {"  same +DGELU, weight transposed", 0, dx_wt(N, 4 * C, C)},
+        {"  same +DGELU, weight transposed", 0, dx(N, 4 * C, C, true, true)},
         {"dinp lm head (16384 rows)", 4, dx(NC, C, V, false)},
         {"dW qkv", 12, dwt(N, C, 3 * C)},
         {"dW attproj", 12, dwt(N, C, C)},
