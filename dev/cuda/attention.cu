@@ -22,7 +22,7 @@
 //     mma.sync kernels (other GPUs' path) against them at B=4, T=1000/1024/2048, NH=12/25, and
 //     both timed at B=8 and B=64, T=1024, NH=12.
 //   - with --io DIR: nothing of the above; runs the model's attention on the cases that
-//     dev/cuda/sdpa_check.py wrote (see io_cases), which then compares it with PyTorch.
+//     dev/cuda/sdpa_check.py wrote (see IoCase), which then compares it with PyTorch.
 // CHECK_NO_TIMING=1 (e.g. under compute-sanitizer) skips the timings and the long-sequence checks.
 // Run: make dev/cuda/attention_check && ./dev/cuda/attention_check [--sweep] [--lengths]   (PRECISION=BF16|FP32 for others)
 #include "check.cuh"
@@ -329,38 +329,52 @@ static void lengths(Context* ctx) {
 #endif
 
 // --io DIR: the model's attention on inputs PyTorch made, for dev/cuda/sdpa_check.py (which
-// compares the outputs with a float64 attention and with scaled_dot_product_attention). For
-// i = 0, 1, ... while DIR/case_<i>.in exists: it holds int32 {precision: 0 fp32, 1 fp16, 2 bf16;
-// B, T, NH}, then qkv (B,T,3C) and dout (B,T,C) as floatX (the build's precision); this runs
-// attention_forward and attention_backward (the trainer's path) and writes DIR/case_<i>.out: out
+// compares the outputs with a float64 attention and with scaled_dot_product_attention). The cases
+// are DIR/case_<i>.in for i = 0, 1, ... while they exist: int32 {precision: 0 fp32, 1 fp16, 2 bf16;
+// B, T, NH}, then qkv (B,T,3C) and dout (B,T,C) as floatX (the build's precision). Each gets
+// attention_forward and attention_backward (the trainer's path), written to DIR/case_<i>.out: out
 // (B,T,C), then dqkv (B,T,3C), as floatX.
-// Returns the number of cases, or -1 after one line naming the file that is wrong.
-static int io_cases(Context* ctx, const std::string& dir) {
+struct IoCase { std::string in, out; int B, T, NH; };
+
+// The cases in DIR, every header and size checked before any GPU work (so a bad file costs
+// nothing and CI can test these errors): false after one line naming the file that is wrong.
+static bool io_list(const std::string& dir, std::vector<IoCase>* cases) {
     const int32_t precision = strcmp(PRECISION_NAME, "fp32") == 0 ? 0 : strcmp(PRECISION_NAME, "fp16") == 0 ? 1 : 2;
-    int i = 0;
-    for (;; i++) {
-        const std::string in_path = dir + "/case_" + std::to_string(i) + ".in", out_path = dir + "/case_" + std::to_string(i) + ".out";
-        FILE* f = fopen(in_path.c_str(), "rb");
+    for (int i = 0;; i++) {
+        const std::string base = dir + "/case_" + std::to_string(i);
+        IoCase c{base + ".in", base + ".out", 0, 0, 0};
+        FILE* f = fopen(c.in.c_str(), "rb");
         if (!f) break;
         int32_t hdr[4];
         const bool hdr_ok = fread(hdr, sizeof(hdr), 1, f) == 1;
-        if (!hdr_ok || hdr[0] != precision || hdr[1] < 1 || hdr[2] < 1 || hdr[3] < 1) {
-            fprintf(stderr, "%s: %s\n", in_path.c_str(), !hdr_ok ? "shorter than its 16-byte header"
-                    : hdr[0] != precision ? "its precision is not this build's (" PRECISION_NAME ")"
-                    : "B, T, NH must be positive");
-            fclose(f);
-            return -1;
+        fseek(f, 0, SEEK_END);
+        const long size = ftell(f);
+        fclose(f);
+        const char* why = !hdr_ok ? "shorter than its 16-byte header"
+                          : hdr[0] != precision ? "its precision is not this build's (" PRECISION_NAME ")"
+                          : hdr[1] < 1 || hdr[2] < 1 || hdr[3] < 1 ? "B, T, NH must be positive" : nullptr;
+        if (!why) {
+            c.B = hdr[1], c.T = hdr[2], c.NH = hdr[3];
+            if ((size_t)size != 16 + 4 * (size_t)c.B * c.T * c.NH * 64 * sizeof(floatX)) why = "size is not 16 + 4*B*T*NH*64*sizeof(floatX) bytes";
         }
-        const int B = hdr[1], T = hdr[2], NH = hdr[3], C = NH * 64;
+        if (why) { fprintf(stderr, "%s: %s\n", c.in.c_str(), why); return false; }
+        cases->push_back(c);
+    }
+    if (cases->empty()) { fprintf(stderr, "%s/case_0.in: cannot be opened (no cases)\n", dir.c_str()); return false; }
+    return true;
+}
+
+// Runs the listed cases; false after one line if an output cannot be written.
+static bool io_run(Context* ctx, const std::vector<IoCase>& cases) {
+    for (const IoCase& c : cases) {
+        const int B = c.B, T = c.T, NH = c.NH, C = NH * 64;
         const size_t n_qkv = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C;
         std::vector<floatX> h_qkv(n_qkv), h_dout(n_out);
-        const bool body_ok = fread(h_qkv.data(), sizeof(floatX), n_qkv, f) == n_qkv &&
-                             fread(h_dout.data(), sizeof(floatX), n_out, f) == n_out && fgetc(f) == EOF;
-        fclose(f);
-        if (!body_ok) {
-            fprintf(stderr, "%s: size is not 16 + 4*B*T*C*%zu bytes for B=%d T=%d NH=%d\n", in_path.c_str(), sizeof(floatX), B, T, NH);
-            return -1;
-        }
+        FILE* f = fopen(c.in.c_str(), "rb");
+        const bool read_ok = f && fseek(f, 16, SEEK_SET) == 0 && fread(h_qkv.data(), sizeof(floatX), n_qkv, f) == n_qkv &&
+                             fread(h_dout.data(), sizeof(floatX), n_out, f) == n_out;
+        if (f) fclose(f);
+        if (!read_ok) { fprintf(stderr, "%s: could not be read\n", c.in.c_str()); return false; }
         floatX *qkv, *dout, *out, *dqkv;
         float* state;
         unsigned char* scratch;
@@ -377,15 +391,12 @@ static int io_cases(Context* ctx, const std::string& dir) {
         cudaCheck(cudaMemcpy(h_dout.data(), out, n_out * sizeof(floatX), cudaMemcpyDeviceToHost));  // h_dout now holds out
         cudaCheck(cudaMemcpy(h_qkv.data(), dqkv, n_qkv * sizeof(floatX), cudaMemcpyDeviceToHost));   // h_qkv now holds dqkv
         for (void* p : {(void*)qkv, (void*)dqkv, (void*)dout, (void*)out, (void*)state, (void*)scratch}) cudaCheck(cudaFree(p));
-        FILE* g = fopen(out_path.c_str(), "wb");
+        FILE* g = fopen(c.out.c_str(), "wb");
         const bool written = g && fwrite(h_dout.data(), sizeof(floatX), n_out, g) == n_out &&
                              fwrite(h_qkv.data(), sizeof(floatX), n_qkv, g) == n_qkv;
-        if (!g || fclose(g) != 0 || !written) {
-            fprintf(stderr, "%s: could not be written\n", out_path.c_str());
-            return -1;
-        }
+        if (!g || fclose(g) != 0 || !written) { fprintf(stderr, "%s: could not be written\n", c.out.c_str()); return false; }
     }
-    return i;
+    return true;
 }
 
 int main(int argc, char** argv) {
@@ -397,14 +408,15 @@ int main(int argc, char** argv) {
         else if (strcmp(argv[i], "--io") == 0 && i + 1 < argc) io_dir = argv[++i];
         else { fprintf(stderr, "usage: %s [--sweep] [--lengths] | --io DIR\n", argv[0]); return 2; }
     }
+    std::vector<IoCase> cases;
+    if (io_dir && !io_list(io_dir, &cases)) return 1;
     Context ctx;
     context_create(&ctx, 0);
     if (io_dir) {  // PyTorch's cases only (dev/cuda/sdpa_check.py); no checks of its own
-        const int n = io_cases(&ctx, io_dir);
-        if (n == 0) fprintf(stderr, "%s/case_0.in: cannot be opened (no cases)\n", io_dir);
-        if (n > 0) printf("--io %s: %d cases\n", io_dir, n);
+        const bool ok = io_run(&ctx, cases);
+        if (ok) printf("--io %s: %zu cases\n", io_dir, cases.size());
         context_destroy(&ctx);
-        return n > 0 ? 0 : 1;
+        return ok ? 0 : 1;
     }
     check_begin(ctx, "attention");
     for (int T : {64, 100}) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The trainer binary's early errors, which come before any GPU work, so CI checks them: each is
 # ONE line on stderr, a non-zero exit within a second, and nothing written. Run from the repo root
-# (make test does). Needs ./train_gpt2cu and data/tokenize.
+# (make test does). Needs ./train_gpt2cu and data/tokenize; also checks dev/cuda/attention_check's
+# --io errors when it is built.
 set -u
 passed=0; failed=0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -43,5 +44,37 @@ before=$(md5sum "$tmp/run/log.jsonl")
 expect "used --out without --resume" "already holds a run" -- $bin $d -o "$tmp/run"
 if [ "$(md5sum "$tmp/run/log.jsonl")" = "$before" ]; then passed=$((passed + 1)); echo "PASS used --out left untouched"
 else failed=$((failed + 1)); echo "FAIL used --out was modified"; fi
+# dev/cuda/attention_check --io (the cases dev/cuda/sdpa_check.py writes) checks every case file
+# before any GPU work, so its errors are tested here too (when the dev/cuda checks are built)
+chk=dev/cuda/attention_check
+i32() { python3 -c 'import struct, sys; sys.stdout.buffer.write(struct.pack("<%di" % (len(sys.argv) - 1), *map(int, sys.argv[1:])))' "$@"; }
+if [ -x "$chk" ]; then
+    expect "--io without a directory" "usage:" -- $chk --io
+    mkdir -p "$tmp/io_none" "$tmp/io_short" "$tmp/io_prec"
+    expect "--io, no cases" "case_0.in: cannot be opened" -- $chk --io "$tmp/io_none"
+    i32 1 1 > "$tmp/io_short/case_0.in"
+    expect "--io, truncated header" "shorter than its 16-byte header" -- $chk --io "$tmp/io_short"
+    i32 7 1 64 12 > "$tmp/io_prec/case_0.in"
+    expect "--io, unknown precision" "its precision is not this build's" -- $chk --io "$tmp/io_prec"
+    # a header with each precision code and too few bytes after it: the build's own code must get
+    # the size error (the others the precision error)
+    # (and B = 0 the shape error)
+    sized=0; shaped=0
+    for code in 0 1 2; do
+        mkdir -p "$tmp/io_$code" "$tmp/io_b0_$code"
+        { i32 $code 1 64 12; head -c 1000 /dev/zero; } > "$tmp/io_$code/case_0.in"
+        expect "--io, precision code $code, 1000 bytes of data" "case_0.in: " -- $chk --io "$tmp/io_$code"
+        $chk --io "$tmp/io_$code" 2>&1 | grep -q "size is not" && sized=$((sized + 1))
+        i32 $code 0 64 12 > "$tmp/io_b0_$code/case_0.in"
+        expect "--io, precision code $code, B=0" "case_0.in: " -- $chk --io "$tmp/io_b0_$code"
+        $chk --io "$tmp/io_b0_$code" 2>&1 | grep -q "B, T, NH must be positive" && shaped=$((shaped + 1))
+    done
+    if [ "$sized" -eq 1 ] && [ "$shaped" -eq 1 ]; then passed=$((passed + 1)); echo "PASS --io, wrong size and B=0 named"
+    else failed=$((failed + 1)); echo "FAIL --io: $sized of 3 precision codes named the size, $shaped the shape"; fi
+    if ls "$tmp"/io_*/case_0.out >/dev/null 2>&1; then failed=$((failed + 1)); echo "FAIL --io wrote an output for a bad case"
+    else passed=$((passed + 1)); echo "PASS --io wrote nothing for bad cases"; fi
+else
+    echo "note: $chk not built (make cuda-checks): its --io checks skipped"
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
