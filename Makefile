@@ -83,7 +83,7 @@ info:
 train_gpt2cu: train_gpt2.cu $(LLMC_HEADERS)
 	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
 
-test_gpt2cu: test_gpt2.cu train_gpt2.cu $(LLMC_HEADERS)
+test_gpt2cu: test_gpt2.cu $(LLMC_HEADERS)
 	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
 
 dev/cuda/%_check: dev/cuda/%.cu $(LLMC_HEADERS) dev/cuda/check.cuh

@@ -1,5 +1,5 @@
 // GPT-2 training on NVIDIA GPUs: CUDA kernels + cuBLASLt, one floatX precision per build.
-// The story of one step (see llmc/ for each layer's kernels):
+// The story of one step (llmc/gpt2_step.cuh computes it; llmc/ has each layer's kernels):
 //
 //   tokens (B,T) - encoder -> residual (B,T,C)
 //   per block:  LN1 - qkv matmul - attention - proj matmul -+- residual add + LN2 (fused)
@@ -8,31 +8,22 @@
 //          backward, in chunks of tokens (the (B,T,Vp) logits never exist whole)
 //   backward in reverse; each finished block's gradients are announced (the multi-GPU seam)
 //   update: global norm -> step decision (clip, fp16 overflow skip) -> AdamW on fp32 master weights
+// This file is the training RUN around those steps: options, setup (data, GPUs, model, GEMM
+// algorithms, resume), the loop (steps, validation, samples, checkpoints, logs), and main.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <cmath>
 #include <string>
 #include <vector>
-#include <functional>
 #include <algorithm>
 #include <random>
 #include <cuda_profiler_api.h>
 #include "llmc/common.cuh"
-#include "llmc/model.h"
-#include "llmc/init.cuh"
-#include "llmc/encoder.cuh"
-#include "llmc/layernorm.cuh"
-#include "llmc/matmul.cuh"
-#include "llmc/attention.cuh"
-#include "llmc/classifier.cuh"
-#include "llmc/norm.cuh"
-#include "llmc/adamw.cuh"
-#include "llmc/loss_scale.h"
-#include "llmc/activations.cuh"
+#include "llmc/gpt2.cuh"
+#include "llmc/gpt2_step.cuh"
 #include "llmc/checkpoint.h"
 #include "llmc/comm.cuh"
-#include "llmc/gpt2.cuh"
 #include "llmc/dataloader.h"
 #include "llmc/logger.h"
 #include "llmc/sampler.h"
@@ -40,214 +31,6 @@
 #include "llmc/tokenizer.h"
 #include "llmc/train_config.h"
 
-// Uploads a micro-batch (inputs/targets in pageable host memory, B*T each; see TokenBuckets for
-// why pageable) and groups the tokens for the deterministic embedding backward. Stream-ordered:
-// the previous micro-step's kernels finish before these buffers change on the device.
-void gpt2_set_batch(GPT2* m, Context* ctx, const int* inputs, const int* targets) {
-    const size_t bt = (size_t)m->B * m->T;
-    cudaCheck(cudaMemcpyAsync(m->d_inputs, inputs, bt * sizeof(int), cudaMemcpyHostToDevice, ctx->stream));
-    if (targets) cudaCheck(cudaMemcpyAsync(m->d_targets, targets, bt * sizeof(int), cudaMemcpyHostToDevice, ctx->stream));
-    token_buckets_build(&m->buckets, inputs, (int)bt, ctx->stream);
-}
-
-// ----------------------------------------------------------------------------------------------
-// Forward of the uploaded batch of B x T tokens (at most what was allocated; sampling runs B=1).
-// The lm head works in chunks of acts.logit_rows tokens (activations.cuh says why); after it the
-// logits buffer holds the LAST chunk's logits, so a caller that reads logits must keep B*T within
-// one chunk. With targets: per-token losses, and loss_sum += their sum. With dloss != 0 (training)
-// each chunk's logits become dloss * dloss/dlogits and the head's backward runs on them at once:
-// dlnf -> acts.dbtc, dwte += ...; gpt2_backward continues from there (it needs B, T = m->B, m->T).
-void gpt2_forward(GPT2* m, Context* ctx, int B, int T, bool with_targets, float dloss) {
-    const GPT2Config& c = m->cfg;
-    const int C = c.channels, NH = c.num_heads, L = c.num_layers, BT = B * T;
-    Activations& a = m->acts;
-    HeadTailTensors<floatX> head = head_tail_tensors(m->params, c, m->layout);
-
-    encoder_forward(ctx, a.encoded, m->d_inputs, head.wte, head.wpe, B, T, C);
-    BlockTensors<floatX> w0 = block_tensors(m->params, c, m->layout, 0);
-    layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, w0.ln1w, w0.ln1b, BT, C);
-    for (int l = 0; l < L; l++) {
-        BlockTensors<floatX> w = block_tensors(m->params, c, m->layout, l);
-        BlockActs x = block_acts(a, c, B, T, l);
-        matmul_forward(ctx, x.qkv, x.ln1, w.qkvw, w.qkvb, BT, C, 3 * C);
-        attention_forward(ctx, x.atty, x.att, x.qkv, a.att_scratch, B, T, C, NH);
-        matmul_forward(ctx, a.proj_out, x.atty, w.attprojw, w.attprojb, BT, C, C);
-        layernorm_residual_forward(ctx, x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, x.input, a.proj_out,
-                                   w.ln2w, w.ln2b, BT, C);
-        matmul_forward(ctx, x.fch_gelu, x.ln2, w.fcw, w.fcb, BT, C, 4 * C, /*pre_gelu=*/x.fch);
-        matmul_forward(ctx, a.proj_out, x.fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C);
-        // the residual add closes the block; the next LayerNorm (block l+1's LN1, or LN_f) is fused into it
-        if (l + 1 < L) {
-            BlockTensors<floatX> wn = block_tensors(m->params, c, m->layout, l + 1);
-            BlockActs xn = block_acts(a, c, B, T, l + 1);
-            layernorm_residual_forward(ctx, x.residual3, xn.ln1, xn.ln1_mean, xn.ln1_rstd, x.residual2, a.proj_out,
-                                       wn.ln1w, wn.ln1b, BT, C);
-        } else {
-            layernorm_residual_forward(ctx, x.residual3, a.lnf, a.lnf_mean, a.lnf_rstd, x.residual2, a.proj_out,
-                                       head.lnfw, head.lnfb, BT, C);
-        }
-    }
-    // lm head (tied to wte), chunk by chunk: logits = lnf @ wte^T; loss; dlogits in place;
-    // dlnf = dlogits @ wte; dwte += dlogits^T @ lnf
-    const size_t rows = a.logit_rows;
-    if (!with_targets && (size_t)BT > rows) {
-        fprintf(stderr, "gpt2_forward: %d tokens without targets exceed the %zu-token logits chunk\n", BT, rows);
-        exit(EXIT_FAILURE);
-    }
-    HeadTailTensors<floatX> dhead = head_tail_tensors(m->grads, c, m->layout);
-    for (size_t r0 = 0; r0 < (size_t)BT; r0 += rows) {
-        const int n = (int)std::min(rows, BT - r0);
-        matmul_forward(ctx, a.logits, a.lnf + r0 * C, head.wte, nullptr, n, C, c.padded_vocab_size);
-        if (!with_targets) continue;
-        fused_classifier(ctx, a.logits, a.losses + r0, m->d_loss_sum, m->d_targets + r0, dloss, n, c.vocab_size, c.padded_vocab_size);
-        if (dloss != 0.0f)
-            matmul_backward(ctx, a.dbtc + r0 * C, dhead.wte, nullptr, a.logits, a.lnf + r0 * C, head.wte, n, C, c.padded_vocab_size);
-    }
-}
-
-// The multi-GPU seam: backward calls this, on the compute stream's timeline, each time a
-// contiguous range of the gradient buffer is final for this step. Single GPU passes nothing.
-typedef std::function<void(ElemRange)> GradReadyFn;
-
-// Backward: gradients of everything, ACCUMULATED into m->grads (zeroed by the caller at the start
-// of a step, before the forward, which already did the lm head's part: dwte, and dlnf in acts.dbtc).
-void gpt2_backward(GPT2* m, Context* ctx, const GradReadyFn& ready) {
-    const GPT2Config& c = m->cfg;
-    const int B = m->B, T = m->T, C = c.channels, NH = c.num_heads, L = c.num_layers, BT = B * T;
-    Activations& a = m->acts;
-    HeadTailTensors<floatX> head = head_tail_tensors(m->params, c, m->layout);
-    HeadTailTensors<floatX> dhead = head_tail_tensors(m->grads, c, m->layout);
-
-    cudaCheck(cudaMemsetAsync(a.dresidual, 0, (size_t)BT * C * sizeof(floatX), ctx->stream));
-    BlockActs last = block_acts(a, c, B, T, L - 1);
-    layernorm_backward(ctx, a.dresidual, dhead.lnfw, dhead.lnfb, a.dbtc, last.residual3, head.lnfw,
-                       a.lnf_mean, a.lnf_rstd, BT, C);
-    if (ready) ready(tail_range(m->layout));
-    for (int l = L - 1; l >= 0; l--) {
-        BlockTensors<floatX> w = block_tensors(m->params, c, m->layout, l);
-        BlockTensors<floatX> dw = block_tensors(m->grads, c, m->layout, l);
-        BlockActs x = block_acts(a, c, B, T, l);
-        // dresidual = d(residual3). MLP branch: fcproj, then fc with GELU' fused into the dgrad.
-        if (a.recompute >= 1) gelu_forward(ctx, x.fch_gelu, x.fch, (size_t)BT * 4 * C);
-        if (a.recompute >= 2) layernorm_apply(ctx, x.ln2, x.residual2, x.ln2_mean, x.ln2_rstd, w.ln2w, w.ln2b, BT, C);
-        matmul_backward(ctx, a.dbig, dw.fcprojw, dw.fcprojb, a.dresidual, x.fch_gelu, w.fcprojw, BT, 4 * C, C,
-                        /*pre_gelu=*/x.fch);
-        matmul_backward(ctx, a.dbtc, dw.fcw, dw.fcb, a.dbig, x.ln2, w.fcw, BT, C, 4 * C);
-        layernorm_backward(ctx, a.dresidual, dw.ln2w, dw.ln2b, a.dbtc, x.residual2, w.ln2w, x.ln2_mean, x.ln2_rstd, BT, C);
-        // dresidual = d(residual2). Attention branch.
-        matmul_backward(ctx, a.dbtc, dw.attprojw, dw.attprojb, a.dresidual, x.atty, w.attprojw, BT, C, C);
-        attention_backward(ctx, a.dbig, a.dbtc, x.qkv, x.atty, x.att, a.att_scratch, B, T, C, NH);
-        if (a.recompute >= 2) layernorm_apply(ctx, x.ln1, x.input, x.ln1_mean, x.ln1_rstd, w.ln1w, w.ln1b, BT, C);
-        matmul_backward(ctx, a.dbtc, dw.qkvw, dw.qkvb, a.dbig, x.ln1, w.qkvw, BT, C, 3 * C);
-        layernorm_backward(ctx, a.dresidual, dw.ln1w, dw.ln1b, a.dbtc, x.input, w.ln1w, x.ln1_mean, x.ln1_rstd, BT, C);
-        // dresidual = d(block input). Block l's gradients are final.
-        if (ready) ready(block_range(m->layout, l));
-    }
-    encoder_backward(ctx, dhead.wte, dhead.wpe, a.dresidual, m->buckets, B, T, C);
-    if (ready) ready(head_range(m->layout));
-}
-
-// ----------------------------------------------------------------------------------------------
-// Update: norm, decision, AdamW per parameter tensor (decay on the 2-D ones only). In ZeRO-1 the
-// norm is summed over the ranks' shards and the updated shards are all-gathered afterwards.
-void gpt2_update(GPT2* m, Context* ctx, const Comm* comm, int zero, AdamWHyper h, float loss_scale, float max_norm) {
-    const GPT2Config& c = m->cfg;
-    norm_squared(ctx, m->d_sumsq, m->grads + m->shard_lo, m->shard_hi - m->shard_lo);
-    if (zero) comm_sum_floats(comm, m->d_sumsq, 1, ctx->stream);
-    step_decision(ctx, m->d_step, m->d_sumsq, loss_scale, max_norm);
-    adamw_set_step(&h, ++m->adam_t);
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        const size_t first = param_offset(c, m->layout, t, 0);
-        adamw_update(ctx, m->params, m->master, m->grads, m->adam_m, m->adam_v, first, m->layout.block_elems,
-                     param_tensor_elems(c, t), (int)param_tensor_count(c, t), m->shard_lo, m->shard_hi,
-                     h, param_tensor_decays(t), m->d_step);
-    }
-    if (zero) comm_allgather_params(comm, m->params, m->shard, ctx->stream);
-}
-
-// What one step reports back to the host (read after the step's single synchronization).
-struct StepResult {
-    float loss, grad_norm;
-    bool skipped;
-    std::string bad_ranks;  // skipped: the ranks whose own gradients held inf/nan ("0" on one GPU)
-    float fwd_ms = 0, bwd_ms = 0, exposed_ms = 0, update_ms = 0, comm_ms = 0;  // compute-stream phases
-    // The last micro-step's backward (the one the reduction overlaps) and the mean backward of the
-    // others: their difference is what the concurrent communication costs the compute (-1: accum 1)
-    float bwd_last_ms = 0, bwd_other_ms = -1;
-    double comm_bytes = 0;
-};
-
-// One optimizer step over `accum` micro-batches: next_batch(i) must fill inputs/targets (B*T
-// each, host) for micro-step i. The loss is the mean over all accum*B*T tokens of all ranks.
-// With a reducer (several GPUs) the last micro-step's backward hands it every finished range.
-StepResult gpt2_train_step(GPT2* m, Context* ctx, int accum, const std::function<void(int, int**, int**)>& next_batch,
-                           const AdamWHyper& h, LossScaler* scaler, float max_norm, const Comm* comm = nullptr,
-                           GradReducer* reducer = nullptr) {
-    const int BT = m->B * m->T, world = comm ? comm->world : 1;
-    std::vector<cudaEvent_t>& ev = m->step_events;  // step start, [2 per micro-step], wait end, update end
-    while (ev.size() < (size_t)(2 * accum + 3)) { ev.emplace_back(); cudaCheck(cudaEventCreate(&ev.back())); }
-    cudaCheck(cudaEventRecord(ev[0], ctx->stream));
-    cudaCheck(cudaMemsetAsync(m->grads, 0, m->padded * sizeof(floatX), ctx->stream));
-    cudaCheck(cudaMemsetAsync(m->d_loss_sum, 0, sizeof(float), ctx->stream));
-    const float dloss = scaler->scale / ((float)BT * accum);  // d(mean loss)/d(token loss), times the loss scale
-    if (reducer) grad_reducer_begin_step(reducer);
-    GradReadyFn ready;
-    if (reducer) ready = [reducer](ElemRange r) { grad_reducer_ready(reducer, r); };
-    for (int i = 0; i < accum; i++) {
-        int *inputs, *targets;
-        next_batch(i, &inputs, &targets);
-        gpt2_set_batch(m, ctx, inputs, targets);
-        gpt2_forward(m, ctx, m->B, m->T, true, dloss);
-        cudaCheck(cudaEventRecord(ev[2 * i + 1], ctx->stream));
-        gpt2_backward(m, ctx, i == accum - 1 ? ready : GradReadyFn());
-        cudaCheck(cudaEventRecord(ev[2 * i + 2], ctx->stream));
-    }
-    if (reducer) grad_reducer_finish(reducer);
-    cudaCheck(cudaEventRecord(ev[2 * accum + 1], ctx->stream));
-    gpt2_update(m, ctx, comm, reducer ? reducer->zero : 0, h, scaler->scale, max_norm);
-    if (comm) comm_sum_floats(comm, m->d_loss_sum, 1, ctx->stream);
-    cudaCheck(cudaEventRecord(ev[2 * accum + 2], ctx->stream));
-    StepScalars s;
-    float loss_sum;
-    cudaCheck(cudaMemcpyAsync(&s, m->d_step, sizeof s, cudaMemcpyDeviceToHost, ctx->stream));
-    cudaCheck(cudaMemcpyAsync(&loss_sum, m->d_loss_sum, sizeof loss_sum, cudaMemcpyDeviceToHost, ctx->stream));
-    if (reducer) grad_reducer_read_flags(reducer);
-    cudaCheck(cudaStreamSynchronize(ctx->stream));
-    if (s.skip) m->adam_t--;  // a skipped step did not advance Adam's bias corrections
-    scaler->update(s.skip != 0);
-    StepResult r{loss_sum / ((float)BT * accum * world), s.grad_norm, s.skip != 0};
-    if (r.skipped) r.bad_ranks = reducer ? grad_reducer_bad_ranks(reducer) : "0";
-    for (int i = 0; i < accum; i++) {
-        float f, b;
-        cudaCheck(cudaEventElapsedTime(&f, ev[2 * i], ev[2 * i + 1]));
-        cudaCheck(cudaEventElapsedTime(&b, ev[2 * i + 1], ev[2 * i + 2]));
-        r.fwd_ms += f; r.bwd_ms += b;
-        if (i == accum - 1) r.bwd_last_ms = b;
-    }
-    if (accum > 1) r.bwd_other_ms = (r.bwd_ms - r.bwd_last_ms) / (accum - 1);
-    cudaCheck(cudaEventElapsedTime(&r.update_ms, ev[2 * accum + 1], ev[2 * accum + 2]));
-    if (reducer) { r.exposed_ms = reducer->exposed_ms(); r.comm_ms = reducer->comm_ms(); r.comm_bytes = reducer->bytes; }
-    return r;
-}
-
-// GEMM algorithm tuning (matmul.cuh): one forward+backward at the model's own shapes on random
-// tokens, in which every matmul plan created times cuBLASLt's candidate algorithms on its first
-// call (with `time` false it only creates the plans). A throwaway pass: it leaves garbage in the
-// activations and gradients (a step zeroes the gradients first) and touches neither the weights
-// nor the optimizer state. Plans that already exist, or are pinned (a choices file), keep theirs.
-void gpt2_tune_gemms(GPT2* m, Context* ctx, uint32_t seed, bool time = true) {
-    std::mt19937 rng(seed);
-    std::vector<int> in((size_t)m->B * m->T), tg(in.size());
-    for (size_t i = 0; i < in.size(); i++) { in[i] = (int)(rng() % m->cfg.vocab_size); tg[i] = (int)(rng() % m->cfg.vocab_size); }
-    gpt2_set_batch(m, ctx, in.data(), tg.data());
-    ctx->plans->tuning = time;
-    gpt2_forward(m, ctx, m->B, m->T, true, 1.0f / ((float)m->B * m->T));
-    gpt2_backward(m, ctx, GradReadyFn());
-    ctx->plans->tuning = false;
-    cudaCheck(cudaStreamSynchronize(ctx->stream));
-}
-
-#ifndef TESTING
 // ----------------------------------------------------------------------------------------------
 // A training run: what main sets up, and the phases of the loop.
 struct Run {
@@ -636,4 +419,3 @@ int main(int argc, char** argv) {
     comm_free(&r.comm);
     return rc;
 }
-#endif

@@ -2,7 +2,7 @@
 // four parameter-shaped buffers (grads, fp32 master, Adam m, v), the activations, the per-step
 // device scalars; build/free; GPT-2's initialization, loading a model file; and the optimizer
 // state gathered to the host (and scattered back) for checkpoints. What the model COMPUTES
-// (forward, backward, update, one training step) is in train_gpt2.cu.
+// (forward, backward, update, one training step) is in gpt2_step.cuh.
 #pragma once
 #include <cmath>
 #include <string>
