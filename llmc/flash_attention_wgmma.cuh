@@ -14,9 +14,9 @@
 // Checked by dev/cuda/attention_check like every attention path (float64 CPU reference, the cuBLAS
 // reference at B=1..4, T up to 2048, NH 12/25, bitwise-deterministic backward) and against the
 // mma.sync kernels directly: dQ, dK, dV come out bit for bit the same (same products, same order).
-// Measured on H200s, 2026-12-01 (B=64, T=1024, NH=12, TFLOP/s, bf16): forward 323-327 (mma.sync
-// 214), dQ with delta 394-399 (mma.sync dQ alone 266-270), dK/dV 360-370 (218-220); B=8: forward
-// 266-268, dQ 332-334, dK/dV 320-321. At the same 64K tokens and T=16384 (B=4): 415 / 475 / 469
+// Measured on H200s, 2026-12-01 (B=64, T=1024, NH=12, TFLOP/s, bf16): forward 335-336 (321-328
+// without exp2_poly; mma.sync 214), dQ with delta 394-399 (mma.sync dQ alone 266-270), dK/dV
+// 360-370 (218-220); B=8: forward 268-269, dQ 332-334, dK/dV 320-321. At the same 64K tokens and T=16384 (B=4): 415 / 475 / 469
 // (attention_check --lengths). TMA loads and stores gave +14 % / +24 % / +8 % at B=64, T=1024
 // (before: 282 / 310 / 325, a cp.async producer of 128 threads and per-thread global stores),
 // descriptors built once another 1-3 %.
@@ -98,6 +98,7 @@ constexpr int OUT_TILE_BYTES = 64 * HS * 2;           // one consumer warpgroup'
 constexpr int O_OFF = V_OFF + STAGES * TILE_BYTES;     // + cw * OUT_TILE_BYTES: the output tiles on their way out
 constexpr int BAR_OFF = O_OFF + 2 * OUT_TILE_BYTES;   // full[STAGES], empty[STAGES], q_empty[2] (8 bytes each)
 constexpr int SMEM_BYTES = BAR_OFF + (2 * STAGES + 2) * 8 + 1024;  // + 1024: room to align the base
+constexpr int POLY_EVERY = 4;            // softmax: every 4th 8-key chunk's exp2 on the FMA pipe (exp2_poly; 0: none)
 constexpr bool USE_SETMAXNREG = true;    // false: every thread keeps launch_bounds' 168 registers
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;  // 128*40 + 256*232 = 64512 = 384*168
 static_assert(TILE_BYTES % 1024 == 0, "tiles must keep the 1024-byte swizzle alignment");
@@ -123,6 +124,32 @@ __device__ inline FwdItem fwd_item(int w, int BH, int nqt) {
 }
 __device__ inline int next_item(int w) {  // this CTA's item after w (the first is blockIdx.x)
     return attn_sched::next_item(w, blockIdx.x, gridDim.x);
+}
+
+// 2^x for x <= 0 on the FMA and integer pipes instead of the MUFU (special-function) unit, as
+// FlashAttention-4 does. Why: at head size 64 one score costs 2 x 64 x 2 = 256 tensor-core FLOPs
+// (S and P V), which an SM does in 1/16 clock -- and one MUFU.EX2, of which an SM does 16 per
+// clock, also takes 1/16 clock. The exponentials are as long as the products, so moving some of
+// them to the FMA pipe (which is otherwise lightly used here) shortens the softmax.
+// Method: x = j + f with j = round(x) (adding 1.5 * 2^23 rounds x to an integer in the low
+// mantissa bits of t), 2^f for f in [-1/2, 1/2] by a degree-3 minimax polynomial (max relative
+// error 7.5e-5, below fp16's and bf16's rounding of P), and 2^j added to the exponent field by an
+// integer shift-add. x is clamped at -126 so that the exponent field cannot wrap: a masked score
+// (-inf) gives a value <= 2^-125 (~1e-38; below x = -125 the result leaves the normal floats and
+// is only bounded) instead of 0, nothing next to a row sum >= 1.
+// Measured (H200, bf16, attention_check, 3 alternating rounds, 2026-12-01): a quarter of the
+// exponentials here (POLY_EVERY = 4; 8 instructions each instead of one MUFU.EX2): forward B=64
+// 324.8 -> 335.8 TFLOP/s, B=8 262.0 -> 268.8; an eighth: no gain (316-324 / 252-262); a third or a
+// half: slower (305 / 295 at B=64) -- the FMA pipe and the issue slots then become the limit. The
+// backward kernels do 2-2.5x more tensor work per exponential and keep MUFU.EX2 (and so stay bit
+// for bit equal to the mma.sync kernels).
+__device__ __forceinline__ float exp2_poly(float x) {
+    x = fmaxf(x, -126.0f);
+    constexpr float ROUND = 12582912.0f;  // 1.5 * 2^23: the ulp of t is 1
+    const float t = __fadd_rn(x, ROUND);
+    const float f = __fsub_rn(x, __fsub_rn(t, ROUND));  // x - round(x), in [-1/2, 1/2]
+    const float p = fmaf(fmaf(fmaf(0.05517097935f, f, 0.2426097095f), f, 0.6932609677f), f, 0.9999281764f);
+    return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));  // low bits of t = round(x)
 }
 
 __global__ void __launch_bounds__(THREADS, 1) forward_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap out_map,
@@ -227,7 +254,8 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(const __grid_consta
             for (int i = 0; i < 16; i++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    s[4 * i + e] = exp2f(fmaf(s[4 * i + e], SCALE_LOG2, -mc[e / 2]));
+                    const float x = fmaf(s[4 * i + e], SCALE_LOG2, -mc[e / 2]);
+                    s[4 * i + e] = (POLY_EVERY > 0 && i % POLY_EVERY == POLY_EVERY - 1) ? exp2_poly(x) : exp2f(x);
                     l[e / 2] += s[4 * i + e];
                 }
         };

@@ -223,6 +223,34 @@ static void check_flash_vs_reference(Context* ctx, int B, int T, int NH, bool de
 #endif
 
 #if defined(USE_WGMMA) && !defined(ENABLE_FP32)
+// The forward's polynomial 2^x (flash_wgmma::exp2_poly, used for a quarter of its exponentials)
+// against exp2 in double on x in [-140, 0]: max relative error where the result is a normal float
+// (x >= -125; 7.5e-5 by design), and 0 <= result <= 2^-124 below, where the clamp at -126 and
+// the exponent field's end take over.
+__global__ void exp2_poly_kernel(float* y, const float* x, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = flash_wgmma::exp2_poly(x[i]);
+}
+static void check_exp2_poly() {
+    std::vector<float> x = randu(1 << 20, -140.0f, 0.0f);
+    for (float v : {0.0f, -0.5f, -1.0f, -125.0f, -125.5f, -126.0f, -127.0f, -INFINITY}) x.push_back(v);
+    const int n = (int)x.size();
+    float* dy = dalloc<float>(n);
+    const float* dx = to_device_raw(x);
+    exp2_poly_kernel<<<ceil_div(n, 256), 256>>>(dy, dx, n);
+    launchCheck();
+    const std::vector<float> y = from_device_raw(dy, n);
+    double worst = 0.0;
+    bool tail_ok = true;
+    for (int i = 0; i < n; i++) {
+        if (x[i] >= -125.0f) worst = std::max(worst, std::fabs(y[i] / std::exp2((double)x[i]) - 1.0));
+        else tail_ok = tail_ok && y[i] >= 0.0f && y[i] <= std::ldexp(1.0f, -124);
+    }
+    char detail[96];
+    snprintf(detail, sizeof detail, "max rel err %.2e (tol 1e-4); below -125 in [0, 2^-124]: %s", worst, tail_ok ? "yes" : "no");
+    check_true("exp2_poly vs exp2 on [-140, 0]", worst < 1e-4 && tail_ok, detail);
+}
+
 // The mma.sync kernels (flash_attention_forward, flash_backward_dq/dkdv: other GPUs' path) vs the
 // model's wgmma kernels at one (B, T, NH): out, lse and the q, k, v parts of dqkv. The same products
 // with the same roundings to floatX; only the summation order differs. The wgmma dQ kernel also
@@ -425,6 +453,7 @@ int main(int argc, char** argv) {
         check_reference_path(&ctx, P);
     }
 #if defined(USE_WGMMA) && !defined(ENABLE_FP32)
+    check_exp2_poly();
     if (timing_enabled())
         for (int T : {1000, 1024, 2048})
             for (int NH : {12, 25}) check_mma_vs_wgmma(&ctx, 4, T, NH);
