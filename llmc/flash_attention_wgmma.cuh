@@ -70,7 +70,9 @@
 // ptxas gives each thread 128 registers, too few for this pipelined consumer, and a serial one
 // (S, softmax, P V in turn) ran 316 TFLOP/s at B=64 and 213 at B=8 against this kernel's 324 / 258;
 // 64-key tiles (half the diagonal's waste, branch wip/forward-bk64): 292 against 330 at B=64, the
-// per-tile costs besides the products being paid twice as often.
+// per-tile costs besides the products being paid twice as often; issuing the next tile's S before
+// O's update, to write an item's output under it (branch wip/forward-epilogue-under-s): 308-311
+// against 330-332, T=16384 384 against 420 (the in-item loop gets slower).
 #pragma once
 #include "common.cuh"
 #include "attention_schedule.h"
