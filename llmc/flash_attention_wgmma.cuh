@@ -36,10 +36,17 @@
 //     setmaxnreg gives most of its registers to the consumers.
 //   warpgroups 1, 2 = CONSUMERS: each owns 64 query rows. Per key tile j:
 //       S = Q K_j^T          wgmma m64n128k16 x4 (A = Q from smem, B = K from smem, K-major)
-//       online softmax on the fp32 S fragment in registers (the running max m, sum l per row)
-//       O += P V_j           wgmma m64n64k16 x8 (A = P rounded to floatX in REGISTERS, B = V from
-//                            smem, MN-major: V is stored key-major, which is "transposed" for B)
+//       online softmax on the fp32 S fragment in registers (the running max m per row)
+//       [O | l] += P [V_j | 1]  wgmma m64n72k16 x8 (A = P rounded to floatX in REGISTERS, B = V
+//                            from smem, MN-major: V is stored key-major, which is "transposed" for
+//                            B; its columns 64..71 come from a tile of ones, so l = P's row sums)
 //     and then say on the stage's "empty" mbarrier that the producer may refill it.
+//   Why the row sums on the tensor cores: summing P on the FMA pipe cost 64 FADDs per thread and
+//   tile (a fifth of the softmax's instructions), and the softmax, not the tensor cores, is what
+//   the products wait for; the 8 extra columns cost 6 % more tensor work. The sums are then those
+//   of P as rounded for P V (so out = sum(P V) / sum(P) with the same P; lse differs from an fp32
+//   sum by at most floatX's rounding, 2^-9 in bf16). Measured (bf16, 3 alternating rounds, one
+//   call): forward B=64 327-330 -> 340-345 TFLOP/s, B=8 259-263 -> 271-276, T=16384 404 -> 419.
 //   S_{j+1} = Q K_{j+1}^T and O += P_j V_j are issued back to back, as FA3's "pipelining within
 //   a warpgroup" does, and the source waits for the second only after the softmax of S_{j+1}. But
 //   ptxas moves that wait up, before the softmax (SASS; 2026-12-01): what overlaps in practice is
@@ -52,7 +59,8 @@
 // Shared memory (dynamic, 1024-byte aligned because the 128-byte swizzle pattern repeats every
 // 8 rows x 128 bytes = 1024 bytes and the descriptors (wgmma.cuh) assume a pattern starting at 0):
 //   Q 2 x 128 x 64 (2 x 16 KB: this item's and the next's) | K ring 3 x 128 x 64 (48 KB) |
-//   V ring 3 x 128 x 64 (48 KB) | out tiles 2 x 64 x 64 (16 KB) | 8 mbarriers = 144 KB + 64 bytes
+//   V ring 3 x 128 x 64 (48 KB) | out tiles 2 x 64 x 64 (16 KB) | ones 128 x 64 (16 KB) |
+//   8 mbarriers = 160 KB + 64 bytes
 //   -> one CTA (12 warps) per SM.
 //
 // Where the rest of the speed is: the same kernels run 1.5x faster at T=16384 than at T=1024, so
@@ -98,7 +106,8 @@ constexpr int K_OFF = 2 * TILE_BYTES;                 // + s * TILE_BYTES
 constexpr int V_OFF = K_OFF + STAGES * TILE_BYTES;    // + s * TILE_BYTES
 constexpr int OUT_TILE_BYTES = 64 * HS * 2;           // one consumer warpgroup's 64 output rows (8 KB)
 constexpr int O_OFF = V_OFF + STAGES * TILE_BYTES;     // + cw * OUT_TILE_BYTES: the output tiles on their way out
-constexpr int BAR_OFF = O_OFF + 2 * OUT_TILE_BYTES;   // full[STAGES], empty[STAGES], q_empty[2] (8 bytes each)
+constexpr int ONES_OFF = O_OFF + 2 * OUT_TILE_BYTES;  // 128 x 64 ones: P V's columns 64..71 = the row sums of P
+constexpr int BAR_OFF = ONES_OFF + TILE_BYTES;         // full[STAGES], empty[STAGES], q_empty[2] (8 bytes each)
 constexpr int SMEM_BYTES = BAR_OFF + (2 * STAGES + 2) * 8 + 1024;  // + 1024: room to align the base
 constexpr int POLY_EVERY = 4;            // softmax: every 4th 8-key chunk's exp2 on the FMA pipe (exp2_poly; 0: none)
 constexpr bool USE_SETMAXNREG = true;    // false: every thread keeps launch_bounds' 168 registers
@@ -165,6 +174,11 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(const __grid_consta
     const int BH = B * NH, nqt = (T + BQ - 1) / BQ, items = BH * nqt;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
 
+    // The ones tile (every element 1, so its swizzle does not matter), written through the generic
+    // proxy and read by wgmma through the async one: fenced, then ordered by init's __syncthreads.
+    const uint32_t ones2 = flash::pack2(1.0f, 1.0f);
+    for (int i = threadIdx.x; i < TILE_BYTES / 4; i += THREADS) st_shared_u32(base + ONES_OFF + 4 * i, ones2);
+    fence_proxy_async();
     ring.init(1);  // stages filled by TMA: one arrival (with the byte count) each
 
     if (wg == 0) {
@@ -202,15 +216,21 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(const __grid_consta
 
         float s[64];  // S (64 x 128): chunk i = keys 8i.., s[4i + e]
         float o[32];  // O (64 x 64):  chunk i = dims 8i.., o[4i + e]
+        float lsum[4];  // P V's columns 64..71 (P times the ones tile): the row sums l, lsum[e] at row e/2
         uint32_t p[32];  // P (64 x 128) as floatX pairs: A fragments of 8 k-steps, p[4kk + 0..3]
 #pragma unroll
         for (int i = 0; i < 32; i++) o[i] = 0.0f;
-        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // per row h: running max (raw score), sum (per-thread partial)
+#pragma unroll
+        for (int i = 0; i < 4; i++) lsum[i] = 0.0f;
+        float m[2] = {-INFINITY, -INFINITY};  // per row h: running max (raw score)
 
         // The descriptors of the first Q buffer (this warpgroup's 64 rows), K and V stage 0, built
         // once: a tile's is that plus its byte offset / 16 (the start-address field, bits 0-13,
         // cannot carry over: shared addresses are < 2^18).
-        const uint64_t q_desc0 = desc_kmajor(q_s + cw * 64 * 128), k_desc0 = desc_kmajor(k_s), v_desc0 = desc_mnmajor(v_s);
+        // V's descriptor: the second 64-wide n atom (columns 64..71) is the ones tile, LBO bytes on;
+        // per stage the start address moves forward and LBO back by the same amount.
+        const uint64_t q_desc0 = desc_kmajor(q_s + cw * 64 * 128), k_desc0 = desc_kmajor(k_s),
+                       v_desc0 = make_desc(v_s, base + ONES_OFF - v_s, 1024);
         // S = Q K^T for the tile in stage st: 4 k-steps of 16 head dims (32 bytes along each row).
         auto issue_s = [&](int qb, int st) {
             const uint64_t qd = q_desc0 + (qb * TILE_BYTES >> 4), kd = k_desc0 + (st * TILE_BYTES >> 4);
@@ -219,10 +239,10 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(const __grid_consta
         };
         // O += P V for the tile in stage st: 8 k-steps of 16 keys (2048 bytes of V each).
         auto issue_pv = [&](int st) {
-            const uint64_t vd = v_desc0 + (st * TILE_BYTES >> 4);
+            const uint64_t off = st * TILE_BYTES >> 4, vd = v_desc0 + off - (off << 16);
 #pragma unroll
             for (int kk = 0; kk < 8; kk++)
-                wgmma_m64n64k16_rs_tb(o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], vd + 128 * kk);
+                wgmma_m64n72k16_rs_tb(o, lsum, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], vd + 128 * kk);
         };
         // Online softmax of S for key tile k0.. of the rows q0 + row_off (+8), in place (S becomes
         // unnormalized P, fp32). Returns alpha per row = exp(old max - new max), O's rescale factor.
@@ -249,7 +269,6 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(const __grid_consta
                 // mx is finite; on an item's first tile m = -inf and alpha = exp2(-inf) = 0.
                 alpha[h] = exp2f((m[h] - mx[h]) * SCALE_LOG2);
                 m[h] = mx[h];
-                l[h] *= alpha[h];
                 mc[h] = mx[h] * SCALE_LOG2;
             }
 #pragma unroll
@@ -258,19 +277,14 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(const __grid_consta
                 for (int e = 0; e < 4; e++) {
                     const float x = fmaf(s[4 * i + e], SCALE_LOG2, -mc[e / 2]);
                     s[4 * i + e] = (POLY_EVERY > 0 && i % POLY_EVERY == POLY_EVERY - 1) ? exp2_poly(x) : exp2f(x);
-                    l[e / 2] += s[4 * i + e];
                 }
         };
         // out = O / l, lse = max * scale + ln(l) for the item's rows, from the row state (mm, ll);
         // out through the warpgroup's shared-memory tile and a TMA store (out_tile_*).
         const uint32_t o_wg = o_s + cw * OUT_TILE_BYTES;
         const int bar_wg = 1 + cw;  // named barrier of this warpgroup
-        auto epilogue = [&](const FwdItem& item, const float (&mm)[2], float (&ll)[2]) {
-#pragma unroll
-            for (int h = 0; h < 2; h++) {  // l was a per-thread partial sum until here
-                ll[h] += __shfl_xor_sync(0xffffffff, ll[h], 1);
-                ll[h] += __shfl_xor_sync(0xffffffff, ll[h], 2);
-            }
+        auto epilogue = [&](const FwdItem& item, const float (&mm)[2]) {
+            const float ll[2] = {lsum[0], lsum[2]};  // the whole row's sum (columns 64 + 2t + 0/1 are equal)
             out_tile_acquire(tid, bar_wg);
             out_tile_write(o_wg, o, 1.0f / ll[0], 1.0f / ll[1], warp, g, t);
             const flash::Head hd = flash::head_at(item.bh, T, NH);
@@ -314,12 +328,15 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(const __grid_consta
                 softmax(j == item.nkt - 1, j * BK, item.q0 + row_off, alpha);
                 wgmma_wait<0>();  // O += P_{j-1} V_{j-1} done: stage prev is free, O may be rescaled
                 fence_regs(o);
+                fence_regs(lsum);
                 ring.release(it + j - 1);
 #pragma unroll
                 for (int i = 0; i < 16; i++) {
                     o[2 * i] *= alpha[(i & 1)];  // o[4c + e]: e/2 = row half; index 2i covers e = 0,1 (i even) or 2,3
                     o[2 * i + 1] *= alpha[(i & 1)];
                 }
+#pragma unroll
+                for (int e = 0; e < 4; e++) lsum[e] *= alpha[e / 2];
                 pack_a_frags(p, s);
             }
             ring.release_buffer(n);  // every S product of item n is done: its Q buffer is free
@@ -337,19 +354,22 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(const __grid_consta
             wgmma_commit();
             wgmma_wait<1>();
             fence_regs(s);
-            float m_done[2], l_done[2];
+            float m_done[2];
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                m_done[h] = m[h], l_done[h] = l[h];
-                m[h] = -INFINITY, l[h] = 0.0f;
+                m_done[h] = m[h];
+                m[h] = -INFINITY;
             }
             softmax(item.nkt == 1, 0, item.q0 + row_off, alpha);
             wgmma_wait<0>();
             fence_regs(o);
+            fence_regs(lsum);
             ring.release(it - 1);
-            epilogue(done, m_done, l_done);
+            epilogue(done, m_done);
 #pragma unroll
             for (int i = 0; i < 32; i++) o[i] = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 4; i++) lsum[i] = 0.0f;
             pack_a_frags(p, s);
         }
         // The last item's last O += P V, and its output.
@@ -359,8 +379,9 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(const __grid_consta
         wgmma_commit();
         wgmma_wait<0>();
         fence_regs(o);
+        fence_regs(lsum);
         ring.release(it - 1);  // not needed by anyone; keeps the protocol uniform
-        epilogue(item, m, l);
+        epilogue(item, m);
         if (tid == 0) tma_store_wait_all();  // the shared memory it reads lives as long as the CTA
     }
 #else

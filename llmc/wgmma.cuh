@@ -19,11 +19,11 @@
 //   the start address advances by 32 bytes; the hardware applies the XOR on the final address,
 //   which is why the tile must be 1024-aligned.
 //   MN-major operand (V as B of O = P V; B[k][n] = V[key k][dim n], rows of the smem tile are k):
-//   one 128-byte swizzle atom is 64 n-values wide x 8 k-rows; n = 64 is exactly one atom, so only
-//   the k-direction stride matters: 8-key groups are 1024 bytes apart. CUTLASS's canonical form
-//   calls that SBO (LBO = distance between 64-wide n atoms, unused here); both are set to 1024 so
-//   the descriptor is right whichever of the two the hardware uses for the k direction. The
-//   kk-th 16-key slice starts 2048*kk bytes in (two 1024-byte groups).
+//   one 128-byte swizzle atom is 64 n-values wide x 8 k-rows; the k-direction stride, 8-key
+//   groups 1024 bytes apart, is SBO; LBO is the distance between 64-wide n atoms, used when N > 64
+//   (the forward's N = 72 finds its columns 64..71 in a separate tile LBO bytes on; measured: with
+//   the two swapped it fails). desc_mnmajor (N = 64) sets both to 1024. The kk-th 16-key slice
+//   starts 2048*kk bytes in (two 1024-byte groups).
 //
 // Accumulator fragment of wgmma m64nNk16 (fp32): warp w of the warpgroup holds rows 16w..16w+15;
 // lane (g = lane/4, t = lane%4) holds, for each 8-column chunk i = 0..N/8-1, d[4i + e] at row
@@ -173,6 +173,22 @@ __device__ inline void wgmma_m64n64k16_rs_tb(float (&d)[32], uint32_t a0, uint32
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "n"(1));
+}
+
+// The same with N = 72: d (64 x 64) and d2 (64 x 8, columns 64..71: d2[e] at row g + 8*(e/2),
+// column 64 + 2t + (e&1)) += A * B, B (16 x 72) MN-major as two 64-wide atoms, the second LBO
+// bytes after the first (the descriptor's bits 16-29).
+__device__ inline void wgmma_m64n72k16_rs_tb(float (&d)[32], float (&d2)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                             uint64_t desc_b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n72k16.f32." WGMMA_AB_TYPE "." WGMMA_AB_TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35}, {%36, %37, %38, %39}, %40, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d2[0]), "+f"(d2[1]), "+f"(d2[2]), "+f"(d2[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b));
 }
 
 // 64 x 64 fp32 accumulator (+)= A (64 x 16, smem desc) * B (16 x 64, smem desc, K-major).

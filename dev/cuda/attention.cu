@@ -28,6 +28,18 @@
 #include "check.cuh"
 #include "../../llmc/attention.cuh"
 
+// The log-sum-exp the forward saves. The wgmma forward (sm_90a) sums each row's probabilities on
+// the tensor cores, as P rounded to floatX times a column of ones, so its sum carries P's
+// rounding: |error of lse| <= floatX's unit roundoff (2^-9 bf16, 2^-11 fp16); measured rel. errors
+// ~9e-5 bf16. Every other path sums P in fp32.
+inline double lse_tol() {
+#if defined(USE_WGMMA) && !defined(ENABLE_FP32)
+    return tol_for(1e-5, 1e-4, 5e-4);
+#else
+    return 1e-5;
+#endif
+}
+
 // The float64 CPU reference for one problem: inputs (rounded to floatX) and every output.
 struct Problem {
     int B, T, NH, hs, C;
@@ -133,7 +145,7 @@ static void check_model_path(Context* ctx, const Problem& P) {
 #if defined(ENABLE_FP32)
     check_probabilities("attention_forward state (probabilities)" + tag, P, from_device_raw(d_state, P.att.size()), 1e-5);
 #else
-    check_close("attention_forward state (log-sum-exp)" + tag, from_device_raw(d_state, P.lse.size()), P.lse, 1e-5);
+    check_close("attention_forward state (log-sum-exp)" + tag, from_device_raw(d_state, P.lse.size()), P.lse, lse_tol());
 #endif
     attention_backward(ctx, d_dqkv, d_dout, d_qkv, d_out, d_state, d_scratch, B, T, C, NH);
     check_dqkv("attention_backward" + tag, P, d_dqkv, tol_for(2e-5, 5e-3, 2.5e-2));
@@ -284,14 +296,14 @@ static void check_mma_vs_wgmma(Context* ctx, int B, int T, int NH) {
     rel_err(gf, gw, C, 0, rel_q, mx_q);
     rel_err(gf, gw, C, 1, rel_k, mx_k);
     rel_err(gf, gw, C, 2, rel_v, mx_v);
-    const double tol = tol_for(0, 2e-3, 1e-2), tol_l = 1e-5;
+    const double tol = tol_for(0, 2e-3, 1e-2), tol_l = lse_tol(), tol_d = 1e-5;
     const std::string shape = " B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH);
     char buf[256];
     snprintf(buf, sizeof buf, "rel_err out %.2e (max_abs %.2e, tol %.0e) lse %.2e (max_abs %.2e, tol %.0e)", rel_o, mx_o,
              tol, rel_l, mx_l, tol_l);
     check_true("mma.sync forward vs wgmma forward" + shape, rel_o <= tol && rel_l <= tol_l, buf);
-    snprintf(buf, sizeof buf, "rel_err %.2e (max_abs %.2e, tol %.0e)", rel_d, mx_d, tol_l);
-    check_true("flash_backward_delta vs wgmma dq's delta" + shape, rel_d <= tol_l, buf);
+    snprintf(buf, sizeof buf, "rel_err %.2e (max_abs %.2e, tol %.0e)", rel_d, mx_d, tol_d);
+    check_true("flash_backward_delta vs wgmma dq's delta" + shape, rel_d <= tol_d, buf);
     snprintf(buf, sizeof buf, "rel_err dq %.2e (max_abs %.2e, tol %.0e)", rel_q, mx_q, tol);
     check_true("mma.sync dq vs wgmma dq" + shape, rel_q <= tol, buf);
     snprintf(buf, sizeof buf, "rel_err dk %.2e (max_abs %.2e) dv %.2e (max_abs %.2e), tol %.0e", rel_k, mx_k, rel_v, mx_v, tol);
