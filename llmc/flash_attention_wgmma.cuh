@@ -14,9 +14,9 @@
 // Checked by dev/cuda/attention_check like every attention path (float64 CPU reference, the cuBLAS
 // reference at B=1..4, T up to 2048, NH 12/25, bitwise-deterministic backward) and against the
 // mma.sync kernels directly: dQ, dK, dV come out bit for bit the same (same products, same order).
-// Measured on H200s, 2026-12-01 (B=64, T=1024, NH=12, TFLOP/s, bf16): forward 335-336 (321-328
-// without exp2_poly; mma.sync 214), dQ with delta 394-399 (mma.sync dQ alone 266-270), dK/dV
-// 360-370 (218-220); B=8: forward 268-269, dQ 332-334, dK/dV 320-321. At the same 64K tokens and T=16384 (B=4): 415 / 475 / 469
+// Measured on H200s, 2026-12-01 (B=64, T=1024, NH=12, TFLOP/s, bf16): forward 339-347 (321-328
+// before exp2_poly and the row sums by MMA; mma.sync 214), dQ with delta 394-399 (mma.sync dQ
+// alone 266-270), dK/dV 360-370 (218-220); B=8: forward 261-276, dQ 332-334, dK/dV 320-321. At the same 64K tokens and T=16384 (B=4): 415 / 475 / 469
 // (attention_check --lengths). TMA loads and stores gave +14 % / +24 % / +8 % at B=64, T=1024
 // (before: 282 / 310 / 325, a cp.async producer of 128 threads and per-thread global stores),
 // descriptors built once another 1-3 %.
@@ -151,7 +151,9 @@ __device__ inline int next_item(int w) {  // this CTA's item after w (the first 
 // Measured (H200, bf16, attention_check, 3 alternating rounds, 2026-12-01): a quarter of the
 // exponentials here (POLY_EVERY = 4; 8 instructions each instead of one MUFU.EX2): forward B=64
 // 324.8 -> 335.8 TFLOP/s, B=8 262.0 -> 268.8; an eighth: no gain (316-324 / 252-262); a third or a
-// half: slower (305 / 295 at B=64) -- the FMA pipe and the issue slots then become the limit. The
+// half: slower (305 / 295 at B=64) -- the FMA pipe and the issue slots then become the limit.
+// With the row sums on the tensor cores (64 FADDs fewer per tile), again a quarter is best:
+// 347.3-347.4 against 340.0-341.4 for 5 in 16 and 321-323 for a half. The
 // backward kernels do 2-2.5x more tensor work per exponential and keep MUFU.EX2 (and so stay bit
 // for bit equal to the mma.sync kernels).
 __device__ __forceinline__ float exp2_poly(float x) {
