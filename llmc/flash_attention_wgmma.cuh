@@ -14,9 +14,9 @@
 // Checked by dev/cuda/attention_check like every attention path (float64 CPU reference, the cuBLAS
 // reference at B=1..4, T up to 2048, NH 12/25, bitwise-deterministic backward) and against the
 // mma.sync kernels directly: dQ, dK, dV come out bit for bit the same (same products, same order).
-// Measured on H200s, 2026-12-01 (B=64, T=1024, NH=12, TFLOP/s, bf16): forward 339-347 (321-328
+// Measured on H200s, 2026-12-01 (B=64, T=1024, NH=12, TFLOP/s, bf16): forward 339-348 (321-328
 // before exp2_poly and the row sums by MMA; mma.sync 214), dQ with delta 394-399 (mma.sync dQ
-// alone 266-270), dK/dV 360-370 (218-220); B=8: forward 261-276, dQ 332-334, dK/dV 320-321. At the same 64K tokens and T=16384 (B=4): 415 / 475 / 469
+// alone 266-270), dK/dV 360-370 (218-220); B=8: forward 261-279, dQ 332-334, dK/dV 320-321. At the same 64K tokens and T=16384 (B=4): 415 / 475 / 469
 // (attention_check --lengths). TMA loads and stores gave +14 % / +24 % / +8 % at B=64, T=1024
 // (before: 282 / 310 / 325, a cp.async producer of 128 threads and per-thread global stores),
 // descriptors built once another 1-3 %.
