@@ -281,7 +281,7 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(const __grid_consta
                     s[4 * i + e] = (POLY_EVERY > 0 && i % POLY_EVERY == POLY_EVERY - 1) ? exp2_poly(x) : exp2f(x);
                 }
         };
-        // out = O / l, lse = max * scale + ln(l) for the item's rows, from the row state (mm, ll);
+        // out = O / l, lse = max * scale + ln(l) for the item's rows, from its maxima mm and lsum;
         // out through the warpgroup's shared-memory tile and a TMA store (out_tile_*).
         const uint32_t o_wg = o_s + cw * OUT_TILE_BYTES;
         const int bar_wg = 1 + cw;  // named barrier of this warpgroup
