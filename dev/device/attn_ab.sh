@@ -9,9 +9,9 @@
 #   dev/device/attn_ab.sh build/bf16/attention_check build_attn/wip_bf16
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 [ $# -ge 1 ] || { echo "usage: $0 BINARY [BINARY...]   (ROUNDS=3 LENGTHS=0)" >&2; exit 2; }
 for b in "$@"; do [ -x "$b" ] || { echo "$0: $b: not an executable" >&2; exit 2; }; done
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 # the TFLOP/s of "TIME <what> B=<B> ..." lines
 tflops() { grep -E "^TIME +$2 B=$3 " "$1" | awk '{print $(NF-1)}' | head -n 1; }
 declare -A sum
