@@ -14,6 +14,8 @@
 //     (forward 2*B*NH*T*T*hs FLOPs, backward 2.5x that), the backward also kernel by kernel;
 //   - with --lengths (sm_90a builds): the wgmma forward, dQ (+delta) and dK/dV kernels alone at
 //     B*T = 64K tokens, NH=12, T = 1024 .. 16384;
+//   - with --batches (sm_90a builds): the same kernels at T=1024, NH=12, B = 1 .. 64, beside the
+//     busiest CTA's key tiles and items (a launch's fixed cost against its cost per tile);
 //   - with --sweep: forward, backward and forward+backward of the flash path for B in {1,4,8,64},
 //     T in {64,128,1000,1024,2048}, NH in {12,16,20,25}, one line per configuration (compare with
 //     dev/cuda/sdpa_bench.py, PyTorch's flash attention on the same configurations).
@@ -24,7 +26,7 @@
 //   - with --io DIR: nothing of the above; runs the model's attention on the cases that
 //     dev/cuda/sdpa_check.py wrote (see IoCase), which then compares it with PyTorch.
 // CHECK_NO_TIMING=1 (e.g. under compute-sanitizer) skips the timings and the long-sequence checks.
-// Run: make dev/cuda/attention_check && ./dev/cuda/attention_check [--sweep] [--lengths]   (PRECISION=BF16|FP32 for others)
+// Run: make dev/cuda/attention_check && ./dev/cuda/attention_check [--sweep] [--lengths] [--batches]   (PRECISION=BF16|FP32 for others)
 #include "check.cuh"
 #include "../../llmc/attention.cuh"
 
@@ -368,6 +370,37 @@ static void lengths(Context* ctx) {
 }
 #endif
 
+#if defined(USE_WGMMA) && !defined(ENABLE_FP32)
+// --batches: the wgmma kernels at T=1024, NH=12 for B = 1 .. 64, next to what the schedule gives
+// the busiest CTA (key tiles and items; llmc/attention_schedule.h): time against that load
+// separates a launch's fixed cost (start, first loads, the last item's end) from the cost per tile.
+static void batches(Context* ctx) {
+    const int NH = 12, hs = 64, C = NH * hs, T = 1024, nt = T / 128, G = ctx->props.multiProcessorCount;
+    const size_t max_bt = 64 * (size_t)T;
+    floatX* qkv = random_device<floatX>(ctx, max_bt * 3 * C, -1.5f, 1.5f);
+    floatX* dout = random_device<floatX>(ctx, max_bt * C, -1.0f, 1.0f);
+    floatX *out = dalloc<floatX>(max_bt * C), *dqkv = dalloc<floatX>(max_bt * 3 * C);
+    float *lse = dalloc<float>(max_bt * NH), *delta = dalloc<float>(max_bt * NH);
+    printf("BATCHES %s wgmma kernels, T=1024, NH=12, %d SMs: busiest CTA's key tiles / items (forward), TFLOP/s\n",
+           PRECISION_NAME, G);
+    for (int B : {1, 2, 4, 8, 16, 32, 64}) {
+        const int BH = B * NH, items = BH * nt, g = std::min(items, G);
+        int max_tiles = 0, max_items = 0;
+        for (int c = 0; c < g; c++) {
+            int tiles = 0, n = 0;
+            for (int w = c; w < items; w = attn_sched::next_item(w, c, g), n++) tiles += nt - attn_sched::item_rank(w, BH, nt);
+            max_tiles = std::max(max_tiles, tiles), max_items = std::max(max_items, n);
+        }
+        const double flops = 2.0 * B * NH * (double)T * T * hs;
+        const float f = median_ms(ctx, [&] { flash_attention_forward_wgmma(ctx, out, lse, qkv, B, T, NH); }, 20);
+        const float q = median_ms(ctx, [&] { flash_backward_dq_wgmma(ctx, dqkv, delta, dout, qkv, out, lse, B, T, NH); }, 20);
+        const float kv = median_ms(ctx, [&] { flash_backward_dkdv_wgmma(ctx, dqkv, delta, dout, qkv, lse, B, T, NH); }, 20);
+        printf("BATCHES B=%2d tiles %3d items %2d  forward %7.4f ms %6.1f | dq (+delta) %7.4f ms %6.1f | dkdv %7.4f ms %6.1f\n", B,
+               max_tiles, max_items, f, flops / f / 1e9, q, 1.5 * flops / q / 1e9, kv, 2.0 * flops / kv / 1e9);
+    }
+}
+#endif
+
 // --io DIR: the model's attention on inputs PyTorch made, for dev/cuda/sdpa_check.py (which
 // compares the outputs with a float64 attention and with scaled_dot_product_attention). The cases
 // are DIR/case_<i>.in for i = 0, 1, ... while they exist: int32 {precision: 0 fp32, 1 fp16, 2 bf16;
@@ -440,13 +473,14 @@ static bool io_run(Context* ctx, const std::vector<IoCase>& cases) {
 }
 
 int main(int argc, char** argv) {
-    bool do_sweep = false, do_lengths = false;
+    bool do_sweep = false, do_lengths = false, do_batches = false;
     const char* io_dir = nullptr;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--sweep") == 0) do_sweep = true;
         else if (strcmp(argv[i], "--lengths") == 0) do_lengths = true;
+        else if (strcmp(argv[i], "--batches") == 0) do_batches = true;
         else if (strcmp(argv[i], "--io") == 0 && i + 1 < argc) io_dir = argv[++i];
-        else { fprintf(stderr, "usage: %s [--sweep] [--lengths] | --io DIR\n", argv[0]); return 2; }
+        else { fprintf(stderr, "usage: %s [--sweep] [--lengths] [--batches] | --io DIR\n", argv[0]); return 2; }
     }
     std::vector<IoCase> cases;
     if (io_dir && !io_list(io_dir, &cases)) return 1;
@@ -532,8 +566,9 @@ int main(int argc, char** argv) {
 #endif
 #if defined(USE_WGMMA) && !defined(ENABLE_FP32)
         if (do_lengths) lengths(&ctx);
+        if (do_batches) batches(&ctx);
 #else
-        if (do_lengths) printf("--lengths: the wgmma kernels only (sm_90a fp16/bf16 builds)\n");
+        if (do_lengths || do_batches) printf("--lengths, --batches: the wgmma kernels only (sm_90a fp16/bf16 builds)\n");
 #endif
     }
 

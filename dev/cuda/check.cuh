@@ -11,6 +11,7 @@
 // default stream), so every host<->device helper here synchronizes the device around the copy.
 #pragma once
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -157,24 +158,58 @@ inline bool timing_enabled() {
     const char* e = getenv("CHECK_NO_TIMING");
     return !(e && *e && strcmp(e, "0") != 0);
 }
+// Holds a stream: one thread spins until `ns` nanoseconds of the GPU's global timer have passed.
+__global__ void hold_stream_kernel(unsigned long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { __nanosleep(1000); asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}
+// CHECK_SYNC_TIMING=1: time each run from an idle GPU (the previous way; see median_ms).
+inline bool sync_timing() {
+    const char* e = getenv("CHECK_SYNC_TIMING");
+    return e && *e && strcmp(e, "0") != 0;
+}
 // Median milliseconds over `reps` runs of fn() (which launches on ctx->stream), after warm-up runs.
+// Each run is bracketed by its own pair of events. What the pair measures is the GPU's time for
+// fn(), as in a training step, where the host runs ahead and the next kernel is always queued:
+// a kernel launched onto an idle GPU would also be charged the host's launch latency (the time
+// between the start event reaching the GPU and the launch behind it; ~5 us, which is 10 % of a
+// 50 us attention kernel). So the runs are queued behind a kernel that holds the stream until the
+// host has enqueued all of them (NVBench's "blocking kernel"); if the host was slower than the
+// hold, the hold doubles and the runs are repeated. CHECK_SYNC_TIMING=1 times each run from an idle
+// GPU instead (event, fn(), event, synchronize), which includes that latency.
 template <class F>
 inline float median_ms(Context* ctx, F&& fn, int reps = 25) {
-    cudaEvent_t start, stop;
-    cudaCheck(cudaEventCreate(&start));
-    cudaCheck(cudaEventCreate(&stop));
+    std::vector<cudaEvent_t> start(reps), stop(reps);
+    for (int r = 0; r < reps; r++) {
+        cudaCheck(cudaEventCreate(&start[r]));
+        cudaCheck(cudaEventCreate(&stop[r]));
+    }
     for (int i = 0; i < 3; i++) fn();
     cudaCheck(cudaStreamSynchronize(ctx->stream));
+    const bool sync_each = sync_timing();
+    for (unsigned long long hold_ns = 5000000ull;; hold_ns *= 2) {
+        const auto t0 = std::chrono::steady_clock::now();
+        if (!sync_each) {
+            hold_stream_kernel<<<1, 1, 0, ctx->stream>>>(hold_ns);
+            cudaCheck(cudaGetLastError());
+        }
+        for (int r = 0; r < reps; r++) {
+            cudaCheck(cudaEventRecord(start[r], ctx->stream));
+            fn();
+            cudaCheck(cudaEventRecord(stop[r], ctx->stream));
+            if (sync_each) cudaCheck(cudaEventSynchronize(stop[r]));
+        }
+        const double enqueue_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+        cudaCheck(cudaStreamSynchronize(ctx->stream));
+        if (sync_each || enqueue_ns < 0.5 * hold_ns || hold_ns > 2000000000ull) break;  // else: the GPU may have waited for the host
+    }
     std::vector<float> ms(reps);
     for (int r = 0; r < reps; r++) {
-        cudaCheck(cudaEventRecord(start, ctx->stream));
-        fn();
-        cudaCheck(cudaEventRecord(stop, ctx->stream));
-        cudaCheck(cudaEventSynchronize(stop));
-        cudaCheck(cudaEventElapsedTime(&ms[r], start, stop));
+        cudaCheck(cudaEventElapsedTime(&ms[r], start[r], stop[r]));
+        cudaCheck(cudaEventDestroy(start[r]));
+        cudaCheck(cudaEventDestroy(stop[r]));
     }
-    cudaCheck(cudaEventDestroy(start));
-    cudaCheck(cudaEventDestroy(stop));
     std::sort(ms.begin(), ms.end());
     return ms[reps / 2];
 }

@@ -20,7 +20,7 @@ for spec in "$@"; do
         echo "== sdpa $args: rc=$rc"
         grep -E 'T=1024 NH=12|Error|error' "$log" | head -n 20
     else
-        log="$OUT/$name$(echo "$args" | tr -c 'a-z0-9\n' '_' | tr -s _).log"
+        log="$OUT/$name$(echo "$args" | tr -c 'a-z0-9\n' _ | tr -s _)${CHECK_SYNC_TIMING:+_sync}.log"
         timeout 300 "build_attn/$name" $args > "$log" 2>&1; rc=$?
         echo "== $name $args: rc=$rc, $(tail -n 1 "$log")"
         grep -E '^FAIL' "$log" | head -n 20
@@ -28,6 +28,7 @@ for spec in "$@"; do
         grep -E '^TIME' "$log" | grep -v reference | sed -E 's/^TIME +//; s/ +/ /g'
         grep -E '^SWEEP B=[0-9 ]+ T=(1024|2048) NH=(12|25)' "$log" | sed -E 's/ +/ /g'
         grep -E '^LENGTHS B=' "$log" | sed -E 's/ +/ /g'
+        grep -E "^BATCHES" "$log" | sed -E "s/ +/ /g"
     fi
 done
 }
