@@ -136,6 +136,26 @@ int main(int argc, char** argv) {
     (same ? passed : failed)++;
     printf("%s backward is deterministic (two runs bitwise %s)\n", same ? "PASS" : "FAIL", same ? "identical" : "DIFFERENT");
 
+    // 2b. the same, replayed from CUDA graphs (as gpt2_train_step does from its second step on):
+    // captured and replayed, then replayed again; bitwise identical to the launches
+    {
+        std::vector<float> g3(n);
+        cudaGraphExec_t fwd = nullptr, bwd = nullptr;
+        for (int rep = 0; rep < 2; rep++) {
+            cudaCheck(cudaMemsetAsync(m.grads, 0, n * sizeof(floatX), ctx.stream));
+            cudaCheck(cudaMemsetAsync(m.d_loss_sum, 0, sizeof(float), ctx.stream));
+            run_graph(&ctx, &fwd, false, [&] { gpt2_forward(&m, &ctx, m.B, m.T, true, scaler.scale / BT); });
+            run_graph(&ctx, &bwd, false, [&] { gpt2_backward(&m, &ctx, GradReadyFn()); });
+        }
+        copy_from_device_as_float(g3.data(), m.grads, n);
+        cudaCheck(cudaGraphExecDestroy(fwd));
+        cudaCheck(cudaGraphExecDestroy(bwd));
+        const bool same_graph = memcmp(g1.data(), g3.data(), n * sizeof(float)) == 0;
+        (same_graph ? passed : failed)++;
+        printf("%s forward + backward replayed from CUDA graphs: gradients bitwise %s\n", same_graph ? "PASS" : "FAIL",
+               same_graph ? "identical" : "DIFFERENT");
+    }
+
     // 3. every parameter gradient, per tensor (all layers together), unscaled
     for (float& v : g1) v /= scaler.scale;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
@@ -151,7 +171,9 @@ int main(int argc, char** argv) {
         report(rel < TOL.grads, param_tensor_name(t), rel, max_abs, TOL.grads);
     }
 
-    // 4. training: the losses of `steps` AdamW steps on the same batch
+    // 4. training: the losses of `steps` AdamW steps on the same batch (from the second step on
+    // through CUDA graphs, as the trainer runs them)
+    m.use_graphs = true;
     AdamWHyper h{ref.lr, ref.beta1, ref.beta2, ref.eps, ref.weight_decay, 0};
     double worst = 0;
     for (int s = 0; s < ref.steps; s++) {

@@ -64,6 +64,7 @@ bool build_model(Run* r, std::string* err) {
         return false;
     }
     gpt2_build(&r->model, cfg, tc.B, tc.T, r->comm.rank, r->comm.world, tc.zero, tc.recompute);
+    r->model.use_graphs = tc.cuda_graphs != 0;
     if (fresh) { gpt2_init_random(&r->model, &r->ctx, tc.seed); return true; }
     return gpt2_init_from_file(&r->model, &r->ctx, tc.model, err);
 }

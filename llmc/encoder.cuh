@@ -37,10 +37,13 @@ __global__ void encoder_backward_wpe_kernel(floatX* dwpe, const floatX* dout, in
 }
 
 // dwte (Vp,C) += per-token sums of dout (B,T,C). Block (x = chunk of C, y = one distinct token):
-// positions[bucket_start[u] .. bucket_start[u+1]) are the (b*T+t) where token bucket_token[u] occurs.
+// positions[bucket_start[u] .. bucket_start[u+1]) are the (b*T+t) where token bucket_token[u] occurs,
+// for u < *num_unique; blocks of larger u return at once (a CUDA graph's grid covers the most
+// distinct tokens any batch can have, while it replays batches with fewer).
 __global__ void encoder_backward_wte_kernel(floatX* dwte, const floatX* dout, const int* positions,
-                                            const int* bucket_start, const int* bucket_token, int C) {
+                                            const int* bucket_start, const int* bucket_token, const int* num_unique, int C) {
     const int u = blockIdx.y;
+    if (u >= *num_unique) return;
     const int c = (blockIdx.x * blockDim.x + threadIdx.x) * x128::size;
     if (c >= C) return;
     float acc[x128::size] = {};
@@ -58,20 +61,24 @@ __global__ void encoder_backward_wte_kernel(floatX* dwte, const floatX* dout, co
 // Token buckets for the deterministic wte backward, built on the host from the batch's tokens.
 struct TokenBuckets {
     int num_unique = 0;
+    int max_unique = 0;  // min(B*T, vocabulary): the most distinct tokens a batch can have
     // host side: plain (pageable) memory on purpose. cudaMemcpyAsync from pageable memory copies the
     // data to a staging buffer before it returns, so the next batch may rebuild these right away.
     std::vector<int> h_positions, h_start, h_token, count;
     int *d_positions = nullptr, *d_start = nullptr, *d_token = nullptr;  // device copies, sized for B*T
+    int* d_num_unique = nullptr;  // num_unique on the device (read by the kernel, so a graph can replay it)
 };
 inline void token_buckets_create(TokenBuckets* tb, int BT, int V) {
     tb->h_positions.resize(BT); tb->h_start.resize(BT + 1); tb->h_token.resize(BT);
     tb->count.assign(V, 0);
+    tb->max_unique = std::min(BT, V);
     cudaCheck(cudaMalloc(&tb->d_positions, BT * sizeof(int)));
     cudaCheck(cudaMalloc(&tb->d_start, (BT + 1) * sizeof(int)));
     cudaCheck(cudaMalloc(&tb->d_token, BT * sizeof(int)));
+    cudaCheck(cudaMalloc(&tb->d_num_unique, sizeof(int)));
 }
 inline void token_buckets_free(TokenBuckets* tb) {
-    cudaCheck(cudaFree(tb->d_positions)); cudaCheck(cudaFree(tb->d_start)); cudaCheck(cudaFree(tb->d_token));
+    cudaCheck(cudaFree(tb->d_positions)); cudaCheck(cudaFree(tb->d_start)); cudaCheck(cudaFree(tb->d_token)); cudaCheck(cudaFree(tb->d_num_unique));
 }
 // A counting sort of positions by token (stable: positions stay in increasing order within a
 // token), then an async upload on `stream`.
@@ -95,6 +102,7 @@ inline void token_buckets_build(TokenBuckets* tb, const int* tokens, int BT, cud
     cudaCheck(cudaMemcpyAsync(tb->d_positions, tb->h_positions.data(), BT * sizeof(int), cudaMemcpyHostToDevice, stream));
     cudaCheck(cudaMemcpyAsync(tb->d_start, tb->h_start.data(), (u + 1) * sizeof(int), cudaMemcpyHostToDevice, stream));
     cudaCheck(cudaMemcpyAsync(tb->d_token, tb->h_token.data(), u * sizeof(int), cudaMemcpyHostToDevice, stream));
+    cudaCheck(cudaMemcpyAsync(tb->d_num_unique, &tb->num_unique, sizeof(int), cudaMemcpyHostToDevice, stream));
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -109,13 +117,19 @@ inline void encoder_forward(Context* ctx, floatX* out, const int* tokens, const 
 }
 
 // dwte (Vp,C) and dwpe (maxT,C) += the embedding gradients from dout (B,T,C). Accumulates.
+// Launched while ctx->stream is being captured into a CUDA graph, the wte kernel's grid covers
+// tb.max_unique buckets, so that the graph stays right for every later batch; otherwise this
+// batch's tb.num_unique.
 inline void encoder_backward(Context* ctx, floatX* dwte, floatX* dwpe, const floatX* dout, const TokenBuckets& tb,
                              int B, int T, int C) {
     const size_t chunks = (size_t)T * C / x128::size;
     encoder_backward_wpe_kernel<<<ceil_div(chunks, 256), 256, 0, ctx->stream>>>(dwpe, dout, B, T, C);
     launchCheck();
     const int threads = 32;
-    dim3 grid(ceil_div(C / x128::size, threads), tb.num_unique);
-    encoder_backward_wte_kernel<<<grid, threads, 0, ctx->stream>>>(dwte, dout, tb.d_positions, tb.d_start, tb.d_token, C);
+    cudaStreamCaptureStatus capture;
+    cudaCheck(cudaStreamIsCapturing(ctx->stream, &capture));
+    dim3 grid(ceil_div(C / x128::size, threads), capture == cudaStreamCaptureStatusActive ? tb.max_unique : tb.num_unique);
+    encoder_backward_wte_kernel<<<grid, threads, 0, ctx->stream>>>(dwte, dout, tb.d_positions, tb.d_start, tb.d_token,
+                                                                     tb.d_num_unique, C);
     launchCheck();
 }

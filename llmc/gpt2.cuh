@@ -39,6 +39,11 @@ struct GPT2 {
     StepScalars* d_step = nullptr;
     int adam_t = 0;                   // AdamW steps taken
     std::vector<cudaEvent_t> step_events;  // phase timing of gpt2_train_step
+    // CUDA graphs of a training micro-step (gpt2_step.cuh, gpt2_train_step says when they are used)
+    bool use_graphs = false;          // --cuda-graphs; the caller sets it after gpt2_build
+    bool graphs_ready = false;        // a step has run without: every GEMM plan exists
+    cudaGraphExec_t fwd_graph = nullptr, bwd_graph = nullptr;
+    float fwd_graph_dloss = 0;        // the dloss the forward graph was captured with (a kernel argument)
 };
 
 // Allocates everything for cfg and micro-batch (B,T); with zero = 1 the optimizer state only for
@@ -82,6 +87,8 @@ inline void gpt2_free(GPT2* m) {
     token_buckets_free(&m->buckets);
     cudaCheck(cudaFree(m->d_loss_sum)); cudaCheck(cudaFree(m->d_sumsq)); cudaCheck(cudaFree(m->d_step));
     for (cudaEvent_t e : m->step_events) cudaCheck(cudaEventDestroy(e));
+    if (m->fwd_graph) cudaCheck(cudaGraphExecDestroy(m->fwd_graph));
+    if (m->bwd_graph) cudaCheck(cudaGraphExecDestroy(m->bwd_graph));
 }
 
 // Sets the weights from all of them in fp32 on the device (layout.total): the floatX copy, and

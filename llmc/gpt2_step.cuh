@@ -148,6 +148,30 @@ void gpt2_update(GPT2* m, Context* ctx, const Comm* comm, int zero, AdamWHyper h
     if (zero) comm_allgather_params(comm, m->params, m->shard, ctx->stream);
 }
 
+// ----------------------------------------------------------------------------------------------
+// CUDA graphs. A training micro-step launches ~300 kernels (and cuBLASLt calls); at small batches
+// each does a few microseconds of work, less than the host needs to launch it, and the GPU waits
+// for the host. A graph is the same launches recorded once (stream capture) and replayed by one
+// call. Everything a replay reads must then be where and what it was at capture: the buffers are
+// (allocated once, for B x T), the GEMM plans are (the first step runs without graphs and creates
+// them), the batch is uploaded before the replay into the same buffers, the embedding backward's
+// grid covers any batch (encoder_backward). What is not: dloss, a kernel argument of the loss
+// (it follows the FP16 loss scale), so the forward is captured again when it changes; and the
+// reduction calls of the last micro-step on several GPUs, whose backward therefore runs without a
+// graph. Replays compute exactly what the launches would: the same kernels in the same order.
+inline void run_graph(Context* ctx, cudaGraphExec_t* exec, bool capture, const std::function<void()>& launches) {
+    if (capture || !*exec) {
+        cudaGraph_t graph;
+        cudaCheck(cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal));
+        launches();
+        cudaCheck(cudaStreamEndCapture(ctx->stream, &graph));
+        if (*exec) cudaCheck(cudaGraphExecDestroy(*exec));
+        cudaCheck(cudaGraphInstantiate(exec, graph, 0));
+        cudaCheck(cudaGraphDestroy(graph));
+    }
+    cudaCheck(cudaGraphLaunch(*exec, ctx->stream));
+}
+
 // What one step reports back to the host (read after the step's single synchronization).
 struct StepResult {
     float loss, grad_norm;
@@ -176,15 +200,24 @@ StepResult gpt2_train_step(GPT2* m, Context* ctx, int accum, const std::function
     if (reducer) grad_reducer_begin_step(reducer);
     GradReadyFn ready;
     if (reducer) ready = [reducer](ElemRange r) { grad_reducer_ready(reducer, r); };
+    const bool graphs = m->use_graphs && m->graphs_ready;
     for (int i = 0; i < accum; i++) {
         int *inputs, *targets;
         next_batch(i, &inputs, &targets);
         gpt2_set_batch(m, ctx, inputs, targets);
-        gpt2_forward(m, ctx, m->B, m->T, true, dloss);
+        if (graphs) {
+            run_graph(ctx, &m->fwd_graph, dloss != m->fwd_graph_dloss, [&] { gpt2_forward(m, ctx, m->B, m->T, true, dloss); });
+            m->fwd_graph_dloss = dloss;
+        } else {
+            gpt2_forward(m, ctx, m->B, m->T, true, dloss);
+        }
         cudaCheck(cudaEventRecord(ev[2 * i + 1], ctx->stream));
-        gpt2_backward(m, ctx, i == accum - 1 ? ready : GradReadyFn());
+        const bool reduces = reducer && i == accum - 1;
+        if (graphs && !reduces) run_graph(ctx, &m->bwd_graph, false, [&] { gpt2_backward(m, ctx, GradReadyFn()); });
+        else gpt2_backward(m, ctx, reduces ? ready : GradReadyFn());
         cudaCheck(cudaEventRecord(ev[2 * i + 2], ctx->stream));
     }
+    m->graphs_ready = true;
     if (reducer) grad_reducer_finish(reducer);
     cudaCheck(cudaEventRecord(ev[2 * accum + 1], ctx->stream));
     gpt2_update(m, ctx, comm, reducer ? reducer->zero : 0, h, scaler->scale, max_norm);
