@@ -18,7 +18,7 @@
 // before exp2_poly and the row sums by MMA; mma.sync 214), dQ with delta 394-399 (mma.sync dQ
 // alone 266-270), dK/dV 360-370 (218-220); B=8: forward 261-279, dQ 332-334, dK/dV 320-321. At the same 64K tokens and T=16384 (B=4): 415 / 475 / 469
 // (attention_check --lengths). Those were timed from an idle GPU (host launch latency included);
-// as GPU time (dev/cuda/check.cuh's median_ms since 2026-12-01): forward 350.6-353.9 at B=64, 289.7-291.6
+// as GPU time (dev/cuda/check.cuh's median_ms since 2026-12-01): forward 349.6-353.9 at B=64, 289.7-291.6
 // at B=8, dQ 409 / 349, dK/dV 375 / 329 (attention_check --batches: 1.32 us per key tile of the
 // busiest CTA + 9-10 us per launch). TMA loads and stores gave +14 % / +24 % / +8 % at B=64, T=1024
 // (before: 282 / 310 / 325, a cp.async producer of 128 threads and per-thread global stores),
