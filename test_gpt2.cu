@@ -1,6 +1,7 @@
 // The whole model checked against the PyTorch reference (dev/reference.py):
 //   logits and loss of one forward pass, the gradient of every parameter tensor, and the losses
-//   of 10 AdamW steps on the same batch; plus bitwise determinism of forward+backward.
+//   of 10 AdamW steps on the same batch (from the second on through CUDA graphs, as the trainer);
+//   plus bitwise determinism of forward+backward, launched and replayed from CUDA graphs.
 // Run:  python3 dev/reference.py  (writes dev_data/reference_{model,state}.bin), then
 //       make test_gpt2cu && ./test_gpt2cu [model file] [state file] [recompute level 0|1|2] [lm-head chunk, tokens] [1: timed GEMM algorithms]
 // Tolerances per precision are in `Tolerances` below (and in the README): fp32 is checked tightly;
