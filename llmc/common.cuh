@@ -150,6 +150,20 @@ struct Context {
 
 // context_create / context_destroy live in matmul.cuh: the context is mostly cuBLASLt state.
 
+// The launches that `launches` makes on ctx->stream, recorded (stream capture: nothing runs) and
+// instantiated as an executable CUDA graph, which cudaGraphLaunch then replays as one launch.
+template <class F>
+inline cudaGraphExec_t graph_capture(Context* ctx, F&& launches) {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    cudaCheck(cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal));
+    launches();
+    cudaCheck(cudaStreamEndCapture(ctx->stream, &graph));
+    cudaCheck(cudaGraphInstantiate(&exec, graph, 0));
+    cudaCheck(cudaGraphDestroy(graph));
+    return exec;
+}
+
 // ----------------------------------------------------------------------------------------------
 // Host helpers for tests and checks: fp32 <-> floatX copies between host and device.
 // Both synchronize the device first: results of every stream are final before they are read.

@@ -161,13 +161,8 @@ void gpt2_update(GPT2* m, Context* ctx, const Comm* comm, int zero, AdamWHyper h
 // graph. Replays compute exactly what the launches would: the same kernels in the same order.
 inline void run_graph(Context* ctx, cudaGraphExec_t* exec, bool capture, const std::function<void()>& launches) {
     if (capture || !*exec) {
-        cudaGraph_t graph;
-        cudaCheck(cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal));
-        launches();
-        cudaCheck(cudaStreamEndCapture(ctx->stream, &graph));
         if (*exec) cudaCheck(cudaGraphExecDestroy(*exec));
-        cudaCheck(cudaGraphInstantiate(exec, graph, 0));
-        cudaCheck(cudaGraphDestroy(graph));
+        *exec = graph_capture(ctx, launches);
     }
     cudaCheck(cudaGraphLaunch(*exec, ctx->stream));
 }

@@ -3,8 +3,7 @@
 # carried build/<precision>/train_gpt2cu (dev/device/build.sh):
 #   1. exactness: the per-step losses of --bench runs with --cuda-graphs 0 and 1 must be equal
 #      bit for bit (printed with 6 decimals; FP16 includes loss-scale changes), per precision;
-#   2. speed: alternating rounds of --cuda-graphs 0 / 1 at the given B x T (d12, bf16), the
-#      RESULT lines' tok/s and fwd/bwd ms.
+#   2. speed: alternating rounds of --cuda-graphs 0 / 1 at each B x T (d12, bf16; trainer_ab.sh).
 #   dev/device/graphs_ab.sh [ROUNDS=2] [SHAPES="4x128 16x128 8x1024 64x1024"] [PRECISIONS="bf16 fp16 fp32"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,13 +23,8 @@ for p in $PRECISIONS; do
         echo "exact $p: DIFFERENT"; paste "$OUT/losses_${p}_g0.txt" "$OUT/losses_${p}_g1.txt" | head -n 14
     fi
 done
-for r in $(seq 1 "$ROUNDS"); do
-    for s in $SHAPES; do
-        b=${s%x*}; t=${s#*x}
-        for g in 0 1; do
-            log="$OUT/speed_b${b}_t${t}_g${g}_r$r.log"
-            build/bf16/train_gpt2cu --bench -e d12 -b "$b" -t "$t" --bench-warmup 5 --bench-steps 20 --cuda-graphs $g > "$log" 2>&1
-            echo "round $r B=$b T=$t graphs $g: $(grep -oE 'tok_per_s=[0-9]+|fwd_ms=[0-9.]+|bwd_ms=[0-9.]+|opt_ms=[0-9.]+' "$log" | tr '\n' ' ')"
-        done
-    done
+for s in $SHAPES; do
+    echo "== B x T = $s"
+    OUT="$OUT/speed_$s" ROUNDS=$ROUNDS dev/device/trainer_ab.sh "build/bf16/train_gpt2cu --cuda-graphs 0" \
+        "build/bf16/train_gpt2cu --cuda-graphs 1" -- -b "${s%x*}" -t "${s#*x}"
 done

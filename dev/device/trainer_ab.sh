@@ -2,7 +2,9 @@
 # A/B of two (or more) trainer binaries on one GPU: bench mode (d12, B=64, T=1024, 5 warm-up and
 # 20 timed steps), the binaries ALTERNATING, ROUNDS rounds (default 2), so that a clock or power
 # drift of the machine hits every binary alike. One line per run (tok/s median and mean, forward,
-# backward), then the mean per binary. Logs in $OUT/ab_<name>_<round>.log.
+# backward), then the mean per binary. Logs in $OUT/ab_<name>_<round>.log. A binary may come with
+# its own options, as one quoted word ("build/bf16/train_gpt2cu --cuda-graphs 0"); the extra args
+# after -- go to every run (later options win: -- -b 4 -t 128 changes the shape).
 #   dev/device/trainer_ab.sh build/bf16/train_gpt2cu build_attn/train_wip_bf16 [-- extra args]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,9 +18,9 @@ get() { echo "$1" | tr ' ' '\n' | grep "^$2=" | cut -d= -f2; }
 declare -A sum
 for r in $(seq 1 "${ROUNDS:-2}"); do
     for b in "${bins[@]}"; do
-        name=$(echo "$b" | tr '/' '_')
+        name=$(echo "$b" | tr '/ ' '__')
         log="$OUT/ab_${name}_$r.log"
-        "$b" --bench -e d12 -b 64 -t 1024 --bench-warmup 5 --bench-steps 20 "${extra[@]}" > "$log" 2>&1
+        $b --bench -e d12 -b 64 -t 1024 --bench-warmup 5 --bench-steps 20 "${extra[@]}" > "$log" 2>&1
         res=$(grep ^RESULT "$log")
         if [ -z "$res" ]; then echo "$b round $r: failed: $(tail -n 1 "$log")"; continue; fi
         tok=$(get "$res" tok_per_s)
