@@ -64,9 +64,9 @@ bool build_model(Run* r, std::string* err) {
         return false;
     }
     gpt2_build(&r->model, cfg, tc.B, tc.T, r->comm.rank, r->comm.world, tc.zero, tc.recompute);
-    // one GPU only for now: the graphed micro-steps have not yet run beside the reductions of a
-    // multi-GPU step on a machine of several GPUs (none was lent since they were written)
-    r->model.use_graphs = tc.cuda_graphs != 0 && r->comm.world == 1;
+    // on several GPUs too: only the last micro-step's backward (the one that issues the
+    // reductions) runs without a graph (gpt2_train_step)
+    r->model.use_graphs = tc.cuda_graphs != 0;
     if (fresh) { gpt2_init_random(&r->model, &r->ctx, tc.seed); return true; }
     return gpt2_init_from_file(&r->model, &r->ctx, tc.model, err);
 }

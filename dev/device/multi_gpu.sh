@@ -12,7 +12,8 @@
 #      NCCL_VARIANTS (space-separated VAR=value, e.g. NCCL_MAX_CTAS=4), which bounds how many SMs
 #      the all-reduce takes from the backward it overlaps;
 #   5. `interference`: the backward under the all-reduce against the others, for SM-sharing
-#      settings (see the section).
+#      settings (see the section);
+#   6. `graphs`: CUDA graphs on N GPUs, exactness and speed (see the section).
 # Binaries prebuilt in build/<precision>/ (dev/device/build.sh); shards in dev_data (make data).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -116,6 +117,18 @@ if has interference; then
             summary+=("  step ms (fwd ms): $(grep '^step' "$f" | sed -E 's/.*\| ([0-9.]+) ms \(fwd ([0-9.]+) .*/\1(\2)/' | tr '\n' ' ')")
         done
     done
+fi
+# `graphs`: CUDA graphs on N GPUs (dev/device/graphs_ab.sh under mpirun): DDP and ZeRO-1 runs with
+# 3 micro-steps (graphed backwards beside the last one's reductions) must give bitwise the same
+# losses, norms and loss scales with --cuda-graphs 0 and 1; then the speed A/B at GRAPH_SHAPES
+# (one micro-step per GPU: the forward replays, the backward that reduces is launched).
+if has graphs; then
+    for z in 0 1; do
+        while read -r l; do summary+=("graphs zero=$z: $l"); done < <(OUT=$OUT/graphs TAG=_z$z LAUNCH="$MPI" \
+            EXACT_ARGS="-d $((4 * 256 * N * 3)) --zero $z" SHAPES= PRECISIONS=${PRECISIONS:-fp32 bf16} dev/device/graphs_ab.sh 2>&1)
+    done
+    while read -r l; do summary+=("graphs speed: $l"); done < <(OUT=$OUT/graphs LAUNCH="$MPI" PRECISIONS= \
+        SHAPES="${GRAPH_SHAPES:-4x128 16x128 64x1024}" dev/device/graphs_ab.sh 2>&1 | grep -E '^(==|MEAN|.*failed)')
 fi
 echo "================ summary"
 printf '%s\n' "${summary[@]}"
