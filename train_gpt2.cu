@@ -281,8 +281,44 @@ void after_step(Run* r, bool last) {
     if (!tc.out.empty() && due(tc.checkpoint_every)) save_checkpoint(r);
 }
 
-// The machine-readable summary: medians and means over the timed steps.
-void print_result(const Run* r, std::vector<float> ms, const std::vector<StepResult>& timed, double flops_tok, double peak) {
+// Each rank's mean forward, other backward and last backward per micro-step (ms), as RESULT
+// fields "rank_fwd_ms=r0,r1,..." etc.: on several GPUs every step waits for the slowest rank, and
+// these say which one it is and in which phase. A rank that waits for a slower one shows it in
+// its last backward, under which its reductions wait for the peer's buckets. Collective: every
+// rank calls it. "" on one GPU.
+std::string rank_phases(Run* r, const std::vector<StepResult>& timed) {
+    const int n = r->comm.world, k = r->comm.rank;
+    if (n == 1 || timed.empty()) return "";
+    std::vector<float> h(3 * (size_t)n, 0.0f);  // (3, n): fwd, bwd other, bwd last
+    for (const StepResult& s : timed) {
+        h[k] += s.fwd_ms / r->accum / timed.size();
+        h[n + k] += s.bwd_other_ms / timed.size();
+        h[2 * n + k] += s.bwd_last_ms / timed.size();
+    }
+    float* d = nullptr;
+    cudaCheck(cudaMalloc(&d, h.size() * sizeof(float)));
+    cudaCheck(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+    comm_sum_floats(&r->comm, d, h.size(), r->ctx.stream);  // the others add zeros to each slot
+    cudaCheck(cudaMemcpyAsync(h.data(), d, h.size() * sizeof(float), cudaMemcpyDeviceToHost, r->ctx.stream));
+    cudaCheck(cudaStreamSynchronize(r->ctx.stream));
+    cudaCheck(cudaFree(d));
+    std::string out;
+    const char* names[3] = {"rank_fwd_ms", "rank_bwd_other_ms", "rank_bwd_last_ms"};
+    for (int f = 0; f < 3; f++) {
+        out += std::string(" ") + names[f] + "=";
+        for (int i = 0; i < n; i++) {
+            char b[32];
+            snprintf(b, sizeof b, "%s%.3f", i ? "," : "", h[(size_t)f * n + i]);
+            out += b;
+        }
+    }
+    return out;
+}
+
+// The machine-readable summary: medians and means over the timed steps (rank 0's), then
+// rank_phases' fields.
+void print_result(const Run* r, std::vector<float> ms, const std::vector<StepResult>& timed, double flops_tok, double peak,
+                  const std::string& per_rank) {
     // The median step, and the mean (tokens over time). They differ when step times are not one
     // cluster: on several GPUs at their power limit, steps were seen to alternate between two speeds
     // 3 % apart, and the median of such a series is the fastest of the slow ones.
@@ -303,10 +339,10 @@ void print_result(const Run* r, std::vector<float> ms, const std::vector<StepRes
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
     printf("RESULT precision=%s model=L%dC%d gpus=%d zero=%d B=%d T=%d accum=%d total_batch=%lld steps=%zu median_ms=%.3f "
            "tok_per_s=%.0f mean_ms=%.3f tok_per_s_mean=%.0f mfu=%.2f fwd_ms=%.3f bwd_ms=%.3f opt_ms=%.3f exposed_comm_ms=%.3f exposed_comm_pct=%.2f "
-           "comm_ms=%.3f comm_mb=%.1f busbw_gbs=%.1f bwd_last_ms=%.3f bwd_other_ms=%.3f device_mem_gb=%.2f\n",
+           "comm_ms=%.3f comm_mb=%.1f busbw_gbs=%.1f bwd_last_ms=%.3f bwd_other_ms=%.3f device_mem_gb=%.2f%s\n",
            PRECISION_NAME, r->model.cfg.num_layers, r->model.cfg.channels, n, r->tc.zero, r->tc.B, r->tc.T, r->accum,
            r->tc.total_batch, ms.size(), med, tok_s, mean, r->tc.total_batch / (mean / 1e3), peak > 0 ? 100.0 * flops_tok * tok_s / peak : 0.0, fwd, bwd, opt, exposed,
-           100.0 * exposed / med, comm_ms, bytes / 1e6, busbw, bwd_last, bwd_other, (total_b - free_b) / 1e9);
+           100.0 * exposed / med, comm_ms, bytes / 1e6, busbw, bwd_last, bwd_other, (total_b - free_b) / 1e9, per_rank.c_str());
 }
 
 // The step loop of training and --bench; a RESULT line with the medians at the end.
@@ -394,7 +430,10 @@ int run_loop(Run* r) {
         if (tc.debug_exit_after > 0 && r->step == tc.debug_exit_after) { fflush(stdout); _exit(137); }  // as if killed
     }
     cudaCheck(cudaEventDestroy(t0)); cudaCheck(cudaEventDestroy(t1));
-    if (!timed_ms.empty() && r->comm.rank == 0) print_result(r, timed_ms, timed, flops_tok, peak);
+    if (!timed_ms.empty()) {
+        const std::string per_rank = rank_phases(r, timed);
+        if (r->comm.rank == 0) print_result(r, timed_ms, timed, flops_tok, peak, per_rank);
+    }
     return 0;
 }
 

@@ -5,8 +5,9 @@
 # table (tok/s, MFU, ms/step, memory). With `profile`, ncu's per-kernel times of one d12 step
 # (dev/kernel_profile.py).
 # Binaries prebuilt here (dev/device/build.sh), carried in build/.
-# `tune` adds d12 BF16 with --gemm-tune 1 (timed GEMM algorithms) for the comparison.
-#   dev/device/perf.sh [bench] [tune] [recompute] [big] [profile]
+# `tune` adds d12 BF16 with --gemm-tune 1 (timed GEMM algorithms) for the comparison; `batch` the
+# models at GPT-2's 524288-token batch (gradient accumulation, one optimizer step per batch).
+#   dev/device/perf.sh [bench] [tune] [recompute] [batch] [big] [profile]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -37,6 +38,15 @@ fi
 if has recompute; then
     bench bf16 d12 64 -r 1
     bench bf16 d12 64 -r 2
+fi
+if has batch; then
+    # GPT-2's batch of 524288 tokens per step (-d, gradient accumulation): AdamW runs once per 8-32
+    # micro-steps instead of after every one (at d48 it reads and writes 47 GB: 11.7 ms). Fewer
+    # timed steps: each is 8-32 micro-steps long.
+    bench bf16 d12 64 -d 524288 --bench-warmup 2 --bench-steps 10
+    bench bf16 d24 64 -d 524288 --bench-warmup 1 --bench-steps 4
+    bench bf16 d36 32 -d 524288 --bench-warmup 1 --bench-steps 3
+    bench bf16 d48 16 -d 524288 --bench-warmup 1 --bench-steps 3
 fi
 if has big; then
     # llm.c's batch sizes (its reference rows), then the larger ones that fit in 141 GB and run
