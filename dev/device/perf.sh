@@ -47,6 +47,10 @@ if has batch; then
     bench bf16 d24 64 -d 524288 --bench-warmup 1 --bench-steps 4
     bench bf16 d36 32 -d 524288 --bench-warmup 1 --bench-steps 3
     bench bf16 d48 16 -d 524288 --bench-warmup 1 --bench-steps 3
+    # the largest power-of-two micro-batches that fit in 141 GB (fuller GEMMs, fewer launches)
+    bench bf16 d24 128 -d 524288 --bench-warmup 1 --bench-steps 4
+    bench bf16 d36 64 -d 524288 --bench-warmup 1 --bench-steps 3
+    bench bf16 d48 32 -d 524288 --bench-warmup 1 --bench-steps 3
 fi
 if has big; then
     # llm.c's batch sizes (its reference rows), then the larger ones that fit in 141 GB and run
