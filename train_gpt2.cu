@@ -283,9 +283,9 @@ void after_step(Run* r, bool last) {
 
 // Each rank's mean forward, other backward and last backward per micro-step (ms), as RESULT
 // fields "rank_fwd_ms=r0,r1,..." etc.: on several GPUs every step waits for the slowest rank, and
-// these say which one it is and in which phase. A rank that waits for a slower one shows it in
-// its last backward, under which its reductions wait for the peer's buckets. Collective: every
-// rank calls it. "" on one GPU.
+// these say which one it is and in which phase (a rank ahead of its peer may show the wait in its
+// last backward, under which its reductions wait for the peer's buckets). Collective: every rank
+// calls it. "" on one GPU.
 std::string rank_phases(Run* r, const std::vector<StepResult>& timed) {
     const int n = r->comm.world, k = r->comm.rank;
     if (n == 1 || timed.empty()) return "";
