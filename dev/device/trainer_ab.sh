@@ -24,7 +24,9 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
         res=$(grep ^RESULT "$log")
         if [ -z "$res" ]; then echo "$b round $r: failed: $(tail -n 1 "$log")"; continue; fi
         tok=$(get "$res" tok_per_s)
-        echo "$b round $r: tok/s $tok mean $(get "$res" tok_per_s_mean) fwd $(get "$res" fwd_ms) bwd $(get "$res" bwd_ms) ms"
+        multi=""  # several GPUs: what the communication costs
+        [ "$(get "$res" gpus)" != 1 ] && multi=" | exposed $(get "$res" exposed_comm_pct) % bwd last $(get "$res" bwd_last_ms) other $(get "$res" bwd_other_ms) ms"
+        echo "$b round $r: tok/s $tok mean $(get "$res" tok_per_s_mean) fwd $(get "$res" fwd_ms) bwd $(get "$res" bwd_ms) ms$multi"
         sum[$b]=$(awk -v a="${sum[$b]:-0}" -v b="$tok" 'BEGIN {print a + b}')
     done
 done
