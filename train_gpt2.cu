@@ -188,13 +188,7 @@ bool choose_gemm_algorithms(Run* r, std::string* err) {
     std::vector<float> h(n + 1, 0.0f);
     h[n] = (float)n;
     if (rank0) for (size_t i = 0; i < n; i++) h[i] = (float)mine[i];
-    float* d = nullptr;
-    cudaCheck(cudaMalloc(&d, h.size() * sizeof(float)));
-    cudaCheck(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
-    comm_sum_floats(&r->comm, d, h.size(), ctx->stream);
-    cudaCheck(cudaMemcpyAsync(h.data(), d, h.size() * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream));
-    cudaCheck(cudaStreamSynchronize(ctx->stream));
-    cudaCheck(cudaFree(d));
+    comm_sum_host_floats(&r->comm, &h, ctx->stream);
     comm_unwatch(&r->comm);
     if (h[n] != (float)n * r->comm.world) { *err = "GEMM algorithms: the ranks made different matmul calls"; return false; }
     std::vector<int> chosen(n);
@@ -295,13 +289,7 @@ std::string rank_phases(Run* r, const std::vector<StepResult>& timed) {
         h[n + k] += s.bwd_other_ms / timed.size();
         h[2 * n + k] += s.bwd_last_ms / timed.size();
     }
-    float* d = nullptr;
-    cudaCheck(cudaMalloc(&d, h.size() * sizeof(float)));
-    cudaCheck(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
-    comm_sum_floats(&r->comm, d, h.size(), r->ctx.stream);  // the others add zeros to each slot
-    cudaCheck(cudaMemcpyAsync(h.data(), d, h.size() * sizeof(float), cudaMemcpyDeviceToHost, r->ctx.stream));
-    cudaCheck(cudaStreamSynchronize(r->ctx.stream));
-    cudaCheck(cudaFree(d));
+    comm_sum_host_floats(&r->comm, &h, r->ctx.stream);  // the others add zeros to each slot
     std::string out;
     const char* names[3] = {"rank_fwd_ms", "rank_bwd_other_ms", "rank_bwd_last_ms"};
     for (int f = 0; f < 3; f++) {

@@ -345,6 +345,18 @@ inline void comm_sum_floats(const Comm* c, float* x, size_t n, cudaStream_t stre
     (void)c; (void)x; (void)n; (void)stream;
 #endif
 }
+// The same for a host vector: through a temporary device buffer, synchronizing `stream` (setup
+// and end-of-run exchanges, not the step). A rank contributes its slots and zeros elsewhere to
+// gather one value per rank.
+inline void comm_sum_host_floats(const Comm* c, std::vector<float>* h, cudaStream_t stream) {
+    float* d = nullptr;
+    cudaCheck(cudaMalloc(&d, h->size() * sizeof(float)));
+    cudaCheck(cudaMemcpy(d, h->data(), h->size() * sizeof(float), cudaMemcpyHostToDevice));
+    comm_sum_floats(c, d, h->size(), stream);
+    cudaCheck(cudaMemcpyAsync(h->data(), d, h->size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaStreamSynchronize(stream));
+    cudaCheck(cudaFree(d));
+}
 
 // ---------------------------------------------------------------------------------------------
 // The gradient reducer (see the top of this file). One per run; begin_step() .. ready()... finish().
