@@ -180,6 +180,7 @@ bool choose_gemm_algorithms(Run* r, std::string* err) {
     }
     comm_watch(&r->comm, 0, "choosing GEMM algorithms (rank 0's choices to every rank)");
     const double t0 = steady_ms();
+    ctx->plans->report = rank0 && tc.gemm_tune == 2;
     gpt2_tune_gemms(&r->model, ctx, (uint32_t)tc.seed + 17, tc.gemm_tune);  // pinned shapes are not timed
     // rank 0's choices to every rank: a sum to which the others add zeros (after checking that
     // every rank has the same number of plans: the same model makes the same calls)

@@ -243,17 +243,17 @@ StepResult gpt2_train_step(GPT2* m, Context* ctx, int accum, const std::function
 
 // GEMM algorithm tuning (matmul.cuh): one forward+backward at the model's own shapes on random
 // tokens, in which every matmul plan created times cuBLASLt's candidate algorithms on its first
-// call (with `time` false it only creates the plans). A throwaway pass: it leaves garbage in the
+// call (mode 1 or 2, matmul_tune's; with 0 it only creates the plans). A throwaway pass: it leaves garbage in the
 // activations and gradients (a step zeroes the gradients first) and touches neither the weights
 // nor the optimizer state. Plans that already exist, or are pinned (a choices file), keep theirs.
-void gpt2_tune_gemms(GPT2* m, Context* ctx, uint32_t seed, bool time = true) {
+void gpt2_tune_gemms(GPT2* m, Context* ctx, uint32_t seed, int mode = 1) {
     std::mt19937 rng(seed);
     std::vector<int> in((size_t)m->B * m->T), tg(in.size());
     for (size_t i = 0; i < in.size(); i++) { in[i] = (int)(rng() % m->cfg.vocab_size); tg[i] = (int)(rng() % m->cfg.vocab_size); }
     gpt2_set_batch(m, ctx, in.data(), tg.data());
-    ctx->plans->tuning = time;
+    ctx->plans->tuning = mode;
     gpt2_forward(m, ctx, m->B, m->T, true, 1.0f / ((float)m->B * m->T));
     gpt2_backward(m, ctx, GradReadyFn());
-    ctx->plans->tuning = false;
+    ctx->plans->tuning = 0;
     cudaCheck(cudaStreamSynchronize(ctx->stream));
 }

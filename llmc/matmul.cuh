@@ -127,10 +127,12 @@ struct MatmulPlan {
 // a throwaway forward+backward at startup, and keeps each shape's choice (an index into that
 // ranking). It is off by default because the whole step gains little: d12 B=64 bf16 566K -> 568K
 // tok/s, d36/d48 +0.7 %: the GPU runs at its 700 W power limit during a step, where a GEMM that is
-// faster alone at full clock mostly lowers the clock instead.
+// faster alone at full clock mostly lowers the clock instead. --gemm-tune 2 times each candidate
+// at that limit instead (matmul_tune).
 struct MatmulPlanCache {
     std::map<MatmulKey, MatmulPlan> plans;
-    bool tuning = false;              // plans created now are timed on their first call
+    int tuning = 0;                   // != 0: plans created now are timed on their first call (the mode, matmul_tune)
+    bool report = false;              // matmul_tune prints each shape's timings (rank 0 of a sustained tuning)
     std::map<MatmulKey, int> pinned;  // choices to take when a plan is created (a file, rank 0)
 };
 constexpr int MATMUL_CANDIDATES = 16;         // how far down cuBLASLt's ranking tuning looks
@@ -237,21 +239,30 @@ inline MatmulPlan& matmul_prepare(Context* ctx, const MatmulCall& c) {
     if (c.aux) cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c.aux, sizeof(c.aux)));
     return p;
 }
-// Times cuBLASLt's first MATMUL_CANDIDATES algorithms on this call's own buffers (median of 5
-// after 2 warm-up runs, each alone on the stream) and keeps the first-ranked one within
-// MATMUL_TUNE_TOLERANCE of the fastest: a near-tie goes to cuBLASLt's order rather than to
-// timing noise, so runs on the same machine choose alike. It runs the call 7 times per candidate:
-// with beta != 0 (accumulation) the output is garbage afterwards, which is why tuning happens
-// only in a throwaway pass (gpt2_tune_gemms).
+// Times cuBLASLt's first MATMUL_CANDIDATES algorithms on this call's own buffers and keeps the
+// first-ranked one within MATMUL_TUNE_TOLERANCE of the fastest: a near-tie goes to cuBLASLt's order
+// rather than to timing noise, so runs on the same machine choose alike. With beta != 0
+// (accumulation) the output is garbage afterwards, which is why tuning happens only in a throwaway
+// pass (gpt2_tune_gemms). Two ways to time (ctx->plans->tuning):
+//   1 (burst): median of 5 runs after 2 warm-up runs, each alone on the stream: the time at the
+//     clock the GPU has when it starts from idle, its highest.
+//   2 (sustained): the candidate runs back to back for MATMUL_SUSTAIN_MS first, then the mean of
+//     the next ~MATMUL_SUSTAIN_MS / 2 of runs. A training step runs at the GPU's power limit,
+//     where the clock drops until the power fits; a GEMM that is faster at the highest clock but
+//     spends more energy per call can be slower there. This times each candidate at the clock it
+//     gets itself under that limit, which ranks them by energy per call as much as by speed.
+//     ~0.3 s per candidate: ~35 s for GPT-2's 15 shapes, for ~1 % more tok/s (README).
+constexpr float MATMUL_SUSTAIN_MS = 200.0f;
 inline void matmul_tune(Context* ctx, MatmulPlan& p, const MatmulCall& c) {
     p.untimed = false;
+    const int mode = ctx->plans->tuning;
     cublasLtMatmulHeuristicResult_t res[MATMUL_CANDIDATES];
     const int found = matmul_heuristics(ctx, p, matmul_key(c).align, MATMUL_CANDIDATES, res);
     if (found == 0) return;
     cudaEvent_t t0, t1;
     cudaCheck(cudaEventCreate(&t0));
     cudaCheck(cudaEventCreate(&t1));
-    std::vector<float> med(found, INFINITY);
+    std::vector<float> burst(found, INFINITY), sustained(found, INFINITY);
     for (int i = 0; i < found; i++) {
         auto run = [&] {
             return cublasLtMatmul(ctx->lt, p.desc, &c.alpha, c.a, p.a, c.b, p.b, &c.beta, c.d, p.d, c.d, p.d,
@@ -267,13 +278,32 @@ inline void matmul_tune(Context* ctx, MatmulPlan& p, const MatmulCall& c) {
             cudaCheck(cudaEventElapsedTime(&m, t0, t1));
         }
         std::sort(ms, ms + 5);
-        med[i] = ms[2];
+        burst[i] = ms[2];
+        if (mode != 2) continue;
+        const int warm = std::min(20000, (int)std::ceil(MATMUL_SUSTAIN_MS / std::max(burst[i], 1e-3f)));
+        const int timed = std::max(1, warm / 2);
+        for (int r = 0; r < warm; r++) cublasCheck(run());
+        cudaCheck(cudaEventRecord(t0, ctx->stream));
+        for (int r = 0; r < timed; r++) cublasCheck(run());
+        cudaCheck(cudaEventRecord(t1, ctx->stream));
+        cudaCheck(cudaEventSynchronize(t1));
+        float total;
+        cudaCheck(cudaEventElapsedTime(&total, t0, t1));
+        sustained[i] = total / timed;
     }
     cudaCheck(cudaEventDestroy(t0));
     cudaCheck(cudaEventDestroy(t1));
-    const float best = *std::min_element(med.begin(), med.end());
+    const std::vector<float>& t = mode == 2 ? sustained : burst;
+    const float best = *std::min_element(t.begin(), t.end());
     for (int i = 0; i < found; i++)
-        if (med[i] <= best * (1.0f + MATMUL_TUNE_TOLERANCE)) { p.choice = i; p.algo = res[i].algo; break; }
+        if (t[i] <= best * (1.0f + MATMUL_TUNE_TOLERANCE)) { p.choice = i; p.algo = res[i].algo; break; }
+    if (ctx->plans->report) {
+        const MatmulKey k = matmul_key(c);
+        const int f = 0, b = p.choice;
+        printf("gemm-tune m=%d n=%d k=%d ta=%d tb=%d epilogue=%d: first (#0) %.4f ms burst, %.4f sustained; "
+               "chosen #%d %.4f burst, %.4f sustained (%+.1f %% sustained)\n", k.m, k.n, k.k, k.trans_a, k.trans_b,
+               k.epilogue, burst[f], sustained[f], b, burst[b], sustained[b], 100.0 * (sustained[b] - sustained[f]) / sustained[f]);
+    }
 }
 
 // Runs the call with `algo` (default: the plan's; a plan created while tuning is timed first).

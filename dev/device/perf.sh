@@ -5,8 +5,9 @@
 # table (tok/s, MFU, ms/step, memory). With `profile`, ncu's per-kernel times of one d12 step
 # (dev/kernel_profile.py).
 # Binaries prebuilt here (dev/device/build.sh), carried in build/.
-# `tune` adds d12 BF16 with --gemm-tune 1 (timed GEMM algorithms) for the comparison; `batch` the
-# models at GPT-2's 524288-token batch (gradient accumulation, one optimizer step per batch).
+# `tune` adds rows with --gemm-tune 2 (GEMM algorithms timed at the power limit) next to d12 BF16
+# and, with `batch`, next to its largest micro-batches; `batch` runs the models at GPT-2's
+# 524288-token batch (gradient accumulation, one optimizer step per batch).
 #   dev/device/perf.sh [bench] [tune] [recompute] [batch] [big] [profile]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,6 +24,7 @@ bench() {  # precision model B [extra args]
     if [ -z "$r" ]; then rows+=("| $p | $e | $b | $* | failed: $(tail -n 1 "$log") |||||"); return; fi
     get() { echo "$r" | tr ' ' '\n' | grep "^$1=" | cut -d= -f2; }
     rows+=("| $p | $e | $b | $* | $(get tok_per_s) | $(get mfu) | $(get median_ms) | $(get fwd_ms) | $(get bwd_ms) | $(get opt_ms) | $(get device_mem_gb) |")
+    echo "${rows[-1]}"  # as it comes too: a run cut short by a time limit still shows its rows
 }
 if has bench; then
     # the SM clock and power while the benchmark runs: a sustained step runs at a lower clock than
@@ -31,7 +33,7 @@ if has bench; then
     smi=$!
     bench fp16 d12 64
     bench bf16 d12 64
-    has tune && bench bf16 d12 64 --gemm-tune 1
+    has tune && bench bf16 d12 64 --gemm-tune 2
     kill $smi
     rows+=("clocks during d12: $(awk -F, '$2 > 300 {print $1}' "$OUT/clocks.csv" | sort -n | awk '{a[NR] = $1} END {print "SM MHz median " a[int(NR/2)+1] ", min " a[1] ", max " a[NR]}'); $(awk -F, '{print $2}' "$OUT/clocks.csv" | sort -n | tail -n 1) W max")
 fi
@@ -43,14 +45,16 @@ if has batch; then
     # GPT-2's batch of 524288 tokens per step (-d, gradient accumulation): AdamW runs once per 8-32
     # micro-steps instead of after every one (at d48 it reads and writes 47 GB: 11.7 ms). Fewer
     # timed steps: each is 8-32 micro-steps long.
-    bench bf16 d12 64 -d 524288 --bench-warmup 2 --bench-steps 10
     bench bf16 d24 64 -d 524288 --bench-warmup 1 --bench-steps 4
     bench bf16 d36 32 -d 524288 --bench-warmup 1 --bench-steps 3
     bench bf16 d48 16 -d 524288 --bench-warmup 1 --bench-steps 3
     # the largest power-of-two micro-batches that fit in 141 GB (fuller GEMMs, fewer launches)
-    bench bf16 d24 128 -d 524288 --bench-warmup 1 --bench-steps 4
-    bench bf16 d36 64 -d 524288 --bench-warmup 1 --bench-steps 3
-    bench bf16 d48 32 -d 524288 --bench-warmup 1 --bench-steps 3
+    for tune in 0 $(has tune && echo 2); do
+        bench bf16 d12 64 -d 524288 --bench-warmup 2 --bench-steps 10 --gemm-tune $tune
+        bench bf16 d24 128 -d 524288 --bench-warmup 1 --bench-steps 4 --gemm-tune $tune
+        bench bf16 d36 64 -d 524288 --bench-warmup 1 --bench-steps 3 --gemm-tune $tune
+        bench bf16 d48 32 -d 524288 --bench-warmup 1 --bench-steps 3 --gemm-tune $tune
+    done
 fi
 if has big; then
     # llm.c's batch sizes (its reference rows), then the larger ones that fit in 141 GB and run

@@ -2,7 +2,7 @@
 # A/B of two (or more) trainer binaries on one GPU: bench mode (d12, B=64, T=1024, 5 warm-up and
 # 20 timed steps), the binaries ALTERNATING, ROUNDS rounds (default 2), so that a clock or power
 # drift of the machine hits every binary alike. One line per run (tok/s median and mean, forward,
-# backward), then the mean per binary. Logs in $OUT/ab_<name>_<round>.log. A binary may come with
+# backward, and GPU 0's mean SM clock and power while it ran busy, sampled every 100 ms), then the mean per binary. Logs in $OUT/ab_<name>_<round>.log. A binary may come with
 # its own options, as one quoted word ("build/bf16/train_gpt2cu --cuda-graphs 0"); the extra args
 # after -- go to every run (later options win: -- -b 4 -t 128 changes the shape).
 #   dev/device/trainer_ab.sh build/bf16/train_gpt2cu build_attn/train_wip_bf16 [-- extra args]
@@ -20,13 +20,18 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
     for b in "${bins[@]}"; do
         name=$(echo "$b" | tr '/ ' '__')
         log="$OUT/ab_${name}_$r.log"
+        nvidia-smi -i 0 --query-gpu=clocks.sm,power.draw --format=csv,noheader,nounits -lms 100 > "$OUT/smi.csv" 2>/dev/null &
+        smi=$!
         $b --bench -e d12 -b 64 -t 1024 --bench-warmup 5 --bench-steps 20 "${extra[@]}" > "$log" 2>&1
+        kill $smi 2>/dev/null; wait $smi 2>/dev/null
+        # the busy samples only (startup and exit draw far less than a step)
+        clocks=$(awk -F, '$2 > 400 {c += $1; w += $2; n++} END {if (n) printf " | %.0f MHz %.0f W", c / n, w / n}' "$OUT/smi.csv")
         res=$(grep ^RESULT "$log")
         if [ -z "$res" ]; then echo "$b round $r: failed: $(tail -n 1 "$log")"; continue; fi
         tok=$(get "$res" tok_per_s)
         multi=""  # several GPUs: what the communication costs
         [ "$(get "$res" gpus)" != 1 ] && multi=" | exposed $(get "$res" exposed_comm_pct) % bwd last $(get "$res" bwd_last_ms) other $(get "$res" bwd_other_ms) ms"
-        echo "$b round $r: tok/s $tok mean $(get "$res" tok_per_s_mean) fwd $(get "$res" fwd_ms) bwd $(get "$res" bwd_ms) ms$multi"
+        echo "$b round $r: tok/s $tok mean $(get "$res" tok_per_s_mean) fwd $(get "$res" fwd_ms) bwd $(get "$res" bwd_ms) ms$multi$clocks"
         sum[$b]=$(awk -v a="${sum[$b]:-0}" -v b="$tok" 'BEGIN {print a + b}')
     done
 done
