@@ -33,6 +33,7 @@ if has bench; then
     smi=$!
     bench fp16 d12 64
     bench bf16 d12 64
+    has tune && bench fp16 d12 64 --gemm-tune 2
     has tune && bench bf16 d12 64 --gemm-tune 2
     kill $smi
     rows+=("clocks during d12: $(awk -F, '$2 > 300 {print $1}' "$OUT/clocks.csv" | sort -n | awk '{a[NR] = $1} END {print "SM MHz median " a[int(NR/2)+1] ", min " a[1] ", max " a[NR]}'); $(awk -F, '{print $2}' "$OUT/clocks.csv" | sort -n | tail -n 1) W max")
