@@ -69,9 +69,10 @@ if has big; then
 fi
 if has profile; then
     # --cuda-graphs 0: every kernel its own launch, as in the profiles before graphs (same kernels)
+    # (PROFILE_MODEL / PROFILE_B: another model and micro-batch than d12 B=64)
     for p in ${PROFILE_PRECISIONS:-bf16 fp16}; do
         timeout 150 ncu --profile-from-start off --clock-control none --metrics gpu__time_duration.sum --csv \
-            build/$p/train_gpt2cu --bench -e d12 -b 64 -t 1024 --bench-warmup 2 --bench-steps 1 --bench-profile --cuda-graphs 0 \
+            build/$p/train_gpt2cu --bench -e "${PROFILE_MODEL:-d12}" -b "${PROFILE_B:-64}" -t 1024 --bench-warmup 2 --bench-steps 1 --bench-profile --cuda-graphs 0 \
             > "$OUT/ncu_$p.csv" 2> "$OUT/ncu_$p.err"
         python3 dev/kernel_profile.py "$OUT/ncu_$p.csv" --by-shape > "$OUT/profile_$p.txt" 2>&1
         python3 dev/kernel_profile.py "$OUT/ncu_$p.csv" > "$OUT/profile_${p}_by_name.txt" 2>&1
