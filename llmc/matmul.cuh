@@ -244,8 +244,9 @@ inline MatmulPlan& matmul_prepare(Context* ctx, const MatmulCall& c) {
 // rather than to timing noise, so runs on the same machine choose alike. With beta != 0
 // (accumulation) the output is garbage afterwards, which is why tuning happens only in a throwaway
 // pass (gpt2_tune_gemms). Two ways to time (ctx->plans->tuning):
-//   1 (burst): median of 5 runs after 2 warm-up runs, each alone on the stream: the time at the
-//     clock the GPU has when it starts from idle, its highest.
+//   1 (burst): median of 5 runs after 2 warm-up runs, each alone on the stream: the time at
+//     whatever clock the work before left the GPU at, up to its highest (too few runs to meet
+//     the power limit themselves).
 //   2 (sustained): the candidate runs back to back for MATMUL_SUSTAIN_MS first, then the mean of
 //     the next ~MATMUL_SUSTAIN_MS / 2 of runs. A training step runs at the GPU's power limit,
 //     where the clock drops until the power fits; a GEMM that is faster at the highest clock but
