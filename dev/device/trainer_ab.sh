@@ -8,6 +8,7 @@
 #   dev/device/trainer_ab.sh build/bf16/train_gpt2cu build_attn/train_wip_bf16 [-- extra args]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+source dev/device/gpu_power.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 bins=(); extra=()
 while [ $# -gt 0 ]; do
@@ -20,18 +21,13 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
     for b in "${bins[@]}"; do
         name=$(echo "$b" | tr '/ ' '__')
         log="$OUT/ab_${name}_$r.log"
-        nvidia-smi -i 0 --query-gpu=clocks.sm,power.draw --format=csv,noheader,nounits -lms 100 > "$OUT/smi.csv" 2>/dev/null &
-        smi=$!
-        $b --bench -e d12 -b 64 -t 1024 --bench-warmup 5 --bench-steps 20 "${extra[@]}" > "$log" 2>&1
-        kill $smi 2>/dev/null; wait $smi 2>/dev/null
-        # the busy samples only (startup and exit draw far less than a step)
-        clocks=$(awk -F, '$2 > 400 {c += $1; w += $2; n++} END {if (n) printf " | %.0f MHz %.0f W", c / n, w / n}' "$OUT/smi.csv")
+        power_run "$OUT/smi.csv" $b --bench -e d12 -b 64 -t 1024 --bench-warmup 5 --bench-steps 20 "${extra[@]}" > "$log" 2>&1
         res=$(grep ^RESULT "$log")
         if [ -z "$res" ]; then echo "$b round $r: failed: $(tail -n 1 "$log")"; continue; fi
         tok=$(get "$res" tok_per_s)
         multi=""  # several GPUs: what the communication costs
         [ "$(get "$res" gpus)" != 1 ] && multi=" | exposed $(get "$res" exposed_comm_pct) % bwd last $(get "$res" bwd_last_ms) other $(get "$res" bwd_other_ms) ms"
-        echo "$b round $r: tok/s $tok mean $(get "$res" tok_per_s_mean) fwd $(get "$res" fwd_ms) bwd $(get "$res" bwd_ms) ms$multi$clocks"
+        echo "$b round $r: tok/s $tok mean $(get "$res" tok_per_s_mean) fwd $(get "$res" fwd_ms) bwd $(get "$res" bwd_ms) ms$multi | $POWER_MHZ MHz $POWER_W W"
         sum[$b]=$(awk -v a="${sum[$b]:-0}" -v b="$tok" 'BEGIN {print a + b}')
     done
 done
