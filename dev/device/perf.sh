@@ -6,8 +6,8 @@
 # precision column is what the binary reports). With `profile`, ncu's per-kernel times of one d12 step
 # (dev/kernel_profile.py).
 # Binaries prebuilt here (dev/device/build.sh), carried in build/.
-# `tune` adds rows with --gemm-tune 2 (GEMM algorithms timed at the power limit) next to d12 BF16
-# and, with `batch`, next to its largest micro-batches; `batch` runs the models at GPT-2's
+# `tune` adds rows with the GEMM algorithms of --gemm-tune 2 (timed at the power limit) next to
+# d12's and, with `batch`, next to the largest micro-batches'; `batch` runs the models at GPT-2's
 # 524288-token batch (gradient accumulation, one optimizer step per batch).
 #   dev/device/perf.sh [bench] [tune] [recompute] [batch] [big] [profile]
 set -uo pipefail
@@ -20,23 +20,35 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=c
 rows=()
 bench() {  # precision model B [extra args]
     local p=$1 e=$2 b=$3; shift 3
-    local log="$OUT/bench_${p}_${e}_b${b}$(echo "$*" | tr -d ' -').log"
+    local log="$OUT/bench_${p}_${e}_b${b}$(echo "$*" | tr -cd 'A-Za-z0-9_').log"
+    local args; args=$(echo "$*" | sed 's|--gemm-algos [^ ]*|--gemm-algos (tuned: 2)|')
     power_run "$OUT/smi_row.csv" build/$p/train_gpt2cu --bench -e "$e" -b "$b" -t 1024 --bench-warmup 5 --bench-steps 20 "$@" > "$log" 2>&1
     local r; r=$(grep ^RESULT "$log")
-    if [ -z "$r" ]; then rows+=("| $p | $e | $b | $* | failed: $(tail -n 1 "$log") |||||||"); return; fi
+    if [ -z "$r" ]; then rows+=("| $p | $e | $b | $args | failed: $(tail -n 1 "$log") |||||||"); return; fi
     get() { echo "$r" | tr ' ' '\n' | grep "^$1=" | cut -d= -f2; }
-    rows+=("| $(get precision) | $e | $b | $* | $(get tok_per_s) | $(get mfu) | $(get median_ms) | $(get fwd_ms) | $(get bwd_ms) | $(get opt_ms) | $(get device_mem_gb) | $POWER_MHZ | $POWER_W |")
+    rows+=("| $(get precision) | $e | $b | $args | $(get tok_per_s) | $(get mfu) | $(get median_ms) | $(get fwd_ms) | $(get bwd_ms) | $(get opt_ms) | $(get device_mem_gb) | $POWER_MHZ | $POWER_W |")
     echo "${rows[-1]}"  # as it comes too: a run cut short by a time limit still shows its rows
+}
+# With `tune`: the row untuned, then with the GEMM algorithms that --gemm-tune 2 chose in a short
+# run before both (a file, --gemm-algos), so that neither row follows right after 35 s of tuning
+# and the two differ only in the algorithms. (Still one run each: dev/device/gemm_tune_ab.sh
+# alternates rounds.)
+pair() {  # precision model B [extra args]
+    local p=$1 e=$2 b=$3; shift 3
+    local dir="/tmp/perf_tune_${p}_${e}_$b"
+    rm -rf "$dir"
+    build/$p/train_gpt2cu --bench -e "$e" -b "$b" -t 1024 --bench-warmup 0 --bench-steps 1 --gemm-tune 2 -o "$dir" > "$OUT/tune_${p}_${e}_$b.log" 2>&1
+    bench "$p" "$e" "$b" "$@"
+    bench "$p" "$e" "$b" "$@" --gemm-algos "$dir/gemm_algos.txt"
 }
 if has bench; then
     # the SM clock and power while the benchmark runs: a sustained step runs at a lower clock than
     # ncu's isolated kernels (power limit), which is part of the gap between the two
     nvidia-smi -i 0 --query-gpu=clocks.sm,power.draw,clocks_event_reasons.active --format=csv,noheader,nounits -lms 200 > "$OUT/clocks.csv" 2>&1 &
     smi=$!
-    bench fp16 d12 64
-    bench bf16 d12 64
-    has tune && bench fp16 d12 64 --gemm-tune 2
-    has tune && bench bf16 d12 64 --gemm-tune 2
+    for p in fp16 bf16; do
+        if has tune; then pair $p d12 64; else bench $p d12 64; fi
+    done
     kill $smi
     rows+=("clocks during d12: $(awk -F, '$2 > 300 {print $1}' "$OUT/clocks.csv" | sort -n | awk '{a[NR] = $1} END {print "SM MHz median " a[int(NR/2)+1] ", min " a[1] ", max " a[NR]}'); $(awk -F, '{print $2}' "$OUT/clocks.csv" | sort -n | tail -n 1) W max")
 fi
@@ -52,12 +64,11 @@ if has batch; then
     bench bf16 d36 32 -d 524288 --bench-warmup 1 --bench-steps 3
     bench bf16 d48 16 -d 524288 --bench-warmup 1 --bench-steps 3
     # the largest power-of-two micro-batches that fit in 141 GB (fuller GEMMs, fewer launches)
-    for tune in 0 $(has tune && echo 2); do
-        bench bf16 d12 64 -d 524288 --bench-warmup 2 --bench-steps 10 --gemm-tune $tune
-        bench bf16 d24 128 -d 524288 --bench-warmup 1 --bench-steps 4 --gemm-tune $tune
-        bench bf16 d36 64 -d 524288 --bench-warmup 1 --bench-steps 3 --gemm-tune $tune
-        bench bf16 d48 32 -d 524288 --bench-warmup 1 --bench-steps 3 --gemm-tune $tune
-    done
+    b=$(has tune && echo pair || echo bench)
+    $b bf16 d12 64 -d 524288 --bench-warmup 2 --bench-steps 10
+    $b bf16 d24 128 -d 524288 --bench-warmup 1 --bench-steps 4
+    $b bf16 d36 64 -d 524288 --bench-warmup 1 --bench-steps 3
+    $b bf16 d48 32 -d 524288 --bench-warmup 1 --bench-steps 3
 fi
 if has big; then
     # llm.c's batch sizes (its reference rows), then the larger ones that fit in 141 GB and run
