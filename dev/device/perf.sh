@@ -2,7 +2,7 @@
 # Issue #8's benchmark, the same each time so results compare across commits: bench mode
 # (random tokens, median of 20 timed steps after 5 warm-up steps) for GPT-2 124M in FP16 and BF16 at
 # B=64, and 350M / 774M / 1558M in BF16 (at llm.c's batch sizes and at larger ones), then one
-# table (tok/s, MFU, ms/step, memory, GPU 0's mean SM clock and power while the row ran; the
+# table (tok/s, MFU, ms/step, memory, GPU 0's mean SM clock, power, temperature while the row ran; the
 # precision column is what the binary reports). With `profile`, ncu's per-kernel times of one d12 step
 # (dev/kernel_profile.py).
 # Binaries prebuilt here (dev/device/build.sh), carried in build/.
@@ -24,9 +24,9 @@ bench() {  # precision model B [extra args]
     local args; args=$(echo "$*" | sed 's|--gemm-algos [^ ]*|--gemm-algos (tuned: 2)|')
     power_run "$OUT/smi_row.csv" build/$p/train_gpt2cu --bench -e "$e" -b "$b" -t 1024 --bench-warmup 5 --bench-steps 20 "$@" > "$log" 2>&1
     local r; r=$(grep ^RESULT "$log")
-    if [ -z "$r" ]; then rows+=("| $p | $e | $b | $args | failed: $(tail -n 1 "$log") |||||||"); return; fi
+    if [ -z "$r" ]; then rows+=("| $p | $e | $b | $args | failed: $(tail -n 1 "$log") ||||||||"); return; fi
     get() { echo "$r" | tr ' ' '\n' | grep "^$1=" | cut -d= -f2; }
-    rows+=("| $(get precision) | $e | $b | $args | $(get tok_per_s) | $(get mfu) | $(get median_ms) | $(get fwd_ms) | $(get bwd_ms) | $(get opt_ms) | $(get device_mem_gb) | $POWER_MHZ | $POWER_W |")
+    rows+=("| $(get precision) | $e | $b | $args | $(get tok_per_s) | $(get mfu) | $(get median_ms) | $(get fwd_ms) | $(get bwd_ms) | $(get opt_ms) | $(get device_mem_gb) | $POWER_MHZ | $POWER_W | $POWER_C |")
     echo "${rows[-1]}"  # as it comes too: a run cut short by a time limit still shows its rows
 }
 # With `tune`: the row untuned, then with the GEMM algorithms that --gemm-tune 2 chose in a short
@@ -93,6 +93,6 @@ if has profile; then
     cat "$OUT/profile_bf16_by_name.txt"
 fi
 echo "================ $(date -u +%F) $(git rev-parse --short HEAD 2>/dev/null) $(cat "$OUT/gpu.txt")"
-echo "| precision | model | B | args | tok/s | MFU % | ms/step | fwd ms | bwd ms | opt ms | memory GB | SM MHz | W |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| precision | model | B | args | tok/s | MFU % | ms/step | fwd ms | bwd ms | opt ms | memory GB | SM MHz | W | °C |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"

@@ -2,9 +2,10 @@
 # A/B of two (or more) trainer binaries on one GPU: bench mode (d12, B=64, T=1024, 5 warm-up and
 # 20 timed steps), the binaries ALTERNATING, ROUNDS rounds (default 2), so that a clock or power
 # drift of the machine hits every binary alike. One line per run (tok/s median and mean, forward,
-# backward, and GPU 0's mean SM clock and power while it ran busy, sampled every 100 ms), then the mean per binary. Logs in $OUT/ab_<name>_<round>.log. A binary may come with
-# its own options, as one quoted word ("build/bf16/train_gpt2cu --cuda-graphs 0"); the extra args
-# after -- go to every run (later options win: -- -b 4 -t 128 changes the shape).
+# backward, and GPU 0's mean SM clock, power and temperature while it ran busy, every 100 ms; see
+# gpu_power.sh), then the mean per binary. Logs in $OUT/ab_<name>_<round>.log. A binary may come
+# with its own options, as one quoted word ("build/bf16/train_gpt2cu --cuda-graphs 0"); the extra
+# args after -- go to every run (later options win: -- -b 4 -t 128 changes the shape).
 #   dev/device/trainer_ab.sh build/bf16/train_gpt2cu build_attn/train_wip_bf16 [-- extra args]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,7 +28,7 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
         tok=$(get "$res" tok_per_s)
         multi=""  # several GPUs: what the communication costs
         [ "$(get "$res" gpus)" != 1 ] && multi=" | exposed $(get "$res" exposed_comm_pct) % bwd last $(get "$res" bwd_last_ms) other $(get "$res" bwd_other_ms) ms"
-        echo "$b round $r: tok/s $tok mean $(get "$res" tok_per_s_mean) fwd $(get "$res" fwd_ms) bwd $(get "$res" bwd_ms) ms$multi | $POWER_MHZ MHz $POWER_W W"
+        echo "$b round $r: tok/s $tok mean $(get "$res" tok_per_s_mean) fwd $(get "$res" fwd_ms) bwd $(get "$res" bwd_ms) ms$multi | $POWER_MHZ MHz $POWER_W W $POWER_C C"
         sum[$b]=$(awk -v a="${sum[$b]:-0}" -v b="$tok" 'BEGIN {print a + b}')
     done
 done
