@@ -123,12 +123,12 @@ struct MatmulPlan {
 // Algorithm choice. cuBLASLt ranks candidate algorithms by a model of the GPU, and its first is
 // not always the fastest: on an H200, for GPT-2 124M's shapes, the best of its first 16 is up to
 // 20 % faster for a few GEMMs (the lm head, dinp of qkv, dW of qkv), 7 % of all GEMM time in a
-// step (dev/cuda/matmul_check --algorithms). With --gemm-tune 1 the trainer times them once, in
-// a throwaway forward+backward at startup, and keeps each shape's choice (an index into that
-// ranking). It is off by default because the whole step gains little: d12 B=64 bf16 566K -> 568K
-// tok/s, d36/d48 +0.7 %: the GPU runs at its 700 W power limit during a step, where a GEMM that is
-// faster alone at full clock mostly lowers the clock instead. --gemm-tune 2 times each candidate
-// at that limit instead (matmul_tune).
+// step (dev/cuda/matmul_check --algorithms). With --gemm-tune the trainer times them once, in a
+// throwaway forward+backward at startup, and keeps each shape's choice (an index into that
+// ranking). Timed in short bursts (1) that gains little in a step (d12 B=64: +0.1 %, -0.8 %): the
+// GPU runs at its 700 W power limit during a step, where a GEMM that is faster alone at full clock
+// mostly lowers the clock instead. Timed at that limit (2, matmul_tune) it gains 1-2.5 %
+// (README). Off by default: it costs startup time and timed choices can differ between runs.
 struct MatmulPlanCache {
     std::map<MatmulKey, MatmulPlan> plans;
     int tuning = 0;                   // != 0: plans created now are timed on their first call (the mode, matmul_tune)
