@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Which GEMM algorithm choices pay in a training step: cuBLASLt's first choices against those of
-# --gemm-tune 1 (each candidate timed in a burst, at the idle GPU's highest clock) and of
+# --gemm-tune 1 (each candidate timed in a short burst, at whatever clock the GPU is at) and of
 # --gemm-tune 2 (each timed after 0.2 s back to back, at the clock the power limit leaves). Both
 # tunings run once (their choices kept in a file, their timings in $OUT/tune*.log), then
-# dev/device/trainer_ab.sh alternates the three (ROUNDS, default 3) at d12 B=64 bf16 (ARGS: other
-# trainer options for every run, e.g. "-e d24 -b 32").
+# dev/device/trainer_ab.sh alternates the three (ROUNDS, default 3) at d12 B=64 with the given
+# binary (default build/bf16/train_gpt2cu; ARGS: other trainer options for the tunings and every
+# run, later ones winning, e.g. "-b 128 -d 524288" or "-e d24 -b 32").
 #   dev/device/gemm_tune_ab.sh [binary]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
