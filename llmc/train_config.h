@@ -72,7 +72,7 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"grad-clip", 0, OPT_FLOAT, &c->grad_clip, "clip the global gradient norm to this (0: off)", 0, 1e9},
         {"seed", 0, OPT_INT, &c->seed, "seed of initialization, shuffling, sampling, --bench tokens", 0, 2147483647},
         {"recompute", 'r', OPT_INT, &c->recompute, "recompute in backward to save memory: 0 none, 1 GELU, 2 GELU+LayerNorm", 0, 2},
-        {"gemm-tune", 0, OPT_INT, &c->gemm_tune, "1: time cuBLASLt's first 16 algorithms per GEMM shape at startup (~1 s) and keep the fastest (kept in <out>/gemm_algos.txt for --resume); 2: the same, each timed after running 0.2 s back to back, at the clock the GPU's power limit leaves (~35 s; pays ~1 % under that limit); 0: cuBLASLt's first choice", 0, 2},
+        {"gemm-tune", 0, OPT_INT, &c->gemm_tune, "1: time cuBLASLt's first 16 algorithms per GEMM shape at startup (~1 s) and keep the fastest (kept in <out>/gemm_algos.txt for --resume); 2: the same, each timed after running 0.2 s back to back, at the clock the GPU's power limit leaves (~35 s; 1-2.5 % faster steps under that limit); 0: cuBLASLt's first choice", 0, 2},
         {"cuda-graphs", 0, OPT_INT, &c->cuda_graphs, "1: from the second step on, replay each micro-step's forward and backward as CUDA graphs (one launch instead of ~300: pays at small batches); 0: launch every kernel", 0, 1},
         {"gemm-algos", 0, OPT_STRING, &c->gemm_algos, "use the GEMM algorithm choices in this file (a run's <out>/gemm_algos.txt): bitwise-repeatable runs"},
         {"val-every", 'v', OPT_INT, &c->val_every, "validation loss every N steps (0: only at the end)", 0, 1e9},

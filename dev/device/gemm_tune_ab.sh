@@ -8,9 +8,10 @@
 # run, later ones winning, e.g. "-b 128 -d 524288" or "-e d24 -b 32").
 #   dev/device/gemm_tune_ab.sh [binary]
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+cd "$(dirname "$0")/../.." || exit 1
 b=${1:-build/bf16/train_gpt2cu}
+[ -x "$b" ] || { echo "$0: $b: not an executable (build it with dev/device/build.sh)" >&2; exit 2; }
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 args=${ARGS:-}
 for mode in 1 2; do
     rm -rf "/tmp/gemm_tune$mode"

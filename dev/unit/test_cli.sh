@@ -2,7 +2,7 @@
 # The trainer binary's early errors, which come before any GPU work, so CI checks them: each is
 # ONE line on stderr, a non-zero exit within a second, and nothing written. Run from the repo root
 # (make test does). Needs ./train_gpt2cu and data/tokenize; also checks dev/cuda/attention_check's
-# --io errors when it is built, and dev/device/attn_ab.sh's argument errors.
+# --io errors when it is built, and dev/device/attn_ab.sh's and gemm_tune_ab.sh's argument errors.
 set -u
 passed=0; failed=0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -83,5 +83,8 @@ expect "attn_ab.sh without binaries" "usage: " -- env OUT="$tmp/ab_out" dev/devi
 expect "attn_ab.sh names a missing binary" "$tmp/none: not an executable" -- env OUT="$tmp/ab_out" dev/device/attn_ab.sh "$tmp/none"
 if [ -e "$tmp/ab_out" ]; then failed=$((failed + 1)); echo "FAIL attn_ab.sh created its output directory on bad arguments"
 else passed=$((passed + 1)); echo "PASS attn_ab.sh wrote nothing on bad arguments"; fi
+expect "gemm_tune_ab.sh names a missing binary" "$tmp/none: not an executable" -- env OUT="$tmp/gt_out" dev/device/gemm_tune_ab.sh "$tmp/none"
+if [ -e "$tmp/gt_out" ]; then failed=$((failed + 1)); echo "FAIL gemm_tune_ab.sh created its output directory on a bad argument"
+else passed=$((passed + 1)); echo "PASS gemm_tune_ab.sh wrote nothing on a bad argument"; fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
