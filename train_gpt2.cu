@@ -2,8 +2,8 @@
 // The story of one step (llmc/gpt2_step.cuh computes it; llmc/ has each layer's kernels):
 //
 //   tokens (B,T) - encoder -> residual (B,T,C)
-//   per block:  LN1 - qkv matmul - attention - proj matmul -+- residual add + LN2 (fused)
-//               fc matmul + GELU (fused) - proj matmul -+- residual add + next LN (fused)
+//   per block:  LN1 - qkv matmul - attention - proj matmul + residual add (fused) - LN2
+//               fc matmul + GELU (fused) - proj matmul + residual add (fused) - next LN
 //   LN_f - lm-head matmul (tied wte) - fused classifier (softmax + loss + dlogits) - lm-head
 //          backward, in chunks of tokens (the (B,T,Vp) logits never exist whole)
 //   backward in reverse; each finished block's gradients are announced (the multi-GPU seam)

@@ -22,7 +22,6 @@ struct Activations {
     size_t logit_rows;         // tokens the lm head handles at once: min(B*T, logit chunk)
     floatX *logits;            // (logit_rows,Vp) one chunk of tokens, overwritten in place by dlogits
     float *losses;             // (B,T)
-    floatX *proj_out;          // (B,T,C) output of the two projection matmuls before the residual add
     // backward scratch
     floatX *dresidual;         // (B,T,C) gradient of the residual stream, accumulated block by block
     floatX *dbtc;              // (B,T,C) gradient of an LN output / attention output / LN_f output
@@ -60,14 +59,14 @@ inline BlockActs block_acts(const Activations& a, const GPT2Config& c, int B, in
 // The logits are the largest activation by far ((B,T,Vp): 6.6 GB at B=64, T=1024), but no one needs
 // all of them at once: the forward computes them `logit_chunk` tokens at a time and, when training,
 // turns each chunk into dlogits and runs the lm head's backward on it right away (see gpt2_forward).
-// proj_out (forward only, before the logits exist) and dbig (backward only, after the last dlogits
-// were consumed) are never live together with the logits, so all three share one region.
+// dbig (backward only, after the last dlogits were consumed) is never live together with the
+// logits, so the two share one region.
 inline void activations_alloc(Activations* a, const GPT2Config& c, int B, int T, int recompute, size_t logit_chunk) {
     const size_t L = c.num_layers, btc = (size_t)B * T * c.channels, bt = (size_t)B * T;
     const size_t LG = recompute >= 1 ? 1 : L, LL = recompute >= 2 ? 1 : L;
     a->recompute = recompute;
     a->logit_rows = std::min(bt, std::max(logit_chunk, (size_t)T));  // sampling needs one sequence's logits
-    const size_t shared_region = std::max(a->logit_rows * c.padded_vocab_size, 4 * btc);  // logits | proj_out | dbig
+    const size_t shared_region = std::max(a->logit_rows * c.padded_vocab_size, 4 * btc);  // logits | dbig
     struct Item { void** ptr; size_t bytes; };
     const size_t X = sizeof(floatX), F = sizeof(float);
     const Item items[] = {
@@ -88,6 +87,6 @@ inline void activations_alloc(Activations* a, const GPT2Config& c, int B, int T,
     cudaCheck(cudaMalloc(&a->memory, a->bytes));
     char* p = (char*)a->memory;
     for (const Item& it : items) { *it.ptr = p; p += align(it.bytes); }
-    a->proj_out = a->dbig = a->logits;
+    a->dbig = a->logits;
 }
 

@@ -54,20 +54,18 @@ void gpt2_forward(GPT2* m, Context* ctx, int B, int T, bool with_targets, float 
         BlockActs x = block_acts(a, c, B, T, l);
         matmul_forward(ctx, x.qkv, x.ln1, w.qkvw, w.qkvb, BT, C, 3 * C);
         attention_forward(ctx, x.atty, x.att, x.qkv, a.att_scratch, B, T, C, NH);
-        matmul_forward(ctx, a.proj_out, x.atty, w.attprojw, w.attprojb, BT, C, C);
-        layernorm_residual_forward(ctx, x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, x.input, a.proj_out,
-                                   w.ln2w, w.ln2b, BT, C);
+        // each projection adds its output to the residual stream in its epilogue
+        matmul_forward(ctx, x.residual2, x.atty, w.attprojw, w.attprojb, BT, C, C, nullptr, /*residual=*/x.input);
+        layernorm_forward(ctx, x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, w.ln2w, w.ln2b, BT, C);
         matmul_forward(ctx, x.fch_gelu, x.ln2, w.fcw, w.fcb, BT, C, 4 * C, /*pre_gelu=*/x.fch);
-        matmul_forward(ctx, a.proj_out, x.fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C);
-        // the residual add closes the block; the next LayerNorm (block l+1's LN1, or LN_f) is fused into it
+        matmul_forward(ctx, x.residual3, x.fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C, nullptr, /*residual=*/x.residual2);
+        // the block's output feeds the next block's LN1, or LN_f
         if (l + 1 < L) {
             BlockTensors<floatX> wn = block_tensors(m->params, c, m->layout, l + 1);
             BlockActs xn = block_acts(a, c, B, T, l + 1);
-            layernorm_residual_forward(ctx, x.residual3, xn.ln1, xn.ln1_mean, xn.ln1_rstd, x.residual2, a.proj_out,
-                                       wn.ln1w, wn.ln1b, BT, C);
+            layernorm_forward(ctx, xn.ln1, xn.ln1_mean, xn.ln1_rstd, x.residual3, wn.ln1w, wn.ln1b, BT, C);
         } else {
-            layernorm_residual_forward(ctx, x.residual3, a.lnf, a.lnf_mean, a.lnf_rstd, x.residual2, a.proj_out,
-                                       head.lnfw, head.lnfb, BT, C);
+            layernorm_forward(ctx, a.lnf, a.lnf_mean, a.lnf_rstd, x.residual3, head.lnfw, head.lnfb, BT, C);
         }
     }
     // lm head (tied to wte), chunk by chunk: logits = lnf @ wte^T; loss; dlogits in place;

@@ -1,10 +1,12 @@
-// LayerNorm, forward and backward, the forward optionally fused with the residual add before it.
+// LayerNorm, forward and backward.
 //   forward:  out = (x - mean) * rstd * w + b,  mean/rstd over the C channels of each row, eps 1e-5
-//             x = inp, or (fused) x = residual_out = inp + add   [the residual stream's update]
 //   backward: dinp += dLN/dx (dout); dw += sum_rows dout * xhat; db += sum_rows dout
 // Statistics are fp32 whatever floatX is: a variance summed in fp16 would lose most of its bits.
-// The fused forward reads the two tensors once and writes the residual and the normalized output,
-// instead of one kernel for the add and another that re-reads its output.
+// The residual add before each LayerNorm is not here: the projection matmul that produces the
+// block's branch output adds the residual stream in its epilogue (matmul_forward's `residual`), so
+// the LayerNorm reads one tensor (x) and writes one (out). (It was fused into this kernel before:
+// read inp and add, write x and out, 2 tensors more per LayerNorm than now, for 1 more read in the
+// matmul; 0.4 ms less per d12 micro-step at B=64, dev/perf_log.md.)
 #pragma once
 #include <algorithm>
 #include "common.cuh"
@@ -14,13 +16,10 @@ constexpr int LN_WARPS = 4;  // rows per block of the forward kernels (one warp 
 // ----------------------------------------------------------------------------------------------
 // Kernels
 
-// out (N,C), mean (N), rstd (N) <- LN of x (N,C), where x = inp, or with ADD: x = inp + add,
-// also written to residual_out (N,C) (may alias inp: each element is read before it is written).
+// out (N,C), mean (N), rstd (N) <- LN of x (N,C). Not in place.
 // One warp per row; the row is staged in shared memory so the three passes (mean, variance,
 // normalize) read DRAM once. Dynamic shared memory: LN_WARPS * C * sizeof(floatX).
-template <bool ADD>
-__global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, float* mean, float* rstd,
-                                         const floatX* inp, const floatX* add,
+__global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, const floatX* inp,
                                          const floatX* w, const floatX* b, int N, int C) {
     extern __shared__ char smem_raw[];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -30,12 +29,7 @@ __global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, floa
     const size_t base = (size_t)row * C;
     float sum = 0.0f;
     for (int c = lane * x128::size; c < C; c += 32 * x128::size) {
-        x128 v = load128(inp + base + c);
-        if (ADD) {
-            x128 a = load128(add + base + c);
-            for (int k = 0; k < x128::size; k++) v[k] = (floatX)((float)v[k] + (float)a[k]);
-            store128(residual_out + base + c, v);
-        }
+        const x128 v = load128(inp + base + c);
         for (int k = 0; k < x128::size; k++) sum += (float)v[k];
         store128(x + c, v);
     }
@@ -210,18 +204,7 @@ __global__ void layernorm_params_accumulate_kernel(floatX* dw, floatX* db, const
 inline void layernorm_forward(Context* ctx, floatX* out, float* mean, float* rstd,
                               const floatX* inp, const floatX* w, const floatX* b, int N, int C) {
     const size_t smem = (size_t)LN_WARPS * C * sizeof(floatX);
-    layernorm_forward_kernel<false><<<ceil_div(N, LN_WARPS), LN_WARPS * 32, smem, ctx->stream>>>(
-        nullptr, out, mean, rstd, inp, nullptr, w, b, N, C);
-    launchCheck();
-}
-
-// residual_out (N,C) = inp + add;  out, mean, rstd = LayerNorm(residual_out).   [x = x + f(x); ln(x)]
-inline void layernorm_residual_forward(Context* ctx, floatX* residual_out, floatX* out, float* mean, float* rstd,
-                                       const floatX* inp, const floatX* add, const floatX* w, const floatX* b,
-                                       int N, int C) {
-    const size_t smem = (size_t)LN_WARPS * C * sizeof(floatX);
-    layernorm_forward_kernel<true><<<ceil_div(N, LN_WARPS), LN_WARPS * 32, smem, ctx->stream>>>(
-        residual_out, out, mean, rstd, inp, add, w, b, N, C);
+    layernorm_forward_kernel<<<ceil_div(N, LN_WARPS), LN_WARPS * 32, smem, ctx->stream>>>(out, mean, rstd, inp, w, b, N, C);
     launchCheck();
 }
 

@@ -215,8 +215,9 @@ inline MatmulPlan& matmul_plan(Context* ctx, const MatmulKey& key) {
     return ctx->plans->plans.emplace(key, p).first->second;
 }
 
-// D (m,n) = alpha * op(A) op(B) [+ bias (m)] [GELU, saving the pre-GELU to aux] + beta * D,
-// all column-major; or, with epilogue DGELU, D = (op(A) op(B)) * GELU'(aux).
+// D (m,n) = alpha * op(A) op(B) + beta * C [+ bias (m)] [GELU, saving the pre-GELU to aux],
+// all column-major, C = D (accumulating in place) unless `c` is given; or, with epilogue DGELU,
+// D = (op(A) op(B)) * GELU'(aux).
 struct MatmulCall {
     floatX* d; const floatX* a; const floatX* b;
     int m, n, k;
@@ -227,10 +228,12 @@ struct MatmulCall {
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     int batch = 1;
     long long stride_a = 0, stride_b = 0, stride_d = 0;
+    const floatX* c = nullptr;     // (m, n), D's layout: the beta * C term read from here, not from D
+    const floatX* c_or_d() const { return c ? c : d; }
 };
 inline MatmulKey matmul_key(const MatmulCall& c) {
     return MatmulKey{c.m, c.n, c.k, c.trans_a, c.trans_b, (int)c.epilogue, c.batch,
-                     pointer_alignment({c.d, c.a, c.b, c.bias, c.aux}), c.stride_a, c.stride_b, c.stride_d};
+                     pointer_alignment({c.d, c.a, c.b, c.bias, c.aux, c.c}), c.stride_a, c.stride_b, c.stride_d};
 }
 // The plan for the call, with this call's bias and aux pointers set on its descriptor.
 inline MatmulPlan& matmul_prepare(Context* ctx, const MatmulCall& c) {
@@ -266,7 +269,7 @@ inline void matmul_tune(Context* ctx, MatmulPlan& p, const MatmulCall& c) {
     std::vector<float> burst(found, INFINITY), sustained(found, INFINITY);
     for (int i = 0; i < found; i++) {
         auto run = [&] {
-            return cublasLtMatmul(ctx->lt, p.desc, &c.alpha, c.a, p.a, c.b, p.b, &c.beta, c.d, p.d, c.d, p.d,
+            return cublasLtMatmul(ctx->lt, p.desc, &c.alpha, c.a, p.a, c.b, p.b, &c.beta, c.c_or_d(), p.d, c.d, p.d,
                                   &res[i].algo, ctx->lt_workspace, ctx->lt_workspace_size, ctx->stream);
         };
         if (run() != CUBLAS_STATUS_SUCCESS || run() != CUBLAS_STATUS_SUCCESS) continue;  // not usable here
@@ -311,7 +314,7 @@ inline void matmul_tune(Context* ctx, MatmulPlan& p, const MatmulCall& c) {
 inline void matmul(Context* ctx, const MatmulCall& c, const cublasLtMatmulAlgo_t* algo = nullptr) {
     MatmulPlan& p = matmul_prepare(ctx, c);
     if (p.untimed && !algo) matmul_tune(ctx, p, c);
-    cublasCheck(cublasLtMatmul(ctx->lt, p.desc, &c.alpha, c.a, p.a, c.b, p.b, &c.beta, c.d, p.d, c.d, p.d,
+    cublasCheck(cublasLtMatmul(ctx->lt, p.desc, &c.alpha, c.a, p.a, c.b, p.b, &c.beta, c.c_or_d(), p.d, c.d, p.d,
                                algo ? algo : &p.algo, ctx->lt_workspace, ctx->lt_workspace_size, ctx->stream));
 }
 
@@ -365,10 +368,15 @@ inline void matmul_rowmajor(Context* ctx, floatX* C, const floatX* X, const floa
 
 // out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC)      [nn.Linear]
 // With pre_gelu != nullptr: pre_gelu (N, OC) = that, and out = GELU_tanh(pre_gelu), in one pass.
+// With residual != nullptr (not with pre_gelu): out = residual (N, OC) + that, the residual
+// stream's update, added in fp32 in the epilogue and rounded once. out must not alias residual
+// (backward needs both). A projection that writes the residual stream this way reads one more
+// tensor, and the LayerNorm after it reads one and writes one fewer than a fused add + LayerNorm.
 inline void matmul_forward(Context* ctx, floatX* out, const floatX* inp, const floatX* weight, const floatX* bias,
-                           int N, int C, int OC, floatX* pre_gelu = nullptr) {
+                           int N, int C, int OC, floatX* pre_gelu = nullptr, const floatX* residual = nullptr) {
     MatmulCall c{out, weight, inp, OC, N, C, /*trans_a=*/true, /*trans_b=*/false};
     c.bias = bias;
+    if (residual) { c.c = residual; c.beta = 1.0f; }
     if (pre_gelu) { c.aux = pre_gelu; c.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX; }
     else if (bias) c.epilogue = CUBLASLT_EPILOGUE_BIAS;
     matmul(ctx, c);

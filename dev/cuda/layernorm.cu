@@ -1,12 +1,10 @@
 // Checks llmc/layernorm.cuh against a float64 CPU reference, for C = 768 and C = 1600:
 //   - layernorm_forward: out, mean, rstd;
-//   - layernorm_residual_forward: residual = inp + add (rounded to floatX, as the kernel does),
-//     then out, mean, rstd of that residual;
 //   - layernorm_backward: dinp accumulated onto a non-zero initial dinp, dw/db accumulated onto
 //     non-zero initial values;
 //   - layernorm_backward is bitwise reproducible (two runs from the same inputs), also for a row
 //     count that is not a multiple of the rows a block takes;
-//   - timing of the three at N = 65536 rows (GPT-2 124M's B*T = 64*1024), C = 768, and of the
+//   - timing of the forward and backward at N = 65536 rows (GPT-2 124M's B*T = 64*1024), C = 768, and of the
 //     backward at C = 1600: the llmc kernel against the previous one (kept below for that only).
 // Run: make dev/cuda/layernorm_check && ./dev/cuda/layernorm_check   (PRECISION=BF16|FP32 for others)
 #include "check.cuh"
@@ -110,24 +108,16 @@ static void layernorm_ref(std::vector<double>& out, std::vector<double>& mean, s
     }
 }
 
-static void check_forward(Context* ctx, int N, int C, bool fused) {
-    const std::string tag = std::string(fused ? "layernorm_residual_forward" : "layernorm_forward") + " C=" + std::to_string(C);
-    std::vector<float> inp = randn((size_t)N * C, 1.0f, 0.3f), add = randn((size_t)N * C, 0.5f);
-    std::vector<float> w = randn(C, 0.2f, 1.0f), b = randn(C, 0.2f);
-    floatX *d_inp = to_device(inp), *d_add = to_device(add), *d_w = to_device(w), *d_b = to_device(b);
-    floatX *d_out = dalloc<floatX>((size_t)N * C), *d_res = dalloc<floatX>((size_t)N * C);
+static void check_forward(Context* ctx, int N, int C) {
+    const std::string tag = "layernorm_forward C=" + std::to_string(C);
+    std::vector<float> inp = randn((size_t)N * C, 1.0f, 0.3f), w = randn(C, 0.2f, 1.0f), b = randn(C, 0.2f);
+    round_to_floatX(inp);  // the reference normalizes what the kernel reads
+    floatX *d_inp = to_device(inp), *d_w = to_device(w), *d_b = to_device(b), *d_out = dalloc<floatX>((size_t)N * C);
     float *d_mean = dalloc<float>(N), *d_rstd = dalloc<float>(N);
-    poison(d_out, (size_t)N * C); poison(d_res, (size_t)N * C); poison(d_mean, N); poison(d_rstd, N);
-    std::vector<float> x = inp;
-    if (fused) {
-        for (size_t i = 0; i < x.size(); i++) x[i] = round_x(inp[i] + add[i]);  // the kernel's floatX residual
-        layernorm_residual_forward(ctx, d_res, d_out, d_mean, d_rstd, d_inp, d_add, d_w, d_b, N, C);
-    } else {
-        layernorm_forward(ctx, d_out, d_mean, d_rstd, d_inp, d_w, d_b, N, C);
-    }
+    poison(d_out, (size_t)N * C); poison(d_mean, N); poison(d_rstd, N);
+    layernorm_forward(ctx, d_out, d_mean, d_rstd, d_inp, d_w, d_b, N, C);
     std::vector<double> out, mean, rstd;
-    layernorm_ref(out, mean, rstd, x, w, b, N, C);
-    if (fused) check_close(tag + " residual", from_device(d_res, (size_t)N * C), std::vector<double>(x.begin(), x.end()), 1e-7);
+    layernorm_ref(out, mean, rstd, inp, w, b, N, C);
     check_close(tag + " out", from_device(d_out, (size_t)N * C), out, tol_default());
     check_close(tag + " mean", from_device_raw(d_mean, N), mean, 1e-5);
     check_close(tag + " rstd", from_device_raw(d_rstd, N), rstd, 1e-5);
@@ -188,8 +178,7 @@ int main() {
     check_begin(ctx, "layernorm");
     const int N = 8 * 256;
     for (int C : {768, 1600}) {
-        check_forward(&ctx, N, C, false);
-        check_forward(&ctx, N, C, true);
+        check_forward(&ctx, N, C);
         check_backward(&ctx, N, C);
     }
     check_backward(&ctx, 999, 768);  // fewer rows than warps in the grid, and not a multiple of 8
@@ -200,31 +189,25 @@ int main() {
         for (int C : {768, 1600}) {
             const int N = 65536;
             const size_t n = (size_t)N * C;
-            floatX *inp = random_device<floatX>(&ctx, n, -2, 2), *add = random_device<floatX>(&ctx, n, -1, 1);
-            floatX *out = random_device<floatX>(&ctx, n, -1, 1), *res = random_device<floatX>(&ctx, n, -1, 1);
+            floatX *inp = random_device<floatX>(&ctx, n, -2, 2), *out = random_device<floatX>(&ctx, n, -1, 1);
             floatX *dout = random_device<floatX>(&ctx, n, -1, 1), *dinp = random_device<floatX>(&ctx, n, -1, 1);
             floatX *w = random_device<floatX>(&ctx, C, 0.5f, 1.5f), *b = random_device<floatX>(&ctx, C, -1, 1);
             floatX *dw = random_device<floatX>(&ctx, C, -1, 1), *db = random_device<floatX>(&ctx, C, -1, 1);
             float *mean = dalloc<float>(N), *rstd = dalloc<float>(N);
             const double X = sizeof(floatX), stats = 8.0 * N, params = 2.0 * X * C;
             const std::string shape = " N=65536 C=" + std::to_string(C);
-            if (C == 768) {
-                time_ms(&ctx, ("layernorm_forward" + shape).c_str(), 2 * X * n + stats + params, 0,
-                        [&] { layernorm_forward(&ctx, out, mean, rstd, inp, w, b, N, C); });
-                time_ms(&ctx, ("layernorm_residual_forward" + shape).c_str(), 4 * X * n + stats + params, 0,
-                        [&] { layernorm_residual_forward(&ctx, res, out, mean, rstd, inp, add, w, b, N, C); });
-            } else {
-                layernorm_residual_forward(&ctx, res, out, mean, rstd, inp, add, w, b, N, C);  // real statistics
-            }
+            // (also gives the backward real statistics)
+            time_ms(&ctx, ("layernorm_forward" + shape).c_str(), 2 * X * n + stats + params, 0,
+                    [&] { layernorm_forward(&ctx, out, mean, rstd, inp, w, b, N, C); });
             // dout, inp, dinp read; dinp written; w, mean, rstd read; dw, db read+written
             const double bytes = 4 * X * n + stats + 3 * params;
             const float t_new = time_ms(&ctx, ("layernorm_backward" + shape).c_str(), bytes, 0,
-                                        [&] { layernorm_backward(&ctx, dinp, dw, db, dout, res, w, mean, rstd, N, C); });
+                                        [&] { layernorm_backward(&ctx, dinp, dw, db, dout, inp, w, mean, rstd, N, C); });
             const float t_old = time_ms(&ctx, ("layernorm_backward (previous kernel)" + shape).c_str(), bytes, 0,
-                                        [&] { layernorm_backward_prev(&ctx, dinp, dw, db, dout, res, w, mean, rstd, N, C); });
+                                        [&] { layernorm_backward_prev(&ctx, dinp, dw, db, dout, inp, w, mean, rstd, N, C); });
             if (C == 768)
                 time_ms(&ctx, ("layernorm_backward (other reg budget)" + shape).c_str(), bytes, 0,
-                        [&] { layernorm_backward_768_other_budget(&ctx, dinp, dw, db, dout, res, w, mean, rstd, N); });
+                        [&] { layernorm_backward_768_other_budget(&ctx, dinp, dw, db, dout, inp, w, mean, rstd, N); });
             printf("SPEEDUP layernorm_backward%s: %.2fx (%.4f ms -> %.4f ms)\n", shape.c_str(), t_old / t_new, t_old, t_new);
         }
     }

@@ -1,5 +1,6 @@
 // Checks llmc/matmul.cuh against float64 CPU references:
-//   - matmul_forward with bias; with the GELU epilogue (pre_gelu and the tanh-GELU output);
+//   - matmul_forward with bias; with the GELU epilogue (pre_gelu and the tanh-GELU output); with
+//     the residual added in the epilogue (and the residual left unchanged);
 //   - matmul_backward: dinp, dweight accumulated onto non-zero, dbias accumulated; and with
 //     pre_gelu (DGELU: dinp multiplied by GELU'(pre_gelu));
 //   - bias_backward alone (row count not a multiple of 8, column count not a multiple of a block);
@@ -199,6 +200,19 @@ static void check_linear(Context* ctx) {
     for (size_t i = 0; i < ref.size(); i++) ref_gelu[i] = gelu(ref[i]);
     check_close("matmul_forward +bias GELU pre_gelu", from_device(d_pre, (size_t)N * OC), ref, tol);
     check_close("matmul_forward +bias GELU out", from_device(d_out, (size_t)N * OC), ref_gelu, tol_for(5e-5, 2e-3, 1.5e-2));
+
+    // with the residual added in the epilogue (out = residual + inp @ w^T + bias); residual unchanged
+    std::vector<float> res = randn((size_t)N * OC, 2.0f);
+    round_to_floatX(res);
+    floatX* d_res = to_device(res);
+    const std::vector<unsigned char> res_before = bytes_of(d_res, res.size() * sizeof(floatX));
+    poison(d_out, (size_t)N * OC);
+    matmul_forward(ctx, d_out, d_inp, d_w, d_bias, N, C, OC, nullptr, d_res);
+    std::vector<double> ref_res(ref.size());
+    for (size_t i = 0; i < ref.size(); i++) ref_res[i] = ref[i] + res[i];
+    check_close("matmul_forward +bias +residual", from_device(d_out, (size_t)N * OC), ref_res, tol);
+    const bool same = bytes_of(d_res, res.size() * sizeof(floatX)) == res_before;
+    check_true("matmul_forward +bias +residual: residual untouched", same, same ? "bitwise unchanged" : "changed");
 
     // backward, plain and with DGELU. pre_gelu (N, C) is what produced inp = GELU(pre_gelu).
     std::vector<float> dout = randn((size_t)N * OC), dw0 = randn((size_t)OC * C), db0 = randn(OC), pre = randn((size_t)N * C);
@@ -484,13 +498,15 @@ static void search_algorithms(Context* ctx) {
             enumerated.swap(s);
         }
         cands.insert(cands.end(), enumerated.begin(), enumerated.end());
+        auto launch = [&](const cublasLtMatmulAlgo_t& a) {
+            return cublasLtMatmul(ctx->lt, p.desc, &k.c.alpha, k.c.a, p.a, k.c.b, p.b, &k.c.beta, k.c.c_or_d(), p.d, k.c.d, p.d,
+                                  &a, ctx->lt_workspace, ctx->lt_workspace_size, ctx->stream);
+        };
         // burst screen
         for (SearchCandidate& c : cands) {
-            auto run = [&] { return cublasLtMatmul(ctx->lt, p.desc, &k.c.alpha, k.c.a, p.a, k.c.b, p.b, &k.c.beta, k.c.d, p.d,
-                                                   k.c.d, p.d, &c.algo, ctx->lt_workspace, ctx->lt_workspace_size, ctx->stream); };
-            if (run() != CUBLAS_STATUS_SUCCESS) { cudaGetLastError(); continue; }
+            if (launch(c.algo) != CUBLAS_STATUS_SUCCESS) { cudaGetLastError(); continue; }
             cudaCheck(cudaStreamSynchronize(ctx->stream));
-            c.burst = median_ms(ctx, [&] { cublasCheck(run()); }, 5);
+            c.burst = median_ms(ctx, [&] { cublasCheck(launch(c.algo)); }, 5);
         }
         // sustained: all of BF, the fastest of the rest
         std::vector<int> order;
@@ -501,9 +517,7 @@ static void search_algorithms(Context* ctx) {
         for (int i : order) {
             SearchCandidate& c = cands[i];
             if (!std::isfinite(c.burst)) continue;
-            c.sustained = sustained_ms(ctx, [&] {
-                cublasCheck(cublasLtMatmul(ctx->lt, p.desc, &k.c.alpha, k.c.a, p.a, k.c.b, p.b, &k.c.beta, k.c.d, p.d, k.c.d, p.d,
-                                           &c.algo, ctx->lt_workspace, ctx->lt_workspace_size, ctx->stream)); }, c.burst);
+            c.sustained = sustained_ms(ctx, [&] { cublasCheck(launch(c.algo)); }, c.burst);
         }
         int bf_best = 0, all_best = 0;
         for (int i = 0; i < (int)cands.size(); i++) {
