@@ -9,7 +9,8 @@
 # `tune` adds rows with the GEMM algorithms of --gemm-tune 2 (timed at the power limit) next to
 # d12's and, with `batch`, next to the largest micro-batches'; `batch` runs the models at GPT-2's
 # 524288-token batch (gradient accumulation, one optimizer step per batch).
-#   dev/device/perf.sh [bench] [tune] [recompute] [batch] [big] [profile]
+# `peak`: d24 / d36 / d48 at GPT-2's batch, largest micro-batch, tuned GEMM algorithms only.
+#   dev/device/perf.sh [bench] [tune] [recompute] [batch] [peak] [big] [profile]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source dev/device/gpu_power.sh
@@ -33,11 +34,14 @@ bench() {  # precision model B [extra args]
 # run before both (a file, --gemm-algos), so that neither row follows right after 35 s of tuning
 # and the two differ only in the algorithms. (Still one run each: dev/device/gemm_tune_ab.sh
 # alternates rounds.)
+tune_file() {  # precision model B: a short --gemm-tune 2 run; its choices file is $dir/gemm_algos.txt
+    dir="/tmp/perf_tune_$1_$2_$3"
+    rm -rf "$dir"
+    build/$1/train_gpt2cu --bench -e "$2" -b "$3" -t 1024 --bench-warmup 0 --bench-steps 1 --gemm-tune 2 -o "$dir" > "$OUT/tune_$1_$2_$3.log" 2>&1
+}
 pair() {  # precision model B [extra args]
     local p=$1 e=$2 b=$3; shift 3
-    local dir="/tmp/perf_tune_${p}_${e}_$b"
-    rm -rf "$dir"
-    build/$p/train_gpt2cu --bench -e "$e" -b "$b" -t 1024 --bench-warmup 0 --bench-steps 1 --gemm-tune 2 -o "$dir" > "$OUT/tune_${p}_${e}_$b.log" 2>&1
+    tune_file "$p" "$e" "$b"
     bench "$p" "$e" "$b" "$@"
     bench "$p" "$e" "$b" "$@" --gemm-algos "$dir/gemm_algos.txt"
 }
@@ -69,6 +73,15 @@ if has batch; then
     $b bf16 d24 128 -d 524288 --bench-warmup 1 --bench-steps 4
     $b bf16 d36 64 -d 524288 --bench-warmup 1 --bench-steps 3
     $b bf16 d48 32 -d 524288 --bench-warmup 1 --bench-steps 3
+fi
+if has peak; then
+    # the best MFU each model reaches here: GPT-2's batch, the largest micro-batch, the GEMM
+    # algorithms of --gemm-tune 2 (tuned first, in a run of their own), no untuned twin
+    for mb in "d24 128 4" "d36 64 3" "d48 32 3"; do
+        read -r e b n <<< "$mb"
+        tune_file bf16 "$e" "$b"
+        bench bf16 "$e" "$b" -d 524288 --bench-warmup 1 --bench-steps "$n" --gemm-algos "$dir/gemm_algos.txt"
+    done
 fi
 if has big; then
     # llm.c's batch sizes (its reference rows), then the larger ones that fit in 141 GB and run
