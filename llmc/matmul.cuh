@@ -257,6 +257,26 @@ inline MatmulPlan& matmul_prepare(Context* ctx, const MatmulCall& c) {
 //     gets itself under that limit, which ranks them by energy per call as much as by speed.
 //     ~0.3 s per candidate: ~35 s for GPT-2's 15 shapes, for ~1 % more tok/s (README).
 constexpr float MATMUL_SUSTAIN_MS = 200.0f;
+// Mean ms per run() (which launches on ctx->stream) after MATMUL_SUSTAIN_MS of runs back to back,
+// over the next ~MATMUL_SUSTAIN_MS / 2; burst_ms (one run's time, roughly) sizes the two loops.
+template <class F>
+inline float time_sustained_ms(Context* ctx, F&& run, float burst_ms) {
+    const int warm = std::min(20000, (int)std::ceil(MATMUL_SUSTAIN_MS / std::max(burst_ms, 1e-3f)));
+    const int timed = std::max(1, warm / 2);
+    cudaEvent_t t0, t1;
+    cudaCheck(cudaEventCreate(&t0));
+    cudaCheck(cudaEventCreate(&t1));
+    for (int r = 0; r < warm; r++) run();
+    cudaCheck(cudaEventRecord(t0, ctx->stream));
+    for (int r = 0; r < timed; r++) run();
+    cudaCheck(cudaEventRecord(t1, ctx->stream));
+    cudaCheck(cudaEventSynchronize(t1));
+    float total;
+    cudaCheck(cudaEventElapsedTime(&total, t0, t1));
+    cudaCheck(cudaEventDestroy(t0));
+    cudaCheck(cudaEventDestroy(t1));
+    return total / timed;
+}
 inline void matmul_tune(Context* ctx, MatmulPlan& p, const MatmulCall& c) {
     p.untimed = false;
     const int mode = ctx->plans->tuning;
@@ -283,17 +303,7 @@ inline void matmul_tune(Context* ctx, MatmulPlan& p, const MatmulCall& c) {
         }
         std::sort(ms, ms + 5);
         burst[i] = ms[2];
-        if (mode != 2) continue;
-        const int warm = std::min(20000, (int)std::ceil(MATMUL_SUSTAIN_MS / std::max(burst[i], 1e-3f)));
-        const int timed = std::max(1, warm / 2);
-        for (int r = 0; r < warm; r++) cublasCheck(run());
-        cudaCheck(cudaEventRecord(t0, ctx->stream));
-        for (int r = 0; r < timed; r++) cublasCheck(run());
-        cudaCheck(cudaEventRecord(t1, ctx->stream));
-        cudaCheck(cudaEventSynchronize(t1));
-        float total;
-        cudaCheck(cudaEventElapsedTime(&total, t0, t1));
-        sustained[i] = total / timed;
+        if (mode == 2) sustained[i] = time_sustained_ms(ctx, [&] { cublasCheck(run()); }, burst[i]);
     }
     cudaCheck(cudaEventDestroy(t0));
     cudaCheck(cudaEventDestroy(t1));

@@ -17,7 +17,6 @@
 //   - with --search, only: the same GEMMs timed sustained (at the power limit) over candidates beyond
 //     cuBLASLt's best-fit ranking (search_algorithms).
 // Run: make dev/cuda/matmul_check && ./dev/cuda/matmul_check   (PRECISION=BF16|FP32 for others)
-#include <functional>
 #include "check.cuh"
 
 // ----------------------------------------------------------------------------------------------
@@ -384,7 +383,7 @@ static void sweep_algorithms(Context* ctx) {
 //       swizzle, split-K 1) that cublasLtMatmulAlgoCheck accepts with our workspace (a sample
 //       of at most SEARCH_ENUM_MAX when there are more).
 // All are timed in a burst (median of 5); BF's 16 and the fastest SEARCH_SUSTAINED_TOP of ID and
-// EN are then timed sustained as in matmul_tune (0.2 s back to back, then the mean of ~0.1 s).
+// EN are then timed sustained as matmul_tune does (time_sustained_ms).
 // One line per GEMM: BF's first and best and the overall best, sustained; and the step totals.
 constexpr int SEARCH_ENUM_MAX = 400, SEARCH_SUSTAINED_TOP = 10;
 struct SearchCandidate { cublasLtMatmulAlgo_t algo; char src; float burst = INFINITY, sustained = INFINITY; };
@@ -411,24 +410,6 @@ static std::vector<uint32_t> algo_cap_list(const cublasLtMatmulAlgo_t& a, cublas
     std::vector<uint32_t> v(bytes / sizeof(uint32_t));
     cublasCheck(cublasLtMatmulAlgoCapGetAttribute(&a, attr, v.data(), bytes, &bytes));
     return v.empty() ? std::vector<uint32_t>{0} : v;
-}
-
-static float sustained_ms(Context* ctx, const std::function<void()>& run, float burst) {
-    cudaEvent_t t0, t1;
-    cudaCheck(cudaEventCreate(&t0));
-    cudaCheck(cudaEventCreate(&t1));
-    const int warm = std::min(20000, (int)std::ceil(200.0f / std::max(burst, 1e-3f)));
-    const int timed = std::max(1, warm / 2);
-    for (int r = 0; r < warm; r++) run();
-    cudaCheck(cudaEventRecord(t0, ctx->stream));
-    for (int r = 0; r < timed; r++) run();
-    cudaCheck(cudaEventRecord(t1, ctx->stream));
-    cudaCheck(cudaEventSynchronize(t1));
-    float total;
-    cudaCheck(cudaEventElapsedTime(&total, t0, t1));
-    cudaCheck(cudaEventDestroy(t0));
-    cudaCheck(cudaEventDestroy(t1));
-    return total / timed;
 }
 
 static void search_algorithms(Context* ctx) {
@@ -517,7 +498,7 @@ static void search_algorithms(Context* ctx) {
         for (int i : order) {
             SearchCandidate& c = cands[i];
             if (!std::isfinite(c.burst)) continue;
-            c.sustained = sustained_ms(ctx, [&] { cublasCheck(launch(c.algo)); }, c.burst);
+            c.sustained = time_sustained_ms(ctx, [&] { cublasCheck(launch(c.algo)); }, c.burst);
         }
         int bf_best = 0, all_best = 0;
         for (int i = 0; i < (int)cands.size(); i++) {
