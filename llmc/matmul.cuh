@@ -379,9 +379,10 @@ inline void matmul_rowmajor(Context* ctx, floatX* C, const floatX* X, const floa
 // out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC)      [nn.Linear]
 // With pre_gelu != nullptr: pre_gelu (N, OC) = that, and out = GELU_tanh(pre_gelu), in one pass.
 // With residual != nullptr (not with pre_gelu): out = residual (N, OC) + that, the residual
-// stream's update, added in fp32 in the epilogue and rounded once. out must not alias residual
-// (backward needs both). A projection that writes the residual stream this way reads one more
-// tensor, and the LayerNorm after it reads one and writes one fewer than a fused add + LayerNorm.
+// stream's update, added in fp32 in the epilogue and rounded once (the model passes a new tensor
+// as out: backward needs the stream before and after the block's branch). A projection that writes
+// the residual stream this way reads one more tensor, and the LayerNorm after it reads one and
+// writes one fewer than a fused add + LayerNorm would.
 inline void matmul_forward(Context* ctx, floatX* out, const floatX* inp, const floatX* weight, const floatX* bias,
                            int N, int C, int OC, floatX* pre_gelu = nullptr, const floatX* residual = nullptr) {
     MatmulCall c{out, weight, inp, OC, N, C, /*trans_a=*/true, /*trans_b=*/false};
