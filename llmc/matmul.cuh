@@ -242,6 +242,12 @@ inline MatmulPlan& matmul_prepare(Context* ctx, const MatmulCall& c) {
     if (c.aux) cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c.aux, sizeof(c.aux)));
     return p;
 }
+// One launch of the call with the given algorithm on the prepared plan; cuBLASLt's status (an
+// algorithm being tried may be refused).
+inline cublasStatus_t matmul_launch(Context* ctx, const MatmulPlan& p, const MatmulCall& c, const cublasLtMatmulAlgo_t& algo) {
+    return cublasLtMatmul(ctx->lt, p.desc, &c.alpha, c.a, p.a, c.b, p.b, &c.beta, c.c_or_d(), p.d, c.d, p.d,
+                          &algo, ctx->lt_workspace, ctx->lt_workspace_size, ctx->stream);
+}
 // Times cuBLASLt's first MATMUL_CANDIDATES algorithms on this call's own buffers and keeps the
 // first-ranked one within MATMUL_TUNE_TOLERANCE of the fastest: a near-tie goes to cuBLASLt's order
 // rather than to timing noise, so runs on the same machine choose alike. With beta != 0
@@ -288,10 +294,7 @@ inline void matmul_tune(Context* ctx, MatmulPlan& p, const MatmulCall& c) {
     cudaCheck(cudaEventCreate(&t1));
     std::vector<float> burst(found, INFINITY), sustained(found, INFINITY);
     for (int i = 0; i < found; i++) {
-        auto run = [&] {
-            return cublasLtMatmul(ctx->lt, p.desc, &c.alpha, c.a, p.a, c.b, p.b, &c.beta, c.c_or_d(), p.d, c.d, p.d,
-                                  &res[i].algo, ctx->lt_workspace, ctx->lt_workspace_size, ctx->stream);
-        };
+        auto run = [&] { return matmul_launch(ctx, p, c, res[i].algo); };
         if (run() != CUBLAS_STATUS_SUCCESS || run() != CUBLAS_STATUS_SUCCESS) continue;  // not usable here
         float ms[5];
         for (float& m : ms) {
@@ -324,8 +327,7 @@ inline void matmul_tune(Context* ctx, MatmulPlan& p, const MatmulCall& c) {
 inline void matmul(Context* ctx, const MatmulCall& c, const cublasLtMatmulAlgo_t* algo = nullptr) {
     MatmulPlan& p = matmul_prepare(ctx, c);
     if (p.untimed && !algo) matmul_tune(ctx, p, c);
-    cublasCheck(cublasLtMatmul(ctx->lt, p.desc, &c.alpha, c.a, p.a, c.b, p.b, &c.beta, c.c_or_d(), p.d, c.d, p.d,
-                               algo ? algo : &p.algo, ctx->lt_workspace, ctx->lt_workspace_size, ctx->stream));
+    cublasCheck(matmul_launch(ctx, p, c, algo ? *algo : p.algo));
 }
 
 // ----------------------------------------------------------------------------------------------
