@@ -86,7 +86,7 @@ train_gpt2cu: train_gpt2.cu $(LLMC_HEADERS)
 test_gpt2cu: test_gpt2.cu $(LLMC_HEADERS)
 	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
 
-dev/cuda/%_check: dev/cuda/%.cu $(LLMC_HEADERS) dev/cuda/check.cuh
+dev/cuda/%_check: dev/cuda/%.cu $(LLMC_HEADERS) $(wildcard dev/cuda/*.cuh)
 	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
 
 cuda-checks: $(CUDA_CHECKS)
