@@ -296,15 +296,16 @@ static void check_rowmajor(Context* ctx, bool tx, bool ty, float beta) {
 }
 
 int main(int argc, char** argv) {
+    const std::string mode = argc > 1 ? argv[1] : "";
+    if (argc > 2 || (argc == 2 && mode != "--algorithms" && mode != "--search")) {  // before any GPU work
+        fprintf(stderr, "usage: %s [--algorithms | --search]   (no argument: the checks)\n", argv[0]);
+        return 2;
+    }
     Context ctx;
     context_create(&ctx, 0);
-    if (argc > 1 && std::string(argv[1]) == "--algorithms") {  // the algorithm sweep only
-        sweep_algorithms(&ctx);
-        context_destroy(&ctx);
-        return 0;
-    }
-    if (argc > 1 && std::string(argv[1]) == "--search") {  // the wider algorithm search only
-        search_algorithms(&ctx);
+    if (!mode.empty()) {  // an algorithm study only (matmul_algos.cuh)
+        if (mode == "--algorithms") sweep_algorithms(&ctx);
+        else search_algorithms(&ctx);
         context_destroy(&ctx);
         return 0;
     }

@@ -2,7 +2,8 @@
 # The trainer binary's early errors, which come before any GPU work, so CI checks them: each is
 # ONE line on stderr, a non-zero exit within a second, and nothing written. Run from the repo root
 # (make test does). Needs ./train_gpt2cu and data/tokenize; also checks dev/cuda/attention_check's
-# --io errors when it is built, and dev/device/attn_ab.sh's and gemm_tune_ab.sh's argument errors.
+# --io errors and dev/cuda/matmul_check's argument errors when they are built, and
+# dev/device/attn_ab.sh's and gemm_tune_ab.sh's argument errors.
 set -u
 passed=0; failed=0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -77,6 +78,13 @@ if [ -x "$chk" ]; then
     else passed=$((passed + 1)); echo "PASS --io wrote nothing for bad cases"; fi
 else
     echo "note: $chk not built (make cuda-checks): its --io checks skipped"
+fi
+# dev/cuda/matmul_check takes no argument or one of its two study modes, checked before GPU work
+if [ -x dev/cuda/matmul_check ]; then
+    expect "matmul_check, unknown mode" "usage: " -- dev/cuda/matmul_check --serach
+    expect "matmul_check, two modes" "usage: " -- dev/cuda/matmul_check --search --algorithms
+else
+    echo "note: dev/cuda/matmul_check not built (make cuda-checks): its argument checks skipped"
 fi
 # dev/device/attn_ab.sh (the attention A/B of the device machine): its argument errors, before it writes anything
 expect "attn_ab.sh without binaries" "usage: " -- env OUT="$tmp/ab_out" dev/device/attn_ab.sh
