@@ -24,6 +24,7 @@ bench() {  # precision model B [extra args]
     local log="$OUT/bench_${p}_${e}_b${b}$(echo "$*" | tr -cd 'A-Za-z0-9_').log"
     local args; args=$(echo "$*" | sed 's|--gemm-algos [^ ]*|--gemm-algos (tuned: 2)|')
     power_run "$OUT/smi_row.csv" build/$p/train_gpt2cu --bench -e "$e" -b "$b" -t 1024 --bench-warmup 5 --bench-steps 20 "$@" > "$log" 2>&1
+    [ -n "${collect:-}" ] && cat "$OUT/smi_row.csv" >> "$collect"  # the bench section's clock summary
     local r; r=$(grep ^RESULT "$log")
     if [ -z "$r" ]; then rows+=("| $p | $e | $b | $args | failed: $(tail -n 1 "$log") ||||||||"); return; fi
     get() { echo "$r" | tr ' ' '\n' | grep "^$1=" | cut -d= -f2; }
@@ -46,14 +47,14 @@ pair() {  # precision model B [extra args]
     bench "$p" "$e" "$b" "$@" --gemm-algos "$dir/gemm_algos.txt"
 }
 if has bench; then
-    # the SM clock and power while the benchmark runs: a sustained step runs at a lower clock than
-    # ncu's isolated kernels (power limit), which is part of the gap between the two
-    nvidia-smi -i 0 --query-gpu=clocks.sm,power.draw,clocks_event_reasons.active --format=csv,noheader,nounits -lms 200 > "$OUT/clocks.csv" 2>&1 &
-    smi=$!
+    # the SM clock and power while the benchmark runs (the d12 rows' power_run samples, together): a
+    # sustained step runs at a lower clock than ncu's isolated kernels (power limit), which is part
+    # of the gap between the two
+    collect="$OUT/clocks.csv"; : > "$collect"
     for p in fp16 bf16; do
         if has tune; then pair $p d12 64; else bench $p d12 64; fi
     done
-    kill $smi
+    collect=
     rows+=("clocks during d12: $(awk -F, '$2 > 300 {print $1}' "$OUT/clocks.csv" | sort -n | awk '{a[NR] = $1} END {print "SM MHz median " a[int(NR/2)+1] ", min " a[1] ", max " a[NR]}'); $(awk -F, '{print $2}' "$OUT/clocks.csv" | sort -n | tail -n 1) W max")
 fi
 if has recompute; then
