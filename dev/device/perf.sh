@@ -55,7 +55,7 @@ if has bench; then
         if has tune; then pair $p d12 64; else bench $p d12 64; fi
     done
     collect=
-    rows+=("clocks during d12: $(awk -F, '$2 > 300 {print $1}' "$OUT/clocks.csv" | sort -n | awk '{a[NR] = $1} END {print "SM MHz median " a[int(NR/2)+1] ", min " a[1] ", max " a[NR]}'); $(awk -F, '{print $2}' "$OUT/clocks.csv" | sort -n | tail -n 1) W max")
+    rows+=("clocks during d12: $(awk -F, '$2 > 300 {print $1}' "$OUT/clocks.csv" | sort -n | awk '{a[NR] = $1} END {print "SM MHz median " a[int(NR/2)+1] ", min " a[1] ", max " a[NR]}'); $(awk -F', *' '{print $2}' "$OUT/clocks.csv" | sort -n | tail -n 1) W max")
 fi
 if has recompute; then
     bench bf16 d12 64 -r 1
