@@ -59,12 +59,14 @@ def init_params(config, seed):
     return p
 
 
-def forward(p, config, idx):
-    """idx (B,T) int64 -> logits (B,T,V). Plain fp32 ops, math attention (no SDPA)."""
+def forward(p, config, idx, sdpa=False, padded_logits=False):
+    """idx (B,T) int64 -> logits (B,T,V). Plain fp32 ops, math attention (no SDPA).
+    For speed (dev/torch_bench.py): sdpa=True uses PyTorch's fused causal attention, and
+    padded_logits=True returns all Vp columns (the padded rows of wte give zero logits)."""
     B, T = idx.shape
     L, NH, C, V = config["L"], config["NH"], config["C"], config["V"]
     hs = C // NH
-    causal = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()
+    causal = None if sdpa else torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()
     # wte is used twice (tied weights): here as the token embedding and below as the output
     # projection. Autograd sums both contributions into wte.grad: a scatter-add into the rows
     # of the input tokens plus the dense lm-head gradient; the CUDA trainer must add both too.
@@ -73,15 +75,19 @@ def forward(p, config, idx):
         h = F.layer_norm(x, (C,), p["ln1w"][l], p["ln1b"][l], eps=1e-5)
         qkv = F.linear(h, p["qkvw"][l], p["qkvb"][l])                  # (B,T,3C) = [q | k | v]
         q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in qkv.split(C, dim=-1))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))         # (B,NH,T,T)
-        att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)   # position t sees 0..t
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)                  # heads back side by side
+        if sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))     # (B,NH,T,T)
+            att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)  # position t sees 0..t
+            y = att @ v
+        y = y.transpose(1, 2).reshape(B, T, C)                          # heads back side by side
         x = x + F.linear(y, p["attprojw"][l], p["attprojb"][l])
         h = F.layer_norm(x, (C,), p["ln2w"][l], p["ln2b"][l], eps=1e-5)
         h = F.gelu(F.linear(h, p["fcw"][l], p["fcb"][l]), approximate="tanh")
         x = x + F.linear(h, p["fcprojw"][l], p["fcprojb"][l])
     x = F.layer_norm(x, (C,), p["lnfw"], p["lnfb"], eps=1e-5)
-    return x @ p["wte"][:V].t()                                         # padded rows excluded
+    return x @ (p["wte"] if padded_logits else p["wte"][:V]).t()       # padded rows excluded
 
 
 def clip_grad_norm(params, max_norm):
