@@ -8,17 +8,36 @@ GradScaler), torch.compile of the loss (forward + cross-entropy), fused AdamW, g
 at 1.0. Random tokens, one micro-step per optimizer step. Prints the median step time of the
 timed steps (CUDA events), tok/s, MFU (6N + 6LCT FLOPs per token against 989 TFLOP/s, as the
 trainer reports it) and the peak memory, then one RESULT line.
+With --ddp, under torchrun: one process per GPU, DistributedDataParallel over NCCL (B per GPU;
+tok/s counts every GPU's tokens, MFU is per GPU); only rank 0 prints.
     python3 dev/torch_bench.py [-e d12] [-b 64] [-t 1024] [--dtype bf16|fp16] [--steps 20] [--warmup 5] [--no-compile]
+    torchrun --nproc_per_node 2 dev/torch_bench.py --ddp [...]
 """
 import argparse
 import os
 import sys
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference import CONFIGS, forward, init_params, make_config
+
+
+class GPT2Loss(torch.nn.Module):
+    """reference.py's tensors as parameters (what DDP reduces); forward = the mean loss."""
+
+    def __init__(self, cfg, tensors, dtype):
+        super().__init__()
+        self.cfg, self.dtype = cfg, dtype
+        self.p = torch.nn.ParameterDict({k: torch.nn.Parameter(v) for k, v in tensors.items()})
+
+    def forward(self, x, y):
+        with torch.autocast("cuda", dtype=self.dtype):
+            logits = forward(self.p, self.cfg, x, sdpa=True, padded_logits=True)
+            return F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
 
 
 def main():
@@ -30,6 +49,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20, help="timed steps (the median is reported)")
     ap.add_argument("--warmup", type=int, default=5, help="untimed steps first (compilation happens here)")
     ap.add_argument("--no-compile", action="store_true", help="eager PyTorch")
+    ap.add_argument("--ddp", action="store_true", help="DistributedDataParallel, one process per GPU (start with torchrun)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("torch_bench: no CUDA device")
@@ -37,21 +57,23 @@ def main():
     B, T = args.batch, args.seq
     if T > cfg["maxT"]:
         sys.exit(f"torch_bench: -t {T} is longer than the model's {cfg['maxT']} positions")
-    dev = torch.device("cuda")
-    params = {k: v.to(dev).requires_grad_(True) for k, v in init_params(cfg, 1337).items()}
-    n_params = sum(v.numel() for v in params.values())
-    Vp = params["wte"].shape[0]
+    rank, world = 0, 1
+    if args.ddp:
+        if "LOCAL_RANK" not in os.environ:
+            sys.exit("torch_bench: --ddp needs torchrun (LOCAL_RANK is not set)")
+        dist.init_process_group("nccl")
+        rank, world = dist.get_rank(), dist.get_world_size()
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    dev = torch.device("cuda", torch.cuda.current_device())
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
-    opt = torch.optim.AdamW(params.values(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+    model = GPT2Loss(cfg, {k: v.to(dev) for k, v in init_params(cfg, 1337).items()}, dtype)
+    n_params = sum(v.numel() for v in model.parameters())
+    opt = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
     scaler = torch.amp.GradScaler("cuda", enabled=args.dtype == "fp16")
-
-    def loss_fn(x, y):
-        with torch.autocast("cuda", dtype=dtype):
-            logits = forward(params, cfg, x, sdpa=True, padded_logits=True)
-            return F.cross_entropy(logits.view(-1, Vp), y.view(-1))
-
-    step_loss = loss_fn if args.no_compile else torch.compile(loss_fn)
-    gen = torch.Generator(device=dev).manual_seed(0)
+    step_loss = model if args.no_compile else torch.compile(model)
+    if args.ddp:
+        step_loss = DistributedDataParallel(step_loss, device_ids=[dev.index])
+    gen = torch.Generator(device=dev).manual_seed(rank)  # each rank its own batch
 
     def step():
         x = torch.randint(0, cfg["V"], (B, T), device=dev, generator=gen)
@@ -59,7 +81,7 @@ def main():
         loss = step_loss(x, y)
         scaler.scale(loss).backward()
         scaler.unscale_(opt)
-        torch.nn.utils.clip_grad_norm_(params.values(), 1.0)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         scaler.step(opt)
         scaler.update()
         opt.zero_grad(set_to_none=True)
@@ -78,15 +100,18 @@ def main():
         end.synchronize()
         times.append(start.elapsed_time(end))
     ms = sorted(times)[len(times) // 2]
-    tok_s = B * T / (ms / 1e3)
+    tok_s = world * B * T / (ms / 1e3)
     L, C = cfg["L"], cfg["C"]
-    mfu = tok_s * (6 * n_params + 6 * L * C * T) / 989e12 * 100
+    mfu = tok_s / world * (6 * n_params + 6 * L * C * T) / 989e12 * 100
     mem = torch.cuda.max_memory_allocated() / 1e9
-    mode = "eager" if args.no_compile else "torch.compile"
-    print(f"{args.model} B={B} T={T} {args.dtype} {mode}: {ms:.2f} ms/step (median of {args.steps}), {tok_s:,.0f} tok/s, "
-          f"MFU {mfu:.2f} %, peak memory {mem:.2f} GB, last loss {loss.item():.4f}")
-    print(f"RESULT trainer=pytorch mode={mode} precision={args.dtype} model={args.model} B={B} T={T} "
-          f"tok_per_s={tok_s:.0f} mfu={mfu:.2f} median_ms={ms:.3f} device_mem_gb={mem:.2f}")
+    mode = ("eager" if args.no_compile else "torch.compile") + ("+DDP" if args.ddp else "")
+    if rank == 0:
+        print(f"{args.model} B={B} T={T} {args.dtype} {mode} on {world} GPU(s): {ms:.2f} ms/step (median of {args.steps}), "
+              f"{tok_s:,.0f} tok/s, MFU {mfu:.2f} % per GPU, peak memory {mem:.2f} GB, last loss {loss.item():.4f}")
+        print(f"RESULT trainer=pytorch mode={mode} precision={args.dtype} model={args.model} B={B} T={T} world={world} "
+              f"tok_per_s={tok_s:.0f} mfu={mfu:.2f} median_ms={ms:.3f} device_mem_gb={mem:.2f}")
+    if args.ddp:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
