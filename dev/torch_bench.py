@@ -5,15 +5,17 @@ The model is dev/reference.py's (the same tensors, GPT-2's init) with PyTorch's 
 attention (F.scaled_dot_product_attention) and the lm head over the padded vocabulary (50304, as
 nanoGPT and llm.c's train_gpt2.py pad it); parameters in fp32 under autocast (bf16, or fp16 with a
 GradScaler), torch.compile of the loss (forward + cross-entropy), fused AdamW, gradient clipping
-at 1.0. Random tokens, one micro-step per optimizer step. Prints the median step time of the
+at 1.0. Random tokens; -d sets the tokens per optimizer step (gradient accumulation over
+micro-steps, DDP's no_sync on all but the last), as the trainer's -d does. Prints the median step time of the
 timed steps (CUDA events), tok/s, MFU (6N + 6LCT FLOPs per token against 989 TFLOP/s, as the
 trainer reports it) and the peak memory, then one RESULT line.
 With --ddp, under torchrun: one process per GPU, DistributedDataParallel over NCCL (B per GPU;
 tok/s counts every GPU's tokens, MFU is per GPU); only rank 0 prints.
-    python3 dev/torch_bench.py [-e d12] [-b 64] [-t 1024] [--dtype bf16|fp16] [--steps 20] [--warmup 5] [--no-compile]
+    python3 dev/torch_bench.py [-e d12] [-b 64] [-t 1024] [-d TOKENS] [--dtype bf16|fp16] [--steps 20] [--warmup 5] [--no-compile]
     torchrun --nproc_per_node 2 dev/torch_bench.py --ddp [...]
 """
 import argparse
+import contextlib
 import os
 import sys
 
@@ -45,6 +47,7 @@ def main():
     ap.add_argument("-e", "--model", default="d12", choices=sorted(c for c in CONFIGS if c != "tiny"))
     ap.add_argument("-b", "--batch", type=int, default=64)
     ap.add_argument("-t", "--seq", type=int, default=1024)
+    ap.add_argument("-d", "--total-batch", type=int, default=0, help="tokens per optimizer step (default B*T*GPUs)")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     ap.add_argument("--steps", type=int, default=20, help="timed steps (the median is reported)")
     ap.add_argument("--warmup", type=int, default=5, help="untimed steps first (compilation happens here)")
@@ -64,6 +67,10 @@ def main():
         dist.init_process_group("nccl")
         rank, world = dist.get_rank(), dist.get_world_size()
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    total = args.total_batch or B * T * world
+    if total % (B * T * world):
+        sys.exit(f"torch_bench: -d {total} is not a multiple of B*T*GPUs = {B * T * world}")
+    accum = total // (B * T * world)
     dev = torch.device("cuda", torch.cuda.current_device())
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     model = GPT2Loss(cfg, {k: v.to(dev) for k, v in init_params(cfg, 1337).items()}, dtype)
@@ -76,10 +83,13 @@ def main():
     gen = torch.Generator(device=dev).manual_seed(rank)  # each rank its own batch
 
     def step():
-        x = torch.randint(0, cfg["V"], (B, T), device=dev, generator=gen)
-        y = torch.randint(0, cfg["V"], (B, T), device=dev, generator=gen)
-        loss = step_loss(x, y)
-        scaler.scale(loss).backward()
+        for i in range(accum):
+            x = torch.randint(0, cfg["V"], (B, T), device=dev, generator=gen)
+            y = torch.randint(0, cfg["V"], (B, T), device=dev, generator=gen)
+            last = i == accum - 1
+            with step_loss.no_sync() if args.ddp and not last else contextlib.nullcontext():
+                loss = step_loss(x, y)
+                scaler.scale(loss / accum).backward()
         scaler.unscale_(opt)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         scaler.step(opt)
@@ -100,15 +110,15 @@ def main():
         end.synchronize()
         times.append(start.elapsed_time(end))
     ms = sorted(times)[len(times) // 2]
-    tok_s = world * B * T / (ms / 1e3)
+    tok_s = total / (ms / 1e3)
     L, C = cfg["L"], cfg["C"]
     mfu = tok_s / world * (6 * n_params + 6 * L * C * T) / 989e12 * 100
     mem = torch.cuda.max_memory_allocated() / 1e9
     mode = ("eager" if args.no_compile else "torch.compile") + ("+DDP" if args.ddp else "")
     if rank == 0:
-        print(f"{args.model} B={B} T={T} {args.dtype} {mode} on {world} GPU(s): {ms:.2f} ms/step (median of {args.steps}), "
+        print(f"{args.model} B={B} T={T} x {accum} micro-steps {args.dtype} {mode} on {world} GPU(s): {ms:.2f} ms/step (median of {args.steps}), "
               f"{tok_s:,.0f} tok/s, MFU {mfu:.2f} % per GPU, peak memory {mem:.2f} GB, last loss {loss.item():.4f}")
-        print(f"RESULT trainer=pytorch mode={mode} precision={args.dtype} model={args.model} B={B} T={T} world={world} "
+        print(f"RESULT trainer=pytorch mode={mode} precision={args.dtype} model={args.model} B={B} T={T} total_batch={total} world={world} "
               f"tok_per_s={tok_s:.0f} mfu={mfu:.2f} median_ms={ms:.3f} device_mem_gb={mem:.2f}")
     if args.ddp:
         dist.destroy_process_group()

@@ -13,7 +13,9 @@
 #      the all-reduce takes from the backward it overlaps;
 #   5. `interference`: the backward under the all-reduce against the others, for SM-sharing
 #      settings (see the section);
-#   6. `graphs`: CUDA graphs on N GPUs, exactness and speed (see the section).
+#   6. `graphs`: CUDA graphs on N GPUs, exactness and speed (see the section);
+#   7. `peers`: PyTorch's DDP (dev/torch_bench.py --ddp under torchrun, torch.compile, bf16 autocast)
+#      at `bench`'s settings, 1 GPU and N GPUs with and without P2P: the scaling of the peer.
 # Binaries prebuilt in build/<precision>/ (dev/device/build.sh); shards in dev_data (make data).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -51,6 +53,16 @@ if has bench; then
             NCCL_P2P_DISABLE=$p2p $MPI $bin $args --zero $z > "$f" 2>&1
             summary+=("$N GPU P2P_DISABLE=$p2p zero=$z: $(grep ^RESULT "$f" || tail -n 3 "$f")")
         done
+    done
+fi
+if has peers; then
+    tb="dev/torch_bench.py -e d12 -b 64 -t 1024 -d 524288 --warmup 2 --steps ${BENCH_STEPS:-6}"
+    timeout 500 python3 $tb > "$OUT/torch_1gpu.log" 2>&1
+    summary+=("PyTorch 1 GPU:    $(grep ^RESULT "$OUT/torch_1gpu.log" || tail -n 3 "$OUT/torch_1gpu.log")")
+    for p2p in 0 1; do
+        f="$OUT/torch_${N}gpu_p2poff$p2p.log"
+        NCCL_P2P_DISABLE=$p2p timeout 500 torchrun --standalone --nproc_per_node "$N" $tb --ddp > "$f" 2>&1
+        summary+=("PyTorch $N GPU DDP P2P_DISABLE=$p2p: $(grep ^RESULT "$f" || tail -n 3 "$f")")
     done
 fi
 # N ranks launched by hand from environment variables (no mpirun), as torchrun or Slurm would:
