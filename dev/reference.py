@@ -87,7 +87,7 @@ def forward(p, config, idx, sdpa=False, padded_logits=False):
         h = F.gelu(F.linear(h, p["fcw"][l], p["fcb"][l]), approximate="tanh")
         x = x + F.linear(h, p["fcprojw"][l], p["fcprojb"][l])
     x = F.layer_norm(x, (C,), p["lnfw"], p["lnfb"], eps=1e-5)
-    return x @ (p["wte"] if padded_logits else p["wte"][:V]).t()       # padded rows excluded
+    return x @ (p["wte"] if padded_logits else p["wte"][:V]).t()       # padded rows excluded (by default)
 
 
 def clip_grad_norm(params, max_norm):
