@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # This trainer and its PyTorch peer (dev/torch_bench.py: the same GPT-2 with torch.compile) side by
-# side on one GPU, in one call: d12, T=1024, B=64, BF16 and FP16 (fp16 autocast + GradScaler for
+# side on one GPU, in one call: d12 (MODEL), T=1024, B=64 (B), BF16 and FP16 (fp16 autocast + GradScaler for
 # PyTorch), 20 timed steps after 5 warm-up steps each, one micro-step per optimizer step, random
 # tokens; the order alternates (ours, PyTorch, ours, ...) so that neither gets the cooler GPU. One
 # table: tok/s, MFU, ms/step, memory, mean SM clock / power / temperature while the row ran.
 # Binaries prebuilt here (dev/device/build.sh FP16 BF16), carried in build/.
-#   dev/device/peers.sh [ROUNDS=1]
+#   [ROUNDS=1] [MODEL=d12] [B=64] [PRECISIONS="bf16 fp16"] dev/device/peers.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source dev/device/gpu_power.sh
@@ -13,24 +13,25 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$OUT/gpu.txt"
 rows=()
+model=${MODEL:-d12} b=${B:-64}
 row() {  # name log: one table row from the RESULT line
     local r; r=$(grep ^RESULT "$2")
-    if [ -z "$r" ]; then rows+=("| $1 | failed: $(tail -n 1 "$2") |||||||"); return; fi
+    if [ -z "$r" ]; then rows+=("| $1 | $model B=$b | failed: $(tail -n 1 "$2") |||||||"); return; fi
     get() { echo "$r" | tr ' ' '\n' | grep "^$1=" | cut -d= -f2; }
-    rows+=("| $1 | $(get precision) | $(get tok_per_s) | $(get mfu) | $(get median_ms) | $(get device_mem_gb) | $POWER_MHZ | $POWER_W | $POWER_C |")
+    rows+=("| $1 | $model B=$b | $(get precision) | $(get tok_per_s) | $(get mfu) | $(get median_ms) | $(get device_mem_gb) | $POWER_MHZ | $POWER_W | $POWER_C |")
     echo "${rows[-1]}"
 }
 for round in $(seq "${ROUNDS:-1}"); do
-    for p in bf16 fp16; do
+    for p in ${PRECISIONS:-bf16 fp16}; do
         log="$OUT/ours_${p}_$round.log"
-        power_run "$OUT/smi.csv" build/$p/train_gpt2cu --bench -e d12 -b 64 -t 1024 --bench-warmup 5 --bench-steps 20 > "$log" 2>&1
+        power_run "$OUT/smi.csv" build/$p/train_gpt2cu --bench -e "$model" -b "$b" -t 1024 --bench-warmup 5 --bench-steps 20 > "$log" 2>&1
         row "this project" "$log"
         log="$OUT/torch_${p}_$round.log"
-        power_run "$OUT/smi.csv" timeout 500 python3 dev/torch_bench.py -e d12 -b 64 -t 1024 --dtype "$p" --steps 20 --warmup 5 > "$log" 2>&1
+        power_run "$OUT/smi.csv" timeout 500 python3 dev/torch_bench.py -e "$model" -b "$b" -t 1024 --dtype "$p" --steps 20 --warmup 5 > "$log" 2>&1
         row "PyTorch torch.compile" "$log"
     done
 done
 echo "================ $(date -u +%F) $(git rev-parse --short HEAD 2>/dev/null) $(head -n 1 "$OUT/gpu.txt")"
-echo "| trainer | precision | tok/s | MFU % | ms/step | memory GB | SM MHz | W | °C |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| trainer | model | precision | tok/s | MFU % | ms/step | memory GB | SM MHz | W | °C |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
