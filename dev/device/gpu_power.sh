@@ -6,6 +6,7 @@
 # can be slower than the same binary early in it.
 #   source dev/device/gpu_power.sh
 #   power_run SAMPLES.csv command args... > log   # then $POWER_MHZ, $POWER_W, $POWER_C: busy-sample means
+#   result_field "$(grep ^RESULT log)" NAME        # one field of a RESULT line (tok_per_s, mfu, ...)
 power_run() {
     local f=$1; shift
     nvidia-smi -i 0 --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits -lms 100 > "$f" 2>/dev/null &
@@ -17,3 +18,4 @@ power_run() {
     read -r POWER_MHZ POWER_W POWER_C < <(awk -F, '$2 > 400 {c += $1; w += $2; t += $3; n++} END {if (n) printf "%.0f %.0f %.0f\n", c / n, w / n, t / n; else print "- - -"}' "$f")
     return $rc
 }
+result_field() { echo "$1" | tr ' ' '\n' | grep "^$2=" | cut -d= -f2; }

@@ -17,7 +17,7 @@ model=${MODEL:-d12} b=${B:-64}
 row() {  # name log: one table row from the RESULT line
     local r; r=$(grep ^RESULT "$2")
     if [ -z "$r" ]; then rows+=("| $1 | $model B=$b | failed: $(tail -n 1 "$2") |||||||"); return; fi
-    get() { echo "$r" | tr ' ' '\n' | grep "^$1=" | cut -d= -f2; }
+    get() { result_field "$r" "$1"; }
     rows+=("| $1 | $model B=$b | $(get precision) | $(get tok_per_s) | $(get mfu) | $(get median_ms) | $(get device_mem_gb) | $POWER_MHZ | $POWER_W | $POWER_C |")
     echo "${rows[-1]}"
 }

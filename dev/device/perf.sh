@@ -27,7 +27,7 @@ bench() {  # precision model B [extra args]
     [ -n "${collect:-}" ] && cat "$OUT/smi_row.csv" >> "$collect"  # the bench section's clock summary
     local r; r=$(grep ^RESULT "$log")
     if [ -z "$r" ]; then rows+=("| $p | $e | $b | $args | failed: $(tail -n 1 "$log") ||||||||"); return; fi
-    get() { echo "$r" | tr ' ' '\n' | grep "^$1=" | cut -d= -f2; }
+    get() { result_field "$r" "$1"; }
     rows+=("| $(get precision) | $e | $b | $args | $(get tok_per_s) | $(get mfu) | $(get median_ms) | $(get fwd_ms) | $(get bwd_ms) | $(get opt_ms) | $(get device_mem_gb) | $POWER_MHZ | $POWER_W | $POWER_C |")
     echo "${rows[-1]}"  # as it comes too: a run cut short by a time limit still shows its rows
 }

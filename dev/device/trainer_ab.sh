@@ -16,7 +16,6 @@ while [ $# -gt 0 ]; do
     if [ "$1" = "--" ]; then shift; extra=("$@"); break; fi
     bins+=("$1"); shift
 done
-get() { echo "$1" | tr ' ' '\n' | grep "^$2=" | cut -d= -f2; }
 declare -A sum
 for r in $(seq 1 "${ROUNDS:-2}"); do
     for b in "${bins[@]}"; do
@@ -25,10 +24,10 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
         power_run "$OUT/smi.csv" $b --bench -e d12 -b 64 -t 1024 --bench-warmup 5 --bench-steps 20 "${extra[@]}" > "$log" 2>&1
         res=$(grep ^RESULT "$log")
         if [ -z "$res" ]; then echo "$b round $r: failed: $(tail -n 1 "$log")"; continue; fi
-        tok=$(get "$res" tok_per_s)
+        tok=$(result_field "$res" tok_per_s)
         multi=""  # several GPUs: what the communication costs
-        [ "$(get "$res" gpus)" != 1 ] && multi=" | exposed $(get "$res" exposed_comm_pct) % bwd last $(get "$res" bwd_last_ms) other $(get "$res" bwd_other_ms) ms"
-        echo "$b round $r: tok/s $tok mean $(get "$res" tok_per_s_mean) fwd $(get "$res" fwd_ms) bwd $(get "$res" bwd_ms) ms$multi | $POWER_MHZ MHz $POWER_W W $POWER_C C"
+        [ "$(result_field "$res" gpus)" != 1 ] && multi=" | exposed $(result_field "$res" exposed_comm_pct) % bwd last $(result_field "$res" bwd_last_ms) other $(result_field "$res" bwd_other_ms) ms"
+        echo "$b round $r: tok/s $tok mean $(result_field "$res" tok_per_s_mean) fwd $(result_field "$res" fwd_ms) bwd $(result_field "$res" bwd_ms) ms$multi | $POWER_MHZ MHz $POWER_W W $POWER_C C"
         sum[$b]=$(awk -v a="${sum[$b]:-0}" -v b="$tok" 'BEGIN {print a + b}')
     done
 done
