@@ -19,18 +19,9 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model_file import PARAM_ORDER, padded_vocab, param_shapes, write_model, read_model, \
     read_tokens, write_tensors, HEADER_INTS
+from configs import CONFIGS, make_config
 
-CONFIGS = {  # descriptor -> (L, NH, C, maxT); V is always GPT-2's 50257
-    "d12": (12, 12, 768, 1024), "d24": (24, 16, 1024, 1024),
-    "d36": (36, 20, 1280, 1024), "d48": (48, 25, 1600, 1024),
-    "tiny": (2, 4, 64, 64),
-}
 STATE_MAGIC, STATE_VERSION = 20240327, 3
-
-
-def make_config(name):
-    L, NH, C, maxT = CONFIGS[name]
-    return dict(L=L, NH=NH, C=C, maxT=maxT, V=50257)
 
 
 def init_params(config, seed):

@@ -19,27 +19,28 @@ import contextlib
 import os
 import sys
 
-import torch
-import torch.distributed as dist
-import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference import CONFIGS, forward, init_params, make_config
+from configs import CONFIGS, make_config
 
 
-class GPT2Loss(torch.nn.Module):
-    """reference.py's tensors as parameters (what DDP reduces); forward = the mean loss."""
-
-    def __init__(self, cfg, tensors, dtype):
-        super().__init__()
-        self.cfg, self.dtype = cfg, dtype
-        self.p = torch.nn.ParameterDict({k: torch.nn.Parameter(v) for k, v in tensors.items()})
-
-    def forward(self, x, y):
-        with torch.autocast("cuda", dtype=self.dtype):
-            logits = forward(self.p, self.cfg, x, sdpa=True, padded_logits=True)
-            return F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
+def check_args(args):
+    """Bad arguments are one line and exit 1, before PyTorch is imported (dev/unit/test_cli.sh)."""
+    cfg = make_config(args.model)
+    for name, v in (("-b", args.batch), ("-t", args.seq), ("--steps", args.steps)):
+        if v < 1:
+            sys.exit(f"torch_bench: {name} {v} must be at least 1")
+    if args.seq > cfg["maxT"]:
+        sys.exit(f"torch_bench: -t {args.seq} is longer than the model's {cfg['maxT']} positions")
+    world = 1
+    if args.ddp:
+        if "LOCAL_RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+            sys.exit("torch_bench: --ddp needs torchrun (LOCAL_RANK / WORLD_SIZE are not set)")
+        world = int(os.environ["WORLD_SIZE"])
+    per_step = args.batch * args.seq * world
+    total = args.total_batch or per_step
+    if total % per_step:
+        sys.exit(f"torch_bench: -d {total} is not a multiple of B*T*GPUs = {per_step}")
+    return cfg, total // per_step
 
 
 def main():
@@ -54,26 +55,39 @@ def main():
     ap.add_argument("--no-compile", action="store_true", help="eager PyTorch")
     ap.add_argument("--ddp", action="store_true", help="DistributedDataParallel, one process per GPU (start with torchrun)")
     args = ap.parse_args()
+    cfg, accum = check_args(args)
+
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel
+    from reference import forward, init_params
+
+    class GPT2Loss(torch.nn.Module):
+        """reference.py's tensors as parameters (what DDP reduces); forward = the mean loss."""
+
+        def __init__(self, tensors, dtype):
+            super().__init__()
+            self.dtype = dtype
+            self.p = torch.nn.ParameterDict({k: torch.nn.Parameter(v) for k, v in tensors.items()})
+
+        def forward(self, x, y):
+            with torch.autocast("cuda", dtype=self.dtype):
+                logits = forward(self.p, cfg, x, sdpa=True, padded_logits=True)
+                return F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
+
     if not torch.cuda.is_available():
         sys.exit("torch_bench: no CUDA device")
-    cfg = make_config(args.model)
     B, T = args.batch, args.seq
-    if T > cfg["maxT"]:
-        sys.exit(f"torch_bench: -t {T} is longer than the model's {cfg['maxT']} positions")
     rank, world = 0, 1
     if args.ddp:
-        if "LOCAL_RANK" not in os.environ:
-            sys.exit("torch_bench: --ddp needs torchrun (LOCAL_RANK is not set)")
         dist.init_process_group("nccl")
         rank, world = dist.get_rank(), dist.get_world_size()
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    total = args.total_batch or B * T * world
-    if total % (B * T * world):
-        sys.exit(f"torch_bench: -d {total} is not a multiple of B*T*GPUs = {B * T * world}")
-    accum = total // (B * T * world)
+    total = accum * B * T * world
     dev = torch.device("cuda", torch.cuda.current_device())
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
-    model = GPT2Loss(cfg, {k: v.to(dev) for k, v in init_params(cfg, 1337).items()}, dtype)
+    model = GPT2Loss({k: v.to(dev) for k, v in init_params(cfg, 1337).items()}, dtype)
     n_params = sum(v.numel() for v in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
     scaler = torch.amp.GradScaler("cuda", enabled=args.dtype == "fp16")

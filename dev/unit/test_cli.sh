@@ -3,7 +3,7 @@
 # ONE line on stderr, a non-zero exit within a second, and nothing written. Run from the repo root
 # (make test does). Needs ./train_gpt2cu and data/tokenize; also checks dev/cuda/attention_check's
 # --io errors and dev/cuda/matmul_check's argument errors when they are built, and
-# dev/device/attn_ab.sh's and gemm_tune_ab.sh's argument errors.
+# dev/device/attn_ab.sh's and gemm_tune_ab.sh's and dev/torch_bench.py's argument errors.
 set -u
 passed=0; failed=0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -94,5 +94,11 @@ else passed=$((passed + 1)); echo "PASS attn_ab.sh wrote nothing on bad argument
 expect "gemm_tune_ab.sh names a missing binary" "$tmp/none: not an executable" -- env OUT="$tmp/gt_out" dev/device/gemm_tune_ab.sh "$tmp/none"
 if [ -e "$tmp/gt_out" ]; then failed=$((failed + 1)); echo "FAIL gemm_tune_ab.sh created its output directory on a bad argument"
 else passed=$((passed + 1)); echo "PASS gemm_tune_ab.sh wrote nothing on a bad argument"; fi
+# dev/torch_bench.py (the PyTorch peer): its argument errors come before PyTorch is imported
+tb="python3 dev/torch_bench.py"
+expect "torch_bench -t too long" "-t 2048 is longer than the model's 1024 positions" -- env -u LOCAL_RANK $tb -t 2048
+expect "torch_bench -b 0" "-b 0 must be at least 1" -- $tb -b 0
+expect "torch_bench -d not a multiple" "-d 1000 is not a multiple of B*T*GPUs = 65536" -- $tb -d 1000
+expect "torch_bench --ddp without torchrun" "--ddp needs torchrun" -- env -u LOCAL_RANK -u WORLD_SIZE $tb --ddp
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
