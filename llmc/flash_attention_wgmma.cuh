@@ -158,9 +158,10 @@ __device__ inline int next_item(int w) {  // this CTA's item after w (the first 
 // With the row sums on the tensor cores (64 FADDs fewer per tile), again a quarter is best:
 // 347.3-347.4 against 340.0-341.4 for 5 in 16 and 321-323 for a half. The
 // backward kernels do 1.5-2x more tensor work per exponential (3 or 4 products against 2), and
-// there the polynomial only costs: backward B=64 279.0 TFLOP/s with MUFU.EX2 alone, 277.1 with a
+// there the polynomial only costs: backward B=64 279.0 TFLOP/s with MUFU.EX2 alone, 276.5 with a
 // quarter in dQ, 272.6 with a quarter in dK/dV, 268.4 in both, 270.9 an eighth in both, 251.0 a half
-// (bf16, 3 alternating rounds, 2026-12-01, branch wip/backward-exp2-poly), so they keep MUFU.EX2.
+// (bf16, means of 3 alternating rounds, 2026-12-01, branch wip/backward-exp2-poly), so they keep
+// MUFU.EX2 (which also keeps them bit for bit equal to the mma.sync kernels).
 __device__ __forceinline__ float exp2_poly(float x) {
     x = fmaxf(x, -126.0f);
     constexpr float ROUND = 12582912.0f;  // 1.5 * 2^23: the ulp of t is 1
