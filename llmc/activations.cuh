@@ -1,6 +1,10 @@
 // Activations: everything forward saves for backward, plus backward's scratch, in ONE allocation
 // sized from the config, B and T. block_acts() is the one function that slices it per block.
 //
+// The LayerNorm outputs ln1 and ln2 feed the qkv and fc layers, whose bias gradients come out of
+// their weight-gradient GEMMs (matmul.cuh, "the ones column"): their rows are ones_ld(C) apart,
+// C values then the ones column, set once here (nothing writes those columns again).
+//
 // Recompute (--recompute) trades compute for memory: level 1 keeps ONE (B,T,4C) GELU output shared
 // by all blocks (backward recomputes it from the saved pre-GELU fch), level 2 also keeps one LN1
 // and one LN2 output (backward recomputes them from the saved residual, mean and rstd).
@@ -8,11 +12,13 @@
 #include "common.cuh"
 #include "model.h"
 #include "attention.cuh"
+#include "matmul.cuh"
 
 struct Activations {
     int recompute = 0;
     // (L, ...) one slice per block (fch_gelu, ln1, ln2: one shared slice when recomputed)
-    floatX *ln1, *qkv, *atty, *residual2, *ln2, *fch, *fch_gelu, *residual3;
+    floatX *ln1, *ln2;         // (L, B,T, ones_ld(C)): C values and the ones column per row
+    floatX *qkv, *atty, *residual2, *fch, *fch_gelu, *residual3;
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
     float *att;                // attention's saved state (attention_state_elems per block)
     // once per model
@@ -26,6 +32,7 @@ struct Activations {
     floatX *dresidual;         // (B,T,C) gradient of the residual stream, accumulated block by block
     floatX *dbtc;              // (B,T,C) gradient of an LN output / attention output / LN_f output
     floatX *dbig;              // (B,T,4C) gradient of fch, or of qkv (3C)
+    float *wgrad;              // (4C, ones_ld(C)) fp32: a weight gradient and its bias gradient (matmul_backward)
     void *att_scratch;         // attention_scratch_bytes
     void* memory;
     size_t bytes;
@@ -34,7 +41,7 @@ struct Activations {
 // One block's activations: the ONE place that slices them, used by forward and backward.
 struct BlockActs {
     floatX* input;                      // (B,T,C) residual stream entering the block
-    floatX* ln1; float *ln1_mean, *ln1_rstd;
+    floatX* ln1; float *ln1_mean, *ln1_rstd;  // ln1, ln2: (B,T,C) in rows of ones_ld(C)
     floatX* qkv;                        // (B,T,3C)
     floatX* atty;                       // (B,T,C) attention output, heads concatenated
     float* att;                         // attention's saved state
@@ -46,13 +53,13 @@ struct BlockActs {
 };
 // B, T may be smaller than what was allocated (sampling, evaluation): the slices shrink with them.
 inline BlockActs block_acts(const Activations& a, const GPT2Config& c, int B, int T, int l) {
-    const size_t btc = (size_t)B * T * c.channels, bt = (size_t)B * T;
+    const size_t btc = (size_t)B * T * c.channels, bt = (size_t)B * T, btl = bt * ones_ld(c.channels);
     const size_t att = attention_state_elems(B, T, c.num_heads);
     const size_t lg = a.recompute >= 1 ? 0 : l, ll = a.recompute >= 2 ? 0 : l;  // shared slices when recomputed
     return {l == 0 ? a.encoded : a.residual3 + (l - 1) * btc,
-            a.ln1 + ll * btc, a.ln1_mean + l * bt, a.ln1_rstd + l * bt,
+            a.ln1 + ll * btl, a.ln1_mean + l * bt, a.ln1_rstd + l * bt,
             a.qkv + l * 3 * btc, a.atty + l * btc, a.att + l * att, a.residual2 + l * btc,
-            a.ln2 + ll * btc, a.ln2_mean + l * bt, a.ln2_rstd + l * bt,
+            a.ln2 + ll * btl, a.ln2_mean + l * bt, a.ln2_rstd + l * bt,
             a.fch + l * 4 * btc, a.fch_gelu + lg * 4 * btc, a.residual3 + l * btc};
 }
 
@@ -62,7 +69,7 @@ inline BlockActs block_acts(const Activations& a, const GPT2Config& c, int B, in
 // dbig (backward only, after the last dlogits were consumed) is never live together with the
 // logits, so the two share one region.
 inline void activations_alloc(Activations* a, const GPT2Config& c, int B, int T, int recompute, size_t logit_chunk) {
-    const size_t L = c.num_layers, btc = (size_t)B * T * c.channels, bt = (size_t)B * T;
+    const size_t L = c.num_layers, btc = (size_t)B * T * c.channels, bt = (size_t)B * T, btl = bt * ones_ld(c.channels);
     const size_t LG = recompute >= 1 ? 1 : L, LL = recompute >= 2 ? 1 : L;
     a->recompute = recompute;
     a->logit_rows = std::min(bt, std::max(logit_chunk, (size_t)T));  // sampling needs one sequence's logits
@@ -70,9 +77,9 @@ inline void activations_alloc(Activations* a, const GPT2Config& c, int B, int T,
     struct Item { void** ptr; size_t bytes; };
     const size_t X = sizeof(floatX), F = sizeof(float);
     const Item items[] = {
-        {(void**)&a->ln1, LL * btc * X}, {(void**)&a->qkv, L * 3 * btc * X}, {(void**)&a->atty, L * btc * X},
+        {(void**)&a->ln1, LL * btl * X}, {(void**)&a->qkv, L * 3 * btc * X}, {(void**)&a->atty, L * btc * X},
         {(void**)&a->att, L * attention_state_elems(B, T, c.num_heads) * F},
-        {(void**)&a->residual2, L * btc * X}, {(void**)&a->ln2, LL * btc * X},
+        {(void**)&a->residual2, L * btc * X}, {(void**)&a->ln2, LL * btl * X},
         {(void**)&a->fch, L * 4 * btc * X}, {(void**)&a->fch_gelu, LG * 4 * btc * X}, {(void**)&a->residual3, L * btc * X},
         {(void**)&a->ln1_mean, L * bt * F}, {(void**)&a->ln1_rstd, L * bt * F},
         {(void**)&a->ln2_mean, L * bt * F}, {(void**)&a->ln2_rstd, L * bt * F},
@@ -80,6 +87,7 @@ inline void activations_alloc(Activations* a, const GPT2Config& c, int B, int T,
         {(void**)&a->logits, shared_region * X}, {(void**)&a->losses, bt * F},
         {(void**)&a->dresidual, btc * X}, {(void**)&a->dbtc, btc * X},
         {(void**)&a->att_scratch, attention_scratch_bytes(B, T, c.channels, c.num_heads)},
+        {(void**)&a->wgrad, 4 * (size_t)c.channels * ones_ld(c.channels) * F},
     };
     auto align = [](size_t n) { return (n + 255) / 256 * 256; };  // every tensor 256-byte aligned
     a->bytes = 0;
@@ -88,5 +96,8 @@ inline void activations_alloc(Activations* a, const GPT2Config& c, int B, int T,
     char* p = (char*)a->memory;
     for (const Item& it : items) { *it.ptr = p; p += align(it.bytes); }
     a->dbig = a->logits;
+    ones_column_init(0, a->ln1, LL * bt, c.channels);
+    ones_column_init(0, a->ln2, LL * bt, c.channels);
+    cudaCheck(cudaDeviceSynchronize());
 }
 

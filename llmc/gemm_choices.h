@@ -3,7 +3,7 @@
 // (dev/unit/test_gemm_choices.cpp).
 //   line 1:   a header naming what the choices are valid for (cuBLASLt's version and the GPU:
 //             another one ranks its algorithms differently), written and compared as a whole;
-//   line 2..: one matmul shape per line, MatmulKey's 11 fields, then the choice: an index into
+//   line 2..: one matmul shape per line, MatmulKey's 15 fields, then the choice: an index into
 //             cuBLASLt's ranking of algorithms for that shape, in [0, max_choice).
 #pragma once
 #include <cstdio>
@@ -12,13 +12,17 @@
 #include <string>
 #include <tuple>
 
-// One distinct matmul call shape (column-major, as cuBLASLt sees it) and the pointers' alignment.
+// One distinct matmul call shape (column-major, as cuBLASLt sees it), the pointers' alignment,
+// the leading dimensions of A, B and D (their row counts when stored densely) and D's data type
+// (a cudaDataType_t: the training precision's, or fp32).
 struct MatmulKey {
     int m, n, k, trans_a, trans_b, epilogue, batch, align;
     long long stride_a, stride_b, stride_d;
+    int lda, ldb, ldd, d_type;
     bool operator<(const MatmulKey& o) const {
-        return std::tie(m, n, k, trans_a, trans_b, epilogue, batch, align, stride_a, stride_b, stride_d) <
-               std::tie(o.m, o.n, o.k, o.trans_a, o.trans_b, o.epilogue, o.batch, o.align, o.stride_a, o.stride_b, o.stride_d);
+        return std::tie(m, n, k, trans_a, trans_b, epilogue, batch, align, stride_a, stride_b, stride_d, lda, ldb, ldd, d_type) <
+               std::tie(o.m, o.n, o.k, o.trans_a, o.trans_b, o.epilogue, o.batch, o.align, o.stride_a, o.stride_b, o.stride_d,
+                        o.lda, o.ldb, o.ldd, o.d_type);
     }
 };
 
@@ -26,15 +30,15 @@ inline std::string gemm_choices_text(const std::string& header, const std::map<M
     std::string t = header + "\n";
     char line[256];
     for (const auto& [k, choice] : choices) {
-        snprintf(line, sizeof line, "%d %d %d %d %d %d %d %d %lld %lld %lld %d\n", k.m, k.n, k.k, k.trans_a, k.trans_b,
-                 k.epilogue, k.batch, k.align, k.stride_a, k.stride_b, k.stride_d, choice);
+        snprintf(line, sizeof line, "%d %d %d %d %d %d %d %d %lld %lld %lld %d %d %d %d %d\n", k.m, k.n, k.k, k.trans_a, k.trans_b,
+                 k.epilogue, k.batch, k.align, k.stride_a, k.stride_b, k.stride_d, k.lda, k.ldb, k.ldd, k.d_type, choice);
         t += line;
     }
     return t;
 }
 
 // gemm_choices_text's output into *choices. false + the reason (one line) when the header is not
-// `header` or a line is not 11 key fields and a choice in [0, max_choice).
+// `header` or a line is not 15 key fields and a choice in [0, max_choice).
 inline bool gemm_choices_parse(const std::string& header, const std::string& text, int max_choice,
                                std::map<MatmulKey, int>* choices, std::string* why) {
     std::istringstream in(text);
@@ -47,10 +51,11 @@ inline bool gemm_choices_parse(const std::string& header, const std::string& tex
     for (int n = 2; std::getline(in, line); n++) {
         MatmulKey k;
         int choice, used = 0;
-        if (sscanf(line.c_str(), "%d %d %d %d %d %d %d %d %lld %lld %lld %d%n", &k.m, &k.n, &k.k, &k.trans_a, &k.trans_b,
-                   &k.epilogue, &k.batch, &k.align, &k.stride_a, &k.stride_b, &k.stride_d, &choice, &used) != 12 ||
+        if (sscanf(line.c_str(), "%d %d %d %d %d %d %d %d %lld %lld %lld %d %d %d %d %d%n", &k.m, &k.n, &k.k, &k.trans_a, &k.trans_b,
+                   &k.epilogue, &k.batch, &k.align, &k.stride_a, &k.stride_b, &k.stride_d, &k.lda, &k.ldb, &k.ldd, &k.d_type,
+                   &choice, &used) != 16 ||
             used != (int)line.size() || choice < 0 || choice >= max_choice) {
-            *why = "line " + std::to_string(n) + " is not 11 key fields and a choice in [0, " + std::to_string(max_choice) + ")";
+            *why = "line " + std::to_string(n) + " is not 15 key fields and a choice in [0, " + std::to_string(max_choice) + ")";
             return false;
         }
         (*choices)[k] = choice;

@@ -42,28 +42,28 @@ void gpt2_set_batch(GPT2* m, Context* ctx, const int* inputs, const int* targets
 // dlnf -> acts.dbtc, dwte += ...; gpt2_backward continues from there (it needs B, T = m->B, m->T).
 void gpt2_forward(GPT2* m, Context* ctx, int B, int T, bool with_targets, float dloss) {
     const GPT2Config& c = m->cfg;
-    const int C = c.channels, NH = c.num_heads, L = c.num_layers, BT = B * T;
+    const int C = c.channels, NH = c.num_heads, L = c.num_layers, BT = B * T, LD = ones_ld(C);
     Activations& a = m->acts;
     HeadTailTensors<floatX> head = head_tail_tensors(m->params, c, m->layout);
 
     encoder_forward(ctx, a.encoded, m->d_inputs, head.wte, head.wpe, B, T, C);
     BlockTensors<floatX> w0 = block_tensors(m->params, c, m->layout, 0);
-    layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, w0.ln1w, w0.ln1b, BT, C);
+    layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, w0.ln1w, w0.ln1b, BT, C, LD);
     for (int l = 0; l < L; l++) {
         BlockTensors<floatX> w = block_tensors(m->params, c, m->layout, l);
         BlockActs x = block_acts(a, c, B, T, l);
-        matmul_forward(ctx, x.qkv, x.ln1, w.qkvw, w.qkvb, BT, C, 3 * C);
+        matmul_forward(ctx, x.qkv, x.ln1, w.qkvw, w.qkvb, BT, C, 3 * C, nullptr, nullptr, LD);
         attention_forward(ctx, x.atty, x.att, x.qkv, a.att_scratch, B, T, C, NH);
         // each projection adds its output to the residual stream in its epilogue
         matmul_forward(ctx, x.residual2, x.atty, w.attprojw, w.attprojb, BT, C, C, nullptr, /*residual=*/x.input);
-        layernorm_forward(ctx, x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, w.ln2w, w.ln2b, BT, C);
-        matmul_forward(ctx, x.fch_gelu, x.ln2, w.fcw, w.fcb, BT, C, 4 * C, /*pre_gelu=*/x.fch);
+        layernorm_forward(ctx, x.ln2, x.ln2_mean, x.ln2_rstd, x.residual2, w.ln2w, w.ln2b, BT, C, LD);
+        matmul_forward(ctx, x.fch_gelu, x.ln2, w.fcw, w.fcb, BT, C, 4 * C, /*pre_gelu=*/x.fch, nullptr, LD);
         matmul_forward(ctx, x.residual3, x.fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C, nullptr, /*residual=*/x.residual2);
         // the block's output feeds the next block's LN1, or LN_f
         if (l + 1 < L) {
             BlockTensors<floatX> wn = block_tensors(m->params, c, m->layout, l + 1);
             BlockActs xn = block_acts(a, c, B, T, l + 1);
-            layernorm_forward(ctx, xn.ln1, xn.ln1_mean, xn.ln1_rstd, x.residual3, wn.ln1w, wn.ln1b, BT, C);
+            layernorm_forward(ctx, xn.ln1, xn.ln1_mean, xn.ln1_rstd, x.residual3, wn.ln1w, wn.ln1b, BT, C, LD);
         } else {
             layernorm_forward(ctx, a.lnf, a.lnf_mean, a.lnf_rstd, x.residual3, head.lnfw, head.lnfb, BT, C);
         }
@@ -94,7 +94,7 @@ typedef std::function<void(ElemRange)> GradReadyFn;
 // of a step, before the forward, which already did the lm head's part: dwte, and dlnf in acts.dbtc).
 void gpt2_backward(GPT2* m, Context* ctx, const GradReadyFn& ready) {
     const GPT2Config& c = m->cfg;
-    const int B = m->B, T = m->T, C = c.channels, NH = c.num_heads, L = c.num_layers, BT = B * T;
+    const int B = m->B, T = m->T, C = c.channels, NH = c.num_heads, L = c.num_layers, BT = B * T, LD = ones_ld(C);
     Activations& a = m->acts;
     HeadTailTensors<floatX> head = head_tail_tensors(m->params, c, m->layout);
     HeadTailTensors<floatX> dhead = head_tail_tensors(m->grads, c, m->layout);
@@ -110,16 +110,16 @@ void gpt2_backward(GPT2* m, Context* ctx, const GradReadyFn& ready) {
         BlockActs x = block_acts(a, c, B, T, l);
         // dresidual = d(residual3). MLP branch: fcproj, then fc with GELU' fused into the dgrad.
         if (a.recompute >= 1) gelu_forward(ctx, x.fch_gelu, x.fch, (size_t)BT * 4 * C);
-        if (a.recompute >= 2) layernorm_apply(ctx, x.ln2, x.residual2, x.ln2_mean, x.ln2_rstd, w.ln2w, w.ln2b, BT, C);
+        if (a.recompute >= 2) layernorm_apply(ctx, x.ln2, x.residual2, x.ln2_mean, x.ln2_rstd, w.ln2w, w.ln2b, BT, C, LD);
         matmul_backward(ctx, a.dbig, dw.fcprojw, dw.fcprojb, a.dresidual, x.fch_gelu, w.fcprojw, BT, 4 * C, C,
                         /*pre_gelu=*/x.fch);
-        matmul_backward(ctx, a.dbtc, dw.fcw, dw.fcb, a.dbig, x.ln2, w.fcw, BT, C, 4 * C);
+        matmul_backward(ctx, a.dbtc, dw.fcw, dw.fcb, a.dbig, x.ln2, w.fcw, BT, C, 4 * C, nullptr, LD, a.wgrad);
         layernorm_backward(ctx, a.dresidual, dw.ln2w, dw.ln2b, a.dbtc, x.residual2, w.ln2w, x.ln2_mean, x.ln2_rstd, BT, C);
         // dresidual = d(residual2). Attention branch.
         matmul_backward(ctx, a.dbtc, dw.attprojw, dw.attprojb, a.dresidual, x.atty, w.attprojw, BT, C, C);
         attention_backward(ctx, a.dbig, a.dbtc, x.qkv, x.atty, x.att, a.att_scratch, B, T, C, NH);
-        if (a.recompute >= 2) layernorm_apply(ctx, x.ln1, x.input, x.ln1_mean, x.ln1_rstd, w.ln1w, w.ln1b, BT, C);
-        matmul_backward(ctx, a.dbtc, dw.qkvw, dw.qkvb, a.dbig, x.ln1, w.qkvw, BT, C, 3 * C);
+        if (a.recompute >= 2) layernorm_apply(ctx, x.ln1, x.input, x.ln1_mean, x.ln1_rstd, w.ln1w, w.ln1b, BT, C, LD);
+        matmul_backward(ctx, a.dbtc, dw.qkvw, dw.qkvb, a.dbig, x.ln1, w.qkvw, BT, C, 3 * C, nullptr, LD, a.wgrad);
         layernorm_backward(ctx, a.dresidual, dw.ln1w, dw.ln1b, a.dbtc, x.input, w.ln1w, x.ln1_mean, x.ln1_rstd, BT, C);
         // dresidual = d(block input). Block l's gradients are final.
         if (ready) ready(block_range(m->layout, l));

@@ -16,11 +16,11 @@ constexpr int LN_WARPS = 4;  // rows per block of the forward kernels (one warp 
 // ----------------------------------------------------------------------------------------------
 // Kernels
 
-// out (N,C), mean (N), rstd (N) <- LN of x (N,C). Not in place.
-// One warp per row; the row is staged in shared memory so the three passes (mean, variance,
+// out (N,C) with rows ld_out apart, mean (N), rstd (N) <- LN of x (N,C). Not in place. Writes only
+// columns [0,C) of out's rows (a ones column after them stays: matmul.cuh). One warp per row; the row is staged in shared memory so the three passes (mean, variance,
 // normalize) read DRAM once. Dynamic shared memory: LN_WARPS * C * sizeof(floatX).
 __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, const floatX* inp,
-                                         const floatX* w, const floatX* b, int N, int C) {
+                                         const floatX* w, const floatX* b, int N, int C, int ld_out) {
     extern __shared__ char smem_raw[];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int row = blockIdx.x * LN_WARPS + warp;
@@ -43,7 +43,7 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
     for (int c = lane * x128::size; c < C; c += 32 * x128::size) {
         x128 v = load128(x + c), wv = load128(w + c), bv = load128(b + c), o;
         for (int k = 0; k < x128::size; k++) o[k] = (floatX)(((float)v[k] - m) * s * (float)wv[k] + (float)bv[k]);
-        store128(out + base + c, o);
+        store128(out + (size_t)row * ld_out + c, o);
     }
     if (lane == 0) { mean[row] = m; rstd[row] = s; }
 }
@@ -163,16 +163,17 @@ layernorm_backward_rows_kernel(floatX* dinp, float* partials, const floatX* dout
 }
 
 // out (N,C) = (inp - mean) * rstd * w + b with the saved statistics: recomputes a LayerNorm output
-// in backward (--recompute 2) instead of keeping it from the forward. One thread per 16 bytes.
+// in backward (--recompute 2) instead of keeping it from the forward. out's rows are ld_out apart
+// (only columns [0,C) written). One thread per 16 bytes.
 __global__ void layernorm_apply_kernel(floatX* out, const floatX* inp, const float* mean, const float* rstd,
-                                       const floatX* w, const floatX* b, int N, int C) {
+                                       const floatX* w, const floatX* b, int N, int C, int ld_out) {
     const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * x128::size;
     if (i >= (size_t)N * C) return;
     const int row = i / C, c = i % C;
     const float m = mean[row], s = rstd[row];
     x128 x = load128(inp + i), wv = load128(w + c), bv = load128(b + c), o;
     for (int k = 0; k < x128::size; k++) o[k] = (floatX)(((float)x[k] - m) * s * (float)wv[k] + (float)bv[k]);
-    store128(out + i, o);
+    store128(out + (size_t)row * ld_out + c, o);
 }
 
 // dw (C) += sum over p of partials[p][i], db (C) += sum over p of partials[p][C + i], partials
@@ -201,17 +202,21 @@ __global__ void layernorm_params_accumulate_kernel(floatX* dw, floatX* db, const
 // Launchers
 
 // out (N,C), mean (N), rstd (N) = LayerNorm(inp (N,C)) with weight/bias (C).   [nn.LayerNorm]
+// out's rows are ld_out apart (0: C; ones_ld(C) for the input of a linear layer with a bias).
 inline void layernorm_forward(Context* ctx, floatX* out, float* mean, float* rstd,
-                              const floatX* inp, const floatX* w, const floatX* b, int N, int C) {
+                              const floatX* inp, const floatX* w, const floatX* b, int N, int C, int ld_out = 0) {
     const size_t smem = (size_t)LN_WARPS * C * sizeof(floatX);
-    layernorm_forward_kernel<<<ceil_div(N, LN_WARPS), LN_WARPS * 32, smem, ctx->stream>>>(out, mean, rstd, inp, w, b, N, C);
+    layernorm_forward_kernel<<<ceil_div(N, LN_WARPS), LN_WARPS * 32, smem, ctx->stream>>>(out, mean, rstd, inp, w, b, N, C,
+                                                                                          ld_out ? ld_out : C);
     launchCheck();
 }
 
-// out (N,C) = LayerNorm(inp) from the statistics a forward saved. Overwrites out.
+// out (N,C), rows ld_out apart (0: C) = LayerNorm(inp) from the statistics a forward saved.
+// Overwrites columns [0,C) of out.
 inline void layernorm_apply(Context* ctx, floatX* out, const floatX* inp, const float* mean, const float* rstd,
-                            const floatX* w, const floatX* b, int N, int C) {
-    layernorm_apply_kernel<<<ceil_div((size_t)N * C / x128::size, 256), 256, 0, ctx->stream>>>(out, inp, mean, rstd, w, b, N, C);
+                            const floatX* w, const floatX* b, int N, int C, int ld_out = 0) {
+    layernorm_apply_kernel<<<ceil_div((size_t)N * C / x128::size, 256), 256, 0, ctx->stream>>>(out, inp, mean, rstd, w, b, N, C,
+                                                                                                ld_out ? ld_out : C);
     launchCheck();
 }
 

@@ -1,5 +1,6 @@
-// Matrix multiplies through cuBLASLt, with bias and GELU fused into the epilogue, and the
-// bias-gradient reduction (a kernel of our own, deterministic and accumulating).
+// Matrix multiplies through cuBLASLt, with bias and GELU fused into the epilogue, and the bias
+// gradient: one more output row of the weight-gradient GEMM where the input carries a ones column
+// (below), else a reduction kernel of our own (deterministic and accumulating).
 //
 // Row-major vs column-major: our tensors are row-major, cuBLASLt is column-major. A row-major
 // (R, K) buffer IS a column-major (K, R) matrix, so out = inp @ W^T, row-major (BT, OC), is
@@ -87,6 +88,45 @@ __global__ void gelu_forward_kernel(floatX* out, const floatX* inp, size_t n) {
         o[k] = (floatX)(0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v))));
     }
     store128(out + i, o);
+}
+
+// The ones column. The bias gradient is dbias (OC) = sum over rows of dout (N, OC) = dout^T @ 1,
+// and the weight gradient dW (OC, C) = dout^T @ inp (N, C): the same product with one more column
+// of ones appended to inp. So a linear layer whose input is stored with that column (rows of
+// ones_ld(C): C values, then 1, then zeros) gets its bias gradient from the weight-gradient GEMM
+// as one more output row, m = C + ONES_ROWS instead of C: ~1 % more GEMM work instead of
+// bias_backward's separate pass over dout (N * OC values; 0.07-0.09 ms next to the ~0.45 ms weight
+// gradients of the qkv and fc layers at N = 65536). The GEMM writes (OC, C + ONES_ROWS) in fp32 to a
+// scratch buffer, and wgrad_accumulate_kernel adds it into dW and dbias. The kernels that write
+// such an input (LayerNorm's) write only the C values of each row; ones_column_init writes the rest
+// once. The row stride is a multiple of 128 bytes: with rows only 16 bytes apart from that (C + 8)
+// the forward GEMMs that read the input lost about what the backward gained (d12 B=64 BF16:
+// +0.45 % tok/s against +1.05 % with 128-byte rows; dev/perf_log.md, 2026-12-01).
+constexpr int ONES_ROWS = 8;
+inline int ones_ld(int C) {
+    const int align = 128 / (int)sizeof(floatX);  // elements per 128 bytes
+    return (C + 1 + align - 1) / align * align;
+}
+
+// Columns [C, ld) of inp (N rows, row stride ld) <- 1, 0, 0, ...: the ones column and its padding.
+__global__ void ones_column_init_kernel(floatX* inp, size_t N, int C, int ld) {
+    const size_t row = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= N) return;
+    for (int c = C; c < ld; c++) inp[row * ld + c] = (floatX)(c == C ? 1.0f : 0.0f);
+}
+
+// dweight (OC, C) += ext[:, 0:C], dbias (OC) += ext[:, C]; ext (OC, ld) fp32 is the weight-gradient
+// GEMM's output with the bias gradient as its column C. One thread per 16 bytes of dweight; C a
+// multiple of x128::size. In place on dweight and dbias.
+__global__ void wgrad_accumulate_kernel(floatX* dweight, floatX* dbias, const float* ext, int OC, int C, int ld) {
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * x128::size;
+    if (i >= (size_t)OC * C) return;
+    const int o = i / C, c = i % C;
+    const float* e = ext + (size_t)o * ld + c;
+    x128 w = load128(dweight + i);
+    for (int k = 0; k < x128::size; k++) w[k] = (floatX)((float)w[k] + e[k]);
+    store128(dweight + i, w);
+    if (c == 0) dbias[o] = (floatX)((float)dbias[o] + ext[(size_t)o * ld + C]);
 }
 
 // out (n) += sum over p of partials (P, n). In place on out.
@@ -196,9 +236,9 @@ inline MatmulPlan& matmul_plan(Context* ctx, const MatmulKey& key) {
     // Column-major shapes: A is (m,k) after op, stored (k,m) when transposed; likewise B.
     const int a_rows = key.trans_a ? key.k : key.m, a_cols = key.trans_a ? key.m : key.k;
     const int b_rows = key.trans_b ? key.n : key.k, b_cols = key.trans_b ? key.k : key.n;
-    cublasCheck(cublasLtMatrixLayoutCreate(&p.a, CUBLAS_FLOATX, a_rows, a_cols, a_rows));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p.b, CUBLAS_FLOATX, b_rows, b_cols, b_rows));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p.d, CUBLAS_FLOATX, key.m, key.n, key.m));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p.a, CUBLAS_FLOATX, a_rows, a_cols, key.lda));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p.b, CUBLAS_FLOATX, b_rows, b_cols, key.ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p.d, (cudaDataType_t)key.d_type, key.m, key.n, key.ldd));
     if (key.batch > 1) {
         const std::pair<cublasLtMatrixLayout_t, long long> layouts[3] = {{p.a, key.stride_a}, {p.b, key.stride_b}, {p.d, key.stride_d}};
         for (auto& [layout, stride] : layouts) {
@@ -217,9 +257,10 @@ inline MatmulPlan& matmul_plan(Context* ctx, const MatmulKey& key) {
 
 // D (m,n) = alpha * op(A) op(B) + beta * C [+ bias (m)] [GELU, saving the pre-GELU to aux],
 // all column-major, C = D (accumulating in place) unless `c` is given; or, with epilogue DGELU,
-// D = (op(A) op(B)) * GELU'(aux).
+// D = (op(A) op(B)) * GELU'(aux). A and B in the training precision; D (and C) in it too, or in
+// fp32 (d_type). Leading dimensions 0 mean dense storage (each matrix's stored row count).
 struct MatmulCall {
-    floatX* d; const floatX* a; const floatX* b;
+    void* d; const floatX* a; const floatX* b;
     int m, n, k;
     bool trans_a, trans_b;
     float alpha = 1.0f, beta = 0.0f;
@@ -228,12 +269,16 @@ struct MatmulCall {
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     int batch = 1;
     long long stride_a = 0, stride_b = 0, stride_d = 0;
-    const floatX* c = nullptr;     // (m, n), D's layout: the beta * C term read from here, not from D
-    const floatX* c_or_d() const { return c ? c : d; }
+    const void* c = nullptr;       // (m, n), D's layout: the beta * C term read from here, not from D
+    int lda = 0, ldb = 0, ldd = 0;
+    cudaDataType_t d_type = CUBLAS_FLOATX;
+    const void* c_or_d() const { return c ? c : d; }
 };
 inline MatmulKey matmul_key(const MatmulCall& c) {
+    const int a_rows = c.trans_a ? c.k : c.m, b_rows = c.trans_b ? c.n : c.k;
     return MatmulKey{c.m, c.n, c.k, c.trans_a, c.trans_b, (int)c.epilogue, c.batch,
-                     pointer_alignment({c.d, c.a, c.b, c.bias, c.aux, c.c}), c.stride_a, c.stride_b, c.stride_d};
+                     pointer_alignment({c.d, c.a, c.b, c.bias, c.aux, c.c}), c.stride_a, c.stride_b, c.stride_d,
+                     c.lda ? c.lda : a_rows, c.ldb ? c.ldb : b_rows, c.ldd ? c.ldd : c.m, (int)c.d_type};
 }
 // The plan for the call, with this call's bias and aux pointers set on its descriptor.
 inline MatmulPlan& matmul_prepare(Context* ctx, const MatmulCall& c) {
@@ -351,7 +396,7 @@ inline void matmul_set_choices(Context* ctx, const std::vector<int>& choices) {
 inline std::string matmul_choices_header(const Context* ctx) {
     std::string gpu = ctx->props.name;
     for (char& ch : gpu) if (ch == ' ') ch = '_';
-    return "gemm-algorithms v1 cublaslt=" + std::to_string(cublasLtGetVersion()) + " gpu=" + gpu;
+    return "gemm-algorithms v2 cublaslt=" + std::to_string(cublasLtGetVersion()) + " gpu=" + gpu;
 }
 inline std::string matmul_choices_text(const Context* ctx) {
     std::map<MatmulKey, int> choices;
@@ -379,6 +424,7 @@ inline void matmul_rowmajor(Context* ctx, floatX* C, const floatX* X, const floa
 // Launchers
 
 // out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC)      [nn.Linear]
+// inp's rows are ld_inp apart (0: C; ones_ld(C) for an input with the ones column).
 // With pre_gelu != nullptr: pre_gelu (N, OC) = that, and out = GELU_tanh(pre_gelu), in one pass.
 // With residual != nullptr (not with pre_gelu): out = residual (N, OC) + that, the residual
 // stream's update, added in fp32 in the epilogue and rounded once (the model passes a new tensor
@@ -386,8 +432,9 @@ inline void matmul_rowmajor(Context* ctx, floatX* C, const floatX* X, const floa
 // the residual stream this way reads one more tensor, and the LayerNorm after it reads one and
 // writes one fewer than a fused add + LayerNorm would.
 inline void matmul_forward(Context* ctx, floatX* out, const floatX* inp, const floatX* weight, const floatX* bias,
-                           int N, int C, int OC, floatX* pre_gelu = nullptr, const floatX* residual = nullptr) {
+                           int N, int C, int OC, floatX* pre_gelu = nullptr, const floatX* residual = nullptr, int ld_inp = 0) {
     MatmulCall c{out, weight, inp, OC, N, C, /*trans_a=*/true, /*trans_b=*/false};
+    c.ldb = ld_inp;
     c.bias = bias;
     if (residual) { c.c = residual; c.beta = 1.0f; }
     if (pre_gelu) { c.aux = pre_gelu; c.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX; }
@@ -427,16 +474,37 @@ inline void bias_backward(Context* ctx, floatX* dbias, const floatX* dout, int N
 //                                       GELU that produced inp is differentiated in the epilogue)
 //   dweight (OC, C) += dout^T @ inp    (accumulates across micro-steps)
 //   dbias (OC) += sum over rows of dout
+// inp's rows are ld_inp apart (0: C). With ld_inp = ones_ld(C), inp carries the ones column and
+// the bias gradient comes out of the weight-gradient GEMM, through wgrad_scratch (OC, ones_ld(C))
+// fp32; otherwise bias_backward sums dout.
 inline void matmul_backward(Context* ctx, floatX* dinp, floatX* dweight, floatX* dbias,
                             const floatX* dout, const floatX* inp, const floatX* weight,
-                            int N, int C, int OC, floatX* pre_gelu = nullptr) {
+                            int N, int C, int OC, floatX* pre_gelu = nullptr, int ld_inp = 0, float* wgrad_scratch = nullptr) {
     MatmulCall dx{dinp, weight, dout, C, N, OC, /*trans_a=*/false, /*trans_b=*/false};
     if (pre_gelu) { dx.aux = pre_gelu; dx.epilogue = CUBLASLT_EPILOGUE_DGELU; }
     matmul(ctx, dx);
+    if (dbias && ld_inp == ones_ld(C)) {
+        if (!wgrad_scratch) { fprintf(stderr, "matmul_backward: an input with the ones column needs wgrad_scratch\n"); exit(EXIT_FAILURE); }
+        // ext (OC, C + ONES_ROWS) fp32 = dout^T @ [inp | 1 | 0...]: column-major (C + ONES_ROWS, OC)
+        MatmulCall dw{wgrad_scratch, inp, dout, C + ONES_ROWS, OC, N, /*trans_a=*/false, /*trans_b=*/true};
+        dw.lda = ld_inp;
+        dw.d_type = CUDA_R_32F;
+        matmul(ctx, dw);
+        wgrad_accumulate_kernel<<<ceil_div((size_t)OC * C / x128::size, 256), 256, 0, ctx->stream>>>(dweight, dbias, wgrad_scratch, OC, C, C + ONES_ROWS);
+        launchCheck();
+        return;
+    }
     MatmulCall dw{dweight, inp, dout, C, OC, N, /*trans_a=*/false, /*trans_b=*/true};
+    dw.lda = ld_inp;
     dw.beta = 1.0f;
     matmul(ctx, dw);
     if (dbias) bias_backward(ctx, dbias, dout, N, OC);
+}
+
+// Columns [C, ones_ld(C)) of inp (N rows of ones_ld(C)) <- the ones column and its zero padding.
+inline void ones_column_init(cudaStream_t stream, floatX* inp, size_t N, int C) {
+    ones_column_init_kernel<<<ceil_div(N, 256), 256, 0, stream>>>(inp, N, C, ones_ld(C));
+    launchCheck();
 }
 
 // ----------------------------------------------------------------------------------------------

@@ -121,6 +121,27 @@ static void check_forward(Context* ctx, int N, int C) {
     check_close(tag + " out", from_device(d_out, (size_t)N * C), out, tol_default());
     check_close(tag + " mean", from_device_raw(d_mean, N), mean, 1e-5);
     check_close(tag + " rstd", from_device_raw(d_rstd, N), rstd, 1e-5);
+
+    // into rows ld = C + 8 apart (an input with the ones column, matmul.cuh): the same values, and
+    // the 8 columns after each row's C untouched; likewise layernorm_apply from the saved statistics
+    const int ld = C + 8;
+    floatX* d_out_ld = dalloc<floatX>((size_t)N * ld);
+    for (int apply = 0; apply < 2; apply++) {
+        const std::string t = tag + (apply ? " layernorm_apply" : "") + " into rows of C+8";
+        poison(d_out_ld, (size_t)N * ld);
+        const std::vector<float> before = from_device(d_out_ld, (size_t)N * ld);
+        if (apply) layernorm_apply(ctx, d_out_ld, d_inp, d_mean, d_rstd, d_w, d_b, N, C, ld);
+        else layernorm_forward(ctx, d_out_ld, d_mean, d_rstd, d_inp, d_w, d_b, N, C, ld);
+        const std::vector<float> got = from_device(d_out_ld, (size_t)N * ld);
+        std::vector<float> rows((size_t)N * C);
+        bool pad_kept = true;
+        for (int r = 0; r < N; r++) {
+            std::copy(&got[(size_t)r * ld], &got[(size_t)r * ld] + C, &rows[(size_t)r * C]);
+            for (int c = C; c < ld; c++) pad_kept &= memcmp(&got[(size_t)r * ld + c], &before[(size_t)r * ld + c], sizeof(float)) == 0;
+        }
+        check_close(t + " out", rows, out, tol_default());
+        check_true(t + ": the padding untouched", pad_kept, pad_kept ? "unchanged" : "written");
+    }
 }
 
 static void check_backward(Context* ctx, int N, int C) {

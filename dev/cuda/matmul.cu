@@ -3,6 +3,8 @@
 //     the residual added in the epilogue (and the residual left unchanged);
 //   - matmul_backward: dinp, dweight accumulated onto non-zero, dbias accumulated; and with
 //     pre_gelu (DGELU: dinp multiplied by GELU'(pre_gelu));
+//   - an input with the ones column (ones_column_init, rows of ones_ld(C)): matmul_forward, and
+//     matmul_backward with the bias gradient out of the weight-gradient GEMM; the input unchanged;
 //   - bias_backward alone (row count not a multiple of 8, column count not a multiple of a block);
 //   - matmul_rowmajor, batched with padded strides, for the four transpose combinations (beta=0
 //     onto a NaN-poisoned C) and once with beta != 0;
@@ -14,7 +16,9 @@
 //     dweight GEMM, DGELU_BGRAD on the dinp GEMM after a GELU).
 //   - with --algorithms or --search, only: the algorithm studies of dev/cuda/matmul_algos.cuh
 //     (every GEMM of a d12 B=64 step: cuBLASLt's first algorithm vs the best of its first 16; the
-//     same timed sustained, at the power limit, over candidates beyond cuBLASLt's ranking).
+//     same timed sustained, at the power limit, over candidates beyond cuBLASLt's ranking);
+//   - with --ones-column, only: the linear layers' backward and forward with a dense input against
+//     an input with the ones column (study_ones_column).
 // Run: make dev/cuda/matmul_check && ./dev/cuda/matmul_check   (PRECISION=BF16|FP32 for others)
 #include "check.cuh"
 #include "matmul_algos.cuh"  // --algorithms, --search
@@ -161,6 +165,49 @@ static void time_fused_bias_both(Context* ctx, const FusedBiasGemm& g, float pla
     if (CUBLAS_FLOATX != CUDA_R_32F) time_fused_bias(ctx, g, CUDA_R_32F, plain_ms, ref_db);
 }
 
+// ----------------------------------------------------------------------------------------------
+// --ones-column: matmul_backward with an input that carries the ones column (the bias gradient
+// out of the weight-gradient GEMM) against the same call on a dense input (the dW GEMM, then
+// bias_backward over dout), and matmul_forward reading either input, at GPT-2 124M's four linear
+// layers with N = 65536 (a d12 B=64 micro-step). Each timed in a burst (median) and sustained (at
+// the power limit, time_sustained_ms), since a training step runs at that limit.
+static void study_ones_column(Context* ctx) {
+    const int N = 65536;
+    const int shapes[4][3] = {{768, 2304, 0}, {768, 768, 0}, {768, 3072, 1}, {3072, 768, 0}};  // (C, OC, GELU): qkv, attproj, fc, fcproj
+    floatX* dout = random_device<floatX>(ctx, (size_t)N * 3072, -1, 1);
+    floatX* inp = random_device<floatX>(ctx, (size_t)N * ones_ld(3072), -1, 1);  // dense (N, C) or rows of ones_ld(C)
+    floatX* dinp = dalloc<floatX>((size_t)N * 3072);
+    floatX* out = dalloc<floatX>((size_t)N * 3072);
+    floatX* pre = dalloc<floatX>((size_t)N * 3072);
+    floatX* w = random_device<floatX>(ctx, (size_t)3072 * 768, -0.05f, 0.05f);
+    floatX* dw = random_device<floatX>(ctx, (size_t)3072 * 768, -0.01f, 0.01f);
+    floatX* b = random_device<floatX>(ctx, 3072, -0.1f, 0.1f);
+    floatX* db = random_device<floatX>(ctx, 3072, -0.01f, 0.01f);
+    float* wgrad = dalloc<float>((size_t)3072 * ones_ld(768));
+    double sum[2][2] = {};  // [backward, forward][dense, ones column], sustained
+    for (auto& sh : shapes) {
+        const int C = sh[0], OC = sh[1], LD = ones_ld(C);
+        floatX* p = sh[2] ? pre : nullptr;
+        ones_column_init(ctx->stream, inp, N, C);  // the dense runs read the same memory as (N, C)
+        for (int ones = 0; ones < 2; ones++) {
+            const int ld = ones ? LD : 0;
+            char name[128];
+            auto bwd = [&] { matmul_backward(ctx, dinp, dw, db, dout, inp, w, N, C, OC, nullptr, ld, wgrad); };
+            auto fwd = [&] { matmul_forward(ctx, out, inp, w, b, N, C, OC, p, nullptr, ld); };
+            snprintf(name, sizeof(name), "matmul_backward C=%d OC=%d %s", C, OC, ones ? "ones column" : "dense");
+            const float tb = time_ms(ctx, name, 0, 4.0 * N * C * OC, bwd), sb = time_sustained_ms(ctx, bwd, tb);
+            snprintf(name, sizeof(name), "matmul_forward C=%d OC=%d%s %s", C, OC, p ? " GELU" : "", ones ? "ones column" : "dense");
+            const float tf = time_ms(ctx, name, 0, 2.0 * N * C * OC, fwd), sf = time_sustained_ms(ctx, fwd, tf);
+            printf("ONES C=%d OC=%d %-11s backward %.4f burst %.4f sustained | forward %.4f burst %.4f sustained\n",
+                   C, OC, ones ? "ones column" : "dense", tb, sb, tf, sf);
+            sum[0][ones] += sb; sum[1][ones] += sf;
+        }
+    }
+    printf("ONES SUMMARY the 4 layers, sustained ms: backward dense %.4f, ones column %.4f (%+.4f); forward dense %.4f, "
+           "ones column %.4f (%+.4f); x12 layers: %+.3f ms per d12 B=64 micro-step\n", sum[0][0], sum[0][1], sum[0][1] - sum[0][0],
+           sum[1][0], sum[1][1], sum[1][1] - sum[1][0], 12 * (sum[0][1] - sum[0][0] + sum[1][1] - sum[1][0]));
+}
+
 static const double kS = 0.7978845608028654;  // sqrt(2/pi)
 static double gelu(double x) { return 0.5 * x * (1.0 + std::tanh(kS * (x + 0.044715 * x * x * x))); }
 static double gelu_grad(double x) {
@@ -238,6 +285,36 @@ static void check_linear(Context* ctx) {
         check_close(tag + " dweight (accumulated)", from_device(d_dw, (size_t)OC * C), dw, tol);
         check_close(tag + " dbias (accumulated)", from_device(d_db, OC), db, tol);
     }
+
+    // the input with the ones column (rows of ones_ld(C), the padding poisoned, then set by
+    // ones_column_init): forward reads the strided rows; backward's bias gradient comes out of
+    // the weight-gradient GEMM; the ones column and its padding stay as they were.
+    const int LD = ones_ld(C);
+    std::vector<float> inp_ld((size_t)N * LD, NAN);
+    for (int n = 0; n < N; n++) std::copy(&inp[(size_t)n * C], &inp[(size_t)n * C] + C, &inp_ld[(size_t)n * LD]);
+    floatX* d_inp_ld = to_device(inp_ld);
+    ones_column_init(ctx->stream, d_inp_ld, N, C);
+    const std::vector<unsigned char> pad_before = bytes_of(d_inp_ld, inp_ld.size() * sizeof(floatX));
+    std::vector<float> pad_got = from_device(d_inp_ld, inp_ld.size());
+    bool pad_ok = true;
+    for (int n = 0; n < N; n++)
+        for (int c = C; c < LD; c++) pad_ok &= pad_got[(size_t)n * LD + c] == (c == C ? 1.0f : 0.0f);
+    check_true("ones_column_init: column C is 1, the padding 0", pad_ok, pad_ok ? "yes" : "no");
+    poison(d_out, (size_t)N * OC);
+    matmul_forward(ctx, d_out, d_inp_ld, d_w, d_bias, N, C, OC, nullptr, nullptr, LD);
+    check_close("matmul_forward +bias, input with the ones column", from_device(d_out, (size_t)N * OC), ref, tol);
+    float* d_wgrad = dalloc<float>((size_t)OC * LD);
+    for (int rep = 0; rep < 2; rep++) {  // twice: the scratch holds the previous call's values
+        upload(d_dw, dw0); upload(d_db, db0);
+        poison(d_dinp, (size_t)N * C);
+        matmul_backward(ctx, d_dinp, d_dw, d_db, d_dout, d_inp_ld, d_w, N, C, OC, nullptr, LD, d_wgrad);
+        const std::string tag = std::string("matmul_backward, input with the ones column") + (rep ? " (again)" : "");
+        check_close(tag + " dinp", from_device(d_dinp, (size_t)N * C), dinp, tol_for(5e-5, 2e-3, 1.5e-2));
+        check_close(tag + " dweight (accumulated)", from_device(d_dw, (size_t)OC * C), dw, tol);
+        check_close(tag + " dbias (accumulated)", from_device(d_db, OC), db, tol);
+    }
+    const bool kept = bytes_of(d_inp_ld, inp_ld.size() * sizeof(floatX)) == pad_before;
+    check_true("matmul forward/backward leave the input (and its ones column) unchanged", kept, kept ? "bitwise unchanged" : "changed");
 }
 
 static void check_bias_backward(Context* ctx) {
@@ -297,14 +374,15 @@ static void check_rowmajor(Context* ctx, bool tx, bool ty, float beta) {
 
 int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
-    if (argc > 2 || (argc == 2 && mode != "--algorithms" && mode != "--search")) {  // before any GPU work
-        fprintf(stderr, "usage: %s [--algorithms | --search]   (no argument: the checks)\n", argv[0]);
+    if (argc > 2 || (argc == 2 && mode != "--algorithms" && mode != "--search" && mode != "--ones-column")) {  // before any GPU work
+        fprintf(stderr, "usage: %s [--algorithms | --search | --ones-column]   (no argument: the checks)\n", argv[0]);
         return 2;
     }
     Context ctx;
     context_create(&ctx, 0);
     if (!mode.empty()) {  // an algorithm study only (matmul_algos.cuh)
         if (mode == "--algorithms") sweep_algorithms(&ctx);
+        else if (mode == "--ones-column") study_ones_column(&ctx);
         else search_algorithms(&ctx);
         context_destroy(&ctx);
         return 0;

@@ -5,11 +5,11 @@
 #include "dev/unit/check.h"
 
 int main() {
-    const std::string header = "gemm-algorithms v1 cublaslt=130100 gpu=NVIDIA_H200";
+    const std::string header = "gemm-algorithms v2 cublaslt=130100 gpu=NVIDIA_H200";
     std::map<MatmulKey, int> choices;
-    choices[MatmulKey{2304, 65536, 768, 1, 0, 2, 1, 256, 0, 0, 0}] = 3;
-    choices[MatmulKey{768, 768, 65536, 0, 1, 1, 1, 256, 0, 0, 0}] = 0;
-    choices[MatmulKey{64, 64, 64, 1, 0, 1, 48, 16, 4096LL << 20, 12288, 1LL << 40}] = 15;
+    choices[MatmulKey{2304, 65536, 768, 1, 0, 2, 1, 256, 0, 0, 0, 768, 776, 2304, 14}] = 3;
+    choices[MatmulKey{776, 768, 65536, 0, 1, 1, 1, 256, 0, 0, 0, 776, 768, 776, 0}] = 0;
+    choices[MatmulKey{64, 64, 64, 1, 0, 1, 48, 16, 4096LL << 20, 12288, 1LL << 40, 64, 64, 64, 14}] = 15;
     const std::string text = gemm_choices_text(header, choices);
     std::map<MatmulKey, int> back;
     std::string why;
@@ -24,12 +24,12 @@ int main() {
         const bool ok = gemm_choices_parse(hdr, body, 16, &out, &w);
         check_report(!ok && w.find(expect) != std::string::npos && w.find('\n') == std::string::npos, name, "got '" + w + "'");
     };
-    rejects("gemm-algorithms v1 cublaslt=130100 gpu=NVIDIA_H100", text, "written for 'gemm-algorithms v1 cublaslt=130100 gpu=NVIDIA_H200'",
+    rejects("gemm-algorithms v2 cublaslt=130100 gpu=NVIDIA_H100", text, "written for 'gemm-algorithms v2 cublaslt=130100 gpu=NVIDIA_H200'",
             "another GPU's file");
     rejects(header, "", "written for ''", "empty file");
-    rejects(header, header + "\n1 2 3\n", "line 2 is not 11 key fields and a choice in [0, 16)", "short line");
-    rejects(header, header + "\n1 2 3 4 5 6 7 8 9 10 11 16\n", "line 2 ", "choice out of range");
-    rejects(header, header + "\n1 2 3 4 5 6 7 8 9 10 11 -1\n", "line 2 ", "negative choice");
-    rejects(header, text + "1 2 3 4 5 6 7 8 9 10 11 2 x\n", "line 5 ", "trailing text on a line");
+    rejects(header, header + "\n1 2 3\n", "line 2 is not 15 key fields and a choice in [0, 16)", "short line");
+    rejects(header, header + "\n1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n", "line 2 ", "choice out of range");
+    rejects(header, header + "\n1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 -1\n", "line 2 ", "negative choice");
+    rejects(header, text + "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 2 x\n", "line 5 ", "trailing text on a line");
     return check_finish();
 }
