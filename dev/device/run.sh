@@ -25,6 +25,9 @@ if has test; then
         # the chunked lm head: 4 chunks of 64 tokens at the reference's B=4, T=64
         build/$p/test_gpt2cu dev_data/reference_model.bin dev_data/reference_state.bin 0 64 > "$OUT/test_${p}_chunk64.log" 2>&1; rc=$?
         summary+=("test_gpt2cu $p lm-head chunk 64: rc=$rc $(grep -c ^FAIL "$OUT/test_${p}_chunk64.log") FAIL")
+        # --recompute 2: backward recomputes the GELU output and both LayerNorm outputs
+        build/$p/test_gpt2cu dev_data/reference_model.bin dev_data/reference_state.bin 2 > "$OUT/test_${p}_recompute2.log" 2>&1; rc=$?
+        summary+=("test_gpt2cu $p recompute 2: rc=$rc $(grep -c ^FAIL "$OUT/test_${p}_recompute2.log") FAIL")
         # with the GEMM algorithms timed as the trainer's --gemm-tune 1 does
         build/$p/test_gpt2cu dev_data/reference_model.bin dev_data/reference_state.bin 0 16384 1 > "$OUT/test_${p}_tuned.log" 2>&1; rc=$?
         summary+=("test_gpt2cu $p timed GEMM algorithms: rc=$rc $(grep -c ^FAIL "$OUT/test_${p}_tuned.log") FAIL; $(grep -o 'GEMM algorithms timed.*' "$OUT/test_${p}_tuned.log")")
