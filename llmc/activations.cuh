@@ -32,7 +32,7 @@ struct Activations {
     floatX *dresidual;         // (B,T,C) gradient of the residual stream, accumulated block by block
     floatX *dbtc;              // (B,T,C) gradient of an LN output / attention output / LN_f output
     floatX *dbig;              // (B,T,4C) gradient of fch, or of qkv (3C)
-    float *wgrad;              // (4C, ones_ld(C)) fp32: a weight gradient and its bias gradient (matmul_backward)
+    float *wgrad;              // (4C, C + ONES_ROWS) fp32: a weight gradient and its bias gradient (matmul_backward)
     void *att_scratch;         // attention_scratch_bytes
     void* memory;
     size_t bytes;
@@ -87,7 +87,7 @@ inline void activations_alloc(Activations* a, const GPT2Config& c, int B, int T,
         {(void**)&a->logits, shared_region * X}, {(void**)&a->losses, bt * F},
         {(void**)&a->dresidual, btc * X}, {(void**)&a->dbtc, btc * X},
         {(void**)&a->att_scratch, attention_scratch_bytes(B, T, c.channels, c.num_heads)},
-        {(void**)&a->wgrad, 4 * (size_t)c.channels * ones_ld(c.channels) * F},
+        {(void**)&a->wgrad, 4 * (size_t)c.channels * (c.channels + ONES_ROWS) * F},
     };
     auto align = [](size_t n) { return (n + 255) / 256 * 256; };  // every tensor 256-byte aligned
     a->bytes = 0;

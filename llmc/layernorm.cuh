@@ -17,8 +17,9 @@ constexpr int LN_WARPS = 4;  // rows per block of the forward kernels (one warp 
 // Kernels
 
 // out (N,C) with rows ld_out apart, mean (N), rstd (N) <- LN of x (N,C). Not in place. Writes only
-// columns [0,C) of out's rows (a ones column after them stays: matmul.cuh). One warp per row; the row is staged in shared memory so the three passes (mean, variance,
-// normalize) read DRAM once. Dynamic shared memory: LN_WARPS * C * sizeof(floatX).
+// columns [0,C) of out's rows (a ones column after them stays: matmul.cuh). One warp per row; the
+// row is staged in shared memory so the three passes (mean, variance, normalize) read DRAM once.
+// Dynamic shared memory: LN_WARPS * C * sizeof(floatX).
 __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, const floatX* inp,
                                          const floatX* w, const floatX* b, int N, int C, int ld_out) {
     extern __shared__ char smem_raw[];

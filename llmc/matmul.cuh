@@ -99,13 +99,14 @@ __global__ void gelu_forward_kernel(floatX* out, const floatX* inp, size_t n) {
 // gradients of the qkv and fc layers at N = 65536). The GEMM writes (OC, C + ONES_ROWS) in fp32 to a
 // scratch buffer, and wgrad_accumulate_kernel adds it into dW and dbias. The kernels that write
 // such an input (LayerNorm's) write only the C values of each row; ones_column_init writes the rest
-// once. The row stride is a multiple of 128 bytes: with rows only 16 bytes apart from that (C + 8)
+// once. The row stride is a multiple of 128 bytes: with rows of C + 8 elements (16-byte multiples)
 // the forward GEMMs that read the input lost about what the backward gained (d12 B=64 BF16:
-// +0.45 % tok/s against +1.05 % with 128-byte rows; dev/perf_log.md, 2026-12-01).
+// +0.45 % tok/s against +1.05 % with 128-byte rows; dev/perf_log.md, 2026-12-01). An odd m
+// (C + 1) is no option: cuBLASLt's kernels for it are 4-5x slower.
 constexpr int ONES_ROWS = 8;
-inline int ones_ld(int C) {
+inline int ones_ld(int C) {  // C + ONES_ROWS rounded up to 128 bytes: the GEMM reads that much of each row
     const int align = 128 / (int)sizeof(floatX);  // elements per 128 bytes
-    return (C + 1 + align - 1) / align * align;
+    return (C + ONES_ROWS + align - 1) / align * align;
 }
 
 // Columns [C, ld) of inp (N rows, row stride ld) <- 1, 0, 0, ...: the ones column and its padding.
@@ -475,8 +476,8 @@ inline void bias_backward(Context* ctx, floatX* dbias, const floatX* dout, int N
 //   dweight (OC, C) += dout^T @ inp    (accumulates across micro-steps)
 //   dbias (OC) += sum over rows of dout
 // inp's rows are ld_inp apart (0: C). With ld_inp = ones_ld(C), inp carries the ones column and
-// the bias gradient comes out of the weight-gradient GEMM, through wgrad_scratch (OC, ones_ld(C))
-// fp32; otherwise bias_backward sums dout.
+// the bias gradient comes out of the weight-gradient GEMM, through wgrad_scratch (OC, C + ONES_ROWS)
+// fp32 (overwritten); otherwise bias_backward sums dout.
 inline void matmul_backward(Context* ctx, floatX* dinp, floatX* dweight, floatX* dbias,
                             const floatX* dout, const floatX* inp, const floatX* weight,
                             int N, int C, int OC, floatX* pre_gelu = nullptr, int ld_inp = 0, float* wgrad_scratch = nullptr) {
