@@ -79,7 +79,7 @@ if [ -x "$chk" ]; then
 else
     echo "note: $chk not built (make cuda-checks): its --io checks skipped"
 fi
-# dev/cuda/matmul_check takes no argument or one of its two study modes, checked before GPU work
+# dev/cuda/matmul_check takes no argument or one of its three study modes, checked before GPU work
 if [ -x dev/cuda/matmul_check ]; then
     expect "matmul_check, unknown mode" "usage: " -- dev/cuda/matmul_check --serach
     expect "matmul_check, two modes" "usage: " -- dev/cuda/matmul_check --search --algorithms

@@ -27,6 +27,8 @@ int main() {
     rejects("gemm-algorithms v2 cublaslt=130100 gpu=NVIDIA_H100", text, "written for 'gemm-algorithms v2 cublaslt=130100 gpu=NVIDIA_H200'",
             "another GPU's file");
     rejects(header, "", "written for ''", "empty file");
+    rejects(header, "gemm-algorithms v1 cublaslt=130100 gpu=NVIDIA_H200\n2304 65536 768 1 0 2 1 256 0 0 0 3\n",
+            "written for 'gemm-algorithms v1 cublaslt=130100 gpu=NVIDIA_H200'", "a v1 file (before leading dimensions and D's type were keys)");
     rejects(header, header + "\n1 2 3\n", "line 2 is not 15 key fields and a choice in [0, 16)", "short line");
     rejects(header, header + "\n1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n", "line 2 ", "choice out of range");
     rejects(header, header + "\n1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 -1\n", "line 2 ", "negative choice");
