@@ -75,7 +75,7 @@ UNIT_BINS    := $(patsubst dev/unit/%.cpp,build/unit/%,$(UNIT_SRCS))
 CUDA_CHECKS  := $(patsubst %.cu,%_check,$(wildcard dev/cuda/*.cu))
 
 .PHONY: all data test unit cuda-checks clean info
-all: train_gpt2cu test_gpt2cu data/tokenize dev/interconnect
+all: train_gpt2cu test_gpt2cu data/tokenize dev/interconnect dev/power_probe
 
 info:
 	@echo "PRECISION=$(PRECISION) GPU_ARCH=$(GPU_ARCH) found: $(or $(FOUND),nothing optional)"
@@ -92,6 +92,9 @@ dev/cuda/%_check: dev/cuda/%.cu $(LLMC_HEADERS) $(wildcard dev/cuda/*.cuh)
 cuda-checks: $(CUDA_CHECKS)
 
 dev/interconnect: dev/interconnect.cu llmc/common.cuh
+	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
+
+dev/power_probe: dev/power_probe.cu llmc/common.cuh
 	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
 
 data/tokenize: data/tokenize.cpp $(wildcard data/*.h) llmc/tokenizer.h llmc/shards.h
@@ -115,4 +118,4 @@ test: $(UNIT_BINS) data/tokenize train_gpt2cu
 	@PRECISION=$(PRECISION) bash dev/run_tests.sh $(UNIT_BINS)
 
 clean:
-	rm -rf build train_gpt2cu test_gpt2cu data/tokenize dev/interconnect $(CUDA_CHECKS)
+	rm -rf build train_gpt2cu test_gpt2cu data/tokenize dev/interconnect dev/power_probe $(CUDA_CHECKS)

@@ -3,6 +3,8 @@
 # comparison, throughput. Binaries come prebuilt in build/<precision>/ (dev/device/build.sh).
 # Logs go to $OUT; a short table is printed last.
 #   dev/device/run.sh [sections...]   sections: ref test checks algos tok bench (default: all)
+# BUILDS: the build/ subdirectories that test and checks run (default "fp32 fp16 bf16"); a name's
+# precision is its part before any "_" (BUILDS="bf16 bf16_all" checks a branch's build beside main's).
 # algos: the GEMM algorithm choices file: a tuned run writes <out>/gemm_algos.txt; a second run
 # given it (--gemm-algos) reports it and repeats the losses bit for bit; a missing or foreign file
 # is one line and a non-zero exit.
@@ -17,7 +19,7 @@ if has ref; then
     PYTHONUNBUFFERED=1 python3 dev/reference.py --out dev_data 2>&1 | tee "$OUT/reference.log" | tail -n 15
 fi
 if has test; then
-    for p in fp32 fp16 bf16; do
+    for p in ${BUILDS:-fp32 fp16 bf16}; do
         [ -x build/$p/test_gpt2cu ] || continue
         build/$p/test_gpt2cu > "$OUT/test_$p.log" 2>&1; rc=$?
         cat "$OUT/test_$p.log"
@@ -34,7 +36,7 @@ if has test; then
     done
 fi
 if has checks; then
-    for p in fp16 bf16 fp32; do
+    for p in ${BUILDS:-fp16 bf16 fp32}; do
         for c in build/$p/*_check; do
             [ -x "$c" ] || continue
             n=$(basename "$c")
@@ -44,8 +46,8 @@ if has checks; then
         done
         grep -hE 'GB/s|TFLOP' "$OUT"/*_check_$p.log > "$OUT/kernel_speed_$p.txt" 2>/dev/null
         # the model's attention against float64 and PyTorch's flash attention (fp16/bf16 only)
-        if [ "$p" != fp32 ] && [ -x build/$p/attention_check ]; then
-            timeout 300 python3 dev/cuda/sdpa_check.py --binary build/$p/attention_check --dtype $p > "$OUT/sdpa_check_$p.log" 2>&1; rc=$?
+        if [ "${p%%_*}" != fp32 ] && [ -x build/$p/attention_check ]; then
+            timeout 300 python3 dev/cuda/sdpa_check.py --binary build/$p/attention_check --dtype "${p%%_*}" > "$OUT/sdpa_check_$p.log" 2>&1; rc=$?
             grep ^FAIL "$OUT/sdpa_check_$p.log"
             summary+=("sdpa_check $p: rc=$rc $(tail -n 1 "$OUT/sdpa_check_$p.log"); $(grep ^SUMMARY "$OUT/sdpa_check_$p.log")")
         fi
