@@ -44,6 +44,9 @@ int main(int argc, char** argv) {
     const char* mode = argc > 3 ? argv[3] : "mix";
     bool do_gemm = strcmp(mode, "copy") != 0, do_copy = strcmp(mode, "gemm") != 0;
     if (ctas <= 0 || seconds <= 0) { fprintf(stderr, "power_probe: ctas and seconds must be positive\n"); return 2; }
+    if (strcmp(mode, "mix") != 0 && strcmp(mode, "copy") != 0 && strcmp(mode, "gemm") != 0) {
+        fprintf(stderr, "power_probe: mode '%s' is not mix, copy or gemm\n", mode); return 2;
+    }
 
     const int n = 8192;
     const size_t copy_bytes = (size_t)1 << 30, nvec = copy_bytes / 16;

@@ -2,7 +2,7 @@
 # The trainer binary's early errors, which come before any GPU work, so CI checks them: each is
 # ONE line on stderr, a non-zero exit within a second, and nothing written. Run from the repo root
 # (make test does). Needs ./train_gpt2cu and data/tokenize; also checks dev/cuda/attention_check's
-# --io errors and dev/cuda/matmul_check's argument errors when they are built, and
+# --io errors, dev/cuda/matmul_check's and dev/power_probe's argument errors when they are built, and
 # dev/device/attn_ab.sh's and gemm_tune_ab.sh's and dev/torch_bench.py's argument errors.
 set -u
 passed=0; failed=0
@@ -85,6 +85,14 @@ if [ -x dev/cuda/matmul_check ]; then
     expect "matmul_check, two modes" "usage: " -- dev/cuda/matmul_check --search --algorithms
 else
     echo "note: dev/cuda/matmul_check not built (make cuda-checks): its argument checks skipped"
+fi
+# dev/power_probe (the power study): its argument errors, before it touches the GPU
+if [ -x dev/power_probe ]; then
+    expect "power_probe without arguments" "usage: " -- dev/power_probe
+    expect "power_probe, zero blocks" "ctas and seconds must be positive" -- dev/power_probe 0
+    expect "power_probe, unknown mode" "mode 'copies' is not mix, copy or gemm" -- dev/power_probe 66 1 copies
+else
+    echo "note: dev/power_probe not built (make dev/power_probe): its argument checks skipped"
 fi
 # dev/device/attn_ab.sh (the attention A/B of the device machine): its argument errors, before it writes anything
 expect "attn_ab.sh without binaries" "usage: " -- env OUT="$tmp/ab_out" dev/device/attn_ab.sh
