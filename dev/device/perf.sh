@@ -9,7 +9,8 @@
 # `tune` adds rows with the GEMM algorithms of --gemm-tune 2 (timed at the power limit) next to
 # d12's and, with `batch`, next to the largest micro-batches'; `batch` runs the models at GPT-2's
 # 524288-token batch (gradient accumulation, one optimizer step per batch).
-# `peak`: d24 / d36 / d48 at GPT-2's batch, largest micro-batch, tuned GEMM algorithms only.
+# `peak`: d12 (BF16, FP16) / d24 / d36 / d48 at GPT-2's batch, a large micro-batch, tuned GEMM
+# algorithms only.
 #   dev/device/perf.sh [bench] [tune] [recompute] [batch] [peak] [big] [profile]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -76,12 +77,13 @@ if has batch; then
     $b bf16 d48 32 -d 524288 --bench-warmup 1 --bench-steps 3
 fi
 if has peak; then
-    # the best MFU each model reaches here: GPT-2's batch, the largest micro-batch, the GEMM
-    # algorithms of --gemm-tune 2 (tuned first, in a run of their own), no untuned twin
-    for mb in "d24 128 4" "d36 64 3" "d48 32 3"; do
-        read -r e b n <<< "$mb"
-        tune_file bf16 "$e" "$b"
-        bench bf16 "$e" "$b" -d 524288 --bench-warmup 1 --bench-steps "$n" --gemm-algos "$dir/gemm_algos.txt"
+    # the best each model reaches here: GPT-2's batch, the largest micro-batch (d12: 128, as fast
+    # as 256 in half the memory), the GEMM algorithms of --gemm-tune 2 (tuned first, in a run of
+    # their own), no untuned twin. precision model B warm-up-steps timed-steps:
+    for mb in "bf16 d12 128 3 20" "fp16 d12 128 3 20" "bf16 d24 128 1 4" "bf16 d36 64 1 3" "bf16 d48 32 1 3"; do
+        read -r p e b w n <<< "$mb"
+        tune_file "$p" "$e" "$b"
+        bench "$p" "$e" "$b" -d 524288 --bench-warmup "$w" --bench-steps "$n" --gemm-algos "$dir/gemm_algos.txt"
     done
 fi
 if has big; then

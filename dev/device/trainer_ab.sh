@@ -4,8 +4,9 @@
 # drift of the machine hits every binary alike. One line per run (tok/s median and mean, forward,
 # backward, and GPU 0's mean SM clock, power and temperature while it ran busy, every 100 ms; see
 # gpu_power.sh), then the mean per binary. Logs in $OUT/ab_<name>_<round>.log. A binary may come
-# with its own options, as one quoted word ("build/bf16/train_gpt2cu --cuda-graphs 0"); the extra
-# args after -- go to every run (later options win: -- -b 4 -t 128 changes the shape).
+# with its own options, as one quoted word ("build/bf16/train_gpt2cu -b 128"; a launcher may come
+# first: "mpirun -np 2 build/bf16/train_gpt2cu"), which override the defaults; the extra args after
+# -- go to every run and override both (-- -b 4 -t 128).
 #   dev/device/trainer_ab.sh build/bf16/train_gpt2cu build_attn/train_wip_bf16 [-- extra args]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,7 +22,16 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
     for b in "${bins[@]}"; do
         name=$(echo "$b" | tr '/ ' '__')
         log="$OUT/ab_${name}_$r.log"
-        power_run "$OUT/smi.csv" $b --bench -e d12 -b 64 -t 1024 --bench-warmup 5 --bench-steps 20 "${extra[@]}" > "$log" 2>&1
+        # the defaults go right after the trainer (the first word that is a path to an executable:
+        # a launcher such as mpirun may come before it), its own options after them
+        read -r -a words <<< "$b"; cmd=(); placed=0
+        for w in "${words[@]}"; do
+            cmd+=("$w")
+            if [ $placed = 0 ] && [[ "$w" == */* ]] && [ -x "$w" ]; then
+                cmd+=(--bench -e d12 -b 64 -t 1024 --bench-warmup 5 --bench-steps 20); placed=1
+            fi
+        done
+        power_run "$OUT/smi.csv" "${cmd[@]}" "${extra[@]}" > "$log" 2>&1
         res=$(grep ^RESULT "$log")
         if [ -z "$res" ]; then echo "$b round $r: failed: $(tail -n 1 "$log")"; continue; fi
         tok=$(result_field "$res" tok_per_s)
