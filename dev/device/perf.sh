@@ -79,8 +79,10 @@ fi
 if has peak; then
     # the best each model reaches here: GPT-2's batch, the largest micro-batch (d12: 128, as fast
     # as 256 in half the memory), the GEMM algorithms of --gemm-tune 2 (tuned first, in a run of
-    # their own), no untuned twin. precision model B warm-up-steps timed-steps:
-    for mb in "bf16 d12 128 3 20" "fp16 d12 128 3 20" "bf16 d24 128 1 4" "bf16 d36 64 1 3" "bf16 d48 32 1 3"; do
+    # their own), no untuned twin. Rows "precision model B warm-up-steps timed-steps", separated by
+    # ";" (PEAK overrides the list):
+    IFS=';' read -r -a peak_rows <<< "${PEAK:-bf16 d12 128 3 20;fp16 d12 128 3 20;bf16 d24 128 1 4;bf16 d36 64 1 3;bf16 d48 32 1 3}"
+    for mb in "${peak_rows[@]}"; do
         read -r p e b w n <<< "$mb"
         tune_file "$p" "$e" "$b"
         bench "$p" "$e" "$b" -d 524288 --bench-warmup "$w" --bench-steps "$n" --gemm-algos "$dir/gemm_algos.txt"
