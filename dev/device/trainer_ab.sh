@@ -18,19 +18,21 @@ while [ $# -gt 0 ]; do
     bins+=("$1"); shift
 done
 declare -A sum
+defaults=(--bench -e d12 -b 64 -t 1024 --bench-warmup 5 --bench-steps 20)
 for r in $(seq 1 "${ROUNDS:-2}"); do
     for b in "${bins[@]}"; do
         name=$(echo "$b" | tr '/ ' '__')
         log="$OUT/ab_${name}_$r.log"
         # the defaults go right after the trainer (the first word that is a path to an executable:
-        # a launcher such as mpirun may come before it), its own options after them
+        # a launcher such as mpirun may come before it; else the first word), its own options after
         read -r -a words <<< "$b"; cmd=(); placed=0
         for w in "${words[@]}"; do
             cmd+=("$w")
             if [ $placed = 0 ] && [[ "$w" == */* ]] && [ -x "$w" ]; then
-                cmd+=(--bench -e d12 -b 64 -t 1024 --bench-warmup 5 --bench-steps 20); placed=1
+                cmd+=("${defaults[@]}"); placed=1
             fi
         done
+        [ $placed = 0 ] && cmd=("${words[0]}" "${defaults[@]}" "${words[@]:1}")
         power_run "$OUT/smi.csv" "${cmd[@]}" "${extra[@]}" > "$log" 2>&1
         res=$(grep ^RESULT "$log")
         if [ -z "$res" ]; then echo "$b round $r: failed: $(tail -n 1 "$log")"; continue; fi
