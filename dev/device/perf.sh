@@ -15,6 +15,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source dev/device/gpu_power.sh
+# peak's rows "precision model B warm-up-steps timed-steps", separated by ";" (PEAK overrides them),
+# checked before anything is written
+IFS=';' read -r -a peak_rows <<< "${PEAK:-bf16 d12 128 3 20;fp16 d12 128 3 20;bf16 d24 128 1 4;bf16 d36 64 1 3;bf16 d48 32 1 3}"
+for mb in "${peak_rows[@]}"; do
+    [[ "$mb" =~ ^\ *(fp16|bf16|fp32)\ +[a-z0-9]+(\ +[0-9]+){3}\ *$ ]] ||
+        { echo "$0: PEAK row '$mb' is not 'precision model B warm-up-steps timed-steps'" >&2; exit 2; }
+done
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 sections=${*:-bench recompute big profile}
 has() { [[ " $sections " == *" $1 "* ]]; }
@@ -79,9 +86,7 @@ fi
 if has peak; then
     # the best each model reaches here: GPT-2's batch, the largest micro-batch (d12: 128, as fast
     # as 256 in half the memory), the GEMM algorithms of --gemm-tune 2 (tuned first, in a run of
-    # their own), no untuned twin. Rows "precision model B warm-up-steps timed-steps", separated by
-    # ";" (PEAK overrides the list):
-    IFS=';' read -r -a peak_rows <<< "${PEAK:-bf16 d12 128 3 20;fp16 d12 128 3 20;bf16 d24 128 1 4;bf16 d36 64 1 3;bf16 d48 32 1 3}"
+    # their own), no untuned twin; the rows are peak_rows (above)
     for mb in "${peak_rows[@]}"; do
         read -r p e b w n <<< "$mb"
         tune_file "$p" "$e" "$b"

@@ -8,8 +8,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source dev/device/gpu_power.sh
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 grids=${*:-1056 264 132 66 33}
+for g in $grids; do  # before anything is written
+    [[ "$g" =~ ^[1-9][0-9]*$ ]] || { echo "$0: '$g' is not a positive block count" >&2; exit 2; }
+done
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 probe() {  # ctas seconds mode: one line, the RESULT (or the error) and the clock, power, temperature
     power_run "$OUT/smi.csv" build/power_probe "$@" > "$OUT/probe.log" 2>&1
     echo "$(grep ^RESULT "$OUT/probe.log" || tail -n 1 "$OUT/probe.log") | $POWER_MHZ MHz $POWER_W W $POWER_C C"

@@ -10,6 +10,9 @@
 # is one line and a non-zero exit.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+for b in ${BUILDS:-}; do  # before anything is written
+    [ -d "build/$b" ] || { echo "$0: BUILDS names build/$b, which does not exist (dev/device/build.sh)" >&2; exit 2; }
+done
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 sections=${*:-ref test checks algos tok bench}
 summary=()

@@ -3,7 +3,8 @@
 # ONE line on stderr, a non-zero exit within a second, and nothing written. Run from the repo root
 # (make test does). Needs ./train_gpt2cu and data/tokenize; also checks dev/cuda/attention_check's
 # --io errors, dev/cuda/matmul_check's and dev/power_probe's argument errors when they are built, and
-# dev/device/attn_ab.sh's and gemm_tune_ab.sh's and dev/torch_bench.py's argument errors.
+# dev/device/attn_ab.sh's, gemm_tune_ab.sh's, run.sh's, perf.sh's and power_probe.sh's and
+# dev/torch_bench.py's argument errors.
 set -u
 passed=0; failed=0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -94,6 +95,14 @@ if [ -x dev/power_probe ]; then
 else
     echo "note: dev/power_probe not built (make dev/power_probe): its argument checks skipped"
 fi
+# the device scripts' environment and argument errors, before they write anything (no GPU needed)
+expect "run.sh, BUILDS names a missing build" "BUILDS names build/no_such_build, which does not exist" -- \
+    env OUT="$tmp/dev_out" BUILDS="no_such_build" dev/device/run.sh test
+expect "perf.sh, a PEAK row of three fields" "PEAK row 'bf16 d12 128' is not" -- env OUT="$tmp/dev_out" PEAK="bf16 d12 128" dev/device/perf.sh peak
+expect "power_probe.sh, a block count that is no number" "'many' is not a positive block count" -- \
+    env OUT="$tmp/dev_out" dev/device/power_probe.sh 66 many
+if [ -e "$tmp/dev_out" ]; then failed=$((failed + 1)); echo "FAIL run.sh / perf.sh / power_probe.sh created their output directory on bad input"
+else passed=$((passed + 1)); echo "PASS run.sh / perf.sh / power_probe.sh wrote nothing on bad input"; fi
 # dev/device/attn_ab.sh (the attention A/B of the device machine): its argument errors, before it writes anything
 expect "attn_ab.sh without binaries" "usage: " -- env OUT="$tmp/ab_out" dev/device/attn_ab.sh
 expect "attn_ab.sh names a missing binary" "$tmp/none: not an executable" -- env OUT="$tmp/ab_out" dev/device/attn_ab.sh "$tmp/none"
