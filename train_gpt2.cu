@@ -41,28 +41,47 @@ struct Run {
     GradReducer reducer;
     bool reduce = false;             // several GPUs: the reducer is in use
     DataLoader train, val;
-    TokenizerDecoder tok;
-    bool have_tok = false;
+    TokenizerDecoder tok;            // rank 0's, for printing samples
+    int sample_eot = -1;             // <|endoftext|>, where samples start; -1: no samples
     Logger log;
     LossScaler scaler;
     uint64_t sample_rng = 0;
     int step = 0, steps = 0, accum = 1;
 };
 
+// The model's shape: from a descriptor (*fresh: a new model), else from a model file's header;
+// false + one line if this build's kernels cannot run it or --seq-len exceeds it.
+bool model_config(const TrainConfig& tc, GPT2Config* cfg, bool* fresh, std::string* err) {
+    *fresh = config_from_descriptor(tc.model, cfg);
+    if (!*fresh && !model_file_read_header(tc.model, cfg, err)) return false;
+    const std::string what = "model " + tc.model + ": ";
+    if (!attention_supports(cfg->channels, cfg->num_heads)) {
+        *err = what + "head size " + std::to_string(cfg->channels) + "/" + std::to_string(cfg->num_heads) +
+               " is not supported by this build's attention (needs " + attention_head_sizes() + ")";
+        return false;
+    }
+    if (!layernorm_supports(cfg->channels)) {
+        *err = what + "width C=" + std::to_string(cfg->channels) + " is not supported by the LayerNorm kernels (a multiple of " +
+               std::to_string(x128::size) + ", at most " + std::to_string(layernorm_max_channels()) + ")";
+        return false;
+    }
+    if (cfg->padded_vocab_size > 65535) {   // the data's token ids are 16-bit; the embedding backward's grid needs it too
+        *err = what + "padded vocabulary " + std::to_string(cfg->padded_vocab_size) + " exceeds 65535";
+        return false;
+    }
+    if (tc.T > cfg->max_seq_len) {
+        *err = "option --seq-len: " + std::to_string(tc.T) + " exceeds the model's maximum sequence length " + std::to_string(cfg->max_seq_len);
+        return false;
+    }
+    return true;
+}
+
 // The model: a descriptor builds a fresh one, anything else is read as a model file.
 bool build_model(Run* r, std::string* err) {
     const TrainConfig& tc = r->tc;
     GPT2Config cfg;
-    const bool fresh = config_from_descriptor(tc.model, &cfg);
-    if (!fresh && !model_file_read_header(tc.model, &cfg, err)) return false;
-    if (!attention_supports(cfg.channels, cfg.num_heads)) {
-        *err = "model " + tc.model + ": head size " + std::to_string(cfg.channels / cfg.num_heads) + " is not supported by this build's attention (needs 64)";
-        return false;
-    }
-    if (tc.T > cfg.max_seq_len) {
-        *err = "option --seq-len: " + std::to_string(tc.T) + " exceeds the model's maximum sequence length " + std::to_string(cfg.max_seq_len);
-        return false;
-    }
+    bool fresh;
+    if (!model_config(tc, &cfg, &fresh, err)) return false;
     gpt2_build(&r->model, cfg, tc.B, tc.T, r->comm.rank, r->comm.world, tc.zero, tc.recompute);
     // on several GPUs too: only the last micro-step's backward (the one that issues the
     // reductions) runs without a graph (gpt2_train_step)
@@ -71,32 +90,37 @@ bool build_model(Run* r, std::string* err) {
     return gpt2_init_from_file(&r->model, &r->ctx, tc.model, err);
 }
 
-// Mean validation loss over --val-batches batches (all ranks, each its slice), the same batches
-// every time.
+// Mean validation loss over --val-batches batches of the validation loader's rows (those of all
+// ranks together, each rank its slice), the same batches every time. The watchdog's deadline is
+// renewed for every batch: a long pass is not a hang.
 float evaluate(Run* r) {
     GPT2* m = &r->model;
     dataloader_reset(&r->val);
-    const int batches = r->tc.val_batches > 0 ? r->tc.val_batches : (int)dataloader_steps_per_epoch(&r->val);
+    const size_t batches = r->tc.val_batches > 0 ? (size_t)(r->tc.val_batches / r->comm.world) : dataloader_steps_per_epoch(&r->val);
     cudaCheck(cudaMemsetAsync(m->d_loss_sum, 0, sizeof(float), r->ctx.stream));
     std::string err;
-    for (int i = 0; i < batches; i++) {
+    for (size_t i = 0; i < batches; i++) {
+        comm_watch(&r->comm, r->step, "evaluation (validation loss)");
         if (!dataloader_next(&r->val, &err)) comm_fail(&r->comm, err);
-        gpt2_set_batch(m, &r->ctx, r->val.inputs.data(), r->val.targets.data());
-        gpt2_forward(m, &r->ctx, m->B, m->T, true, 0.0f);
+        gpt2_set_batch(m, &r->ctx, r->val.inputs.data(), r->val.targets.data(), r->val.B);
+        gpt2_forward(m, &r->ctx, r->val.B, m->T, true, 0.0f);
+        cudaCheck(cudaStreamSynchronize(r->ctx.stream));
     }
     comm_sum_floats(&r->comm, m->d_loss_sum, 1, r->ctx.stream);
     float sum;
     cudaCheck(cudaMemcpyAsync(&sum, m->d_loss_sum, sizeof sum, cudaMemcpyDeviceToHost, r->ctx.stream));
     cudaCheck(cudaStreamSynchronize(r->ctx.stream));
-    return sum / ((float)batches * m->B * m->T * r->comm.world);
+    comm_unwatch(&r->comm);
+    return sum / ((float)batches * r->val.B * m->T * r->comm.world);
 }
 
-// A text sampled token by token from <|endoftext|> (rank 0 only; B=1 forwards of growing length,
-// the last T tokens when longer than T).
+// A text sampled token by token from <|endoftext|> (B=1 forwards of growing length, the last T
+// tokens when longer than T). Every rank samples the same tokens, so that none waits in its next
+// collective while rank 0 samples; rank 0 decodes them ("" on the others).
 std::string sample_text(Run* r) {
     GPT2* m = &r->model;
     const int V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
-    std::vector<int> toks = {r->tok.eot()};
+    std::vector<int> toks = {r->sample_eot};
     std::vector<float> logits(Vp);
     for (int i = 0; i < r->tc.sample_len; i++) {
         const int t = std::min<int>((int)toks.size(), m->T);
@@ -105,7 +129,7 @@ std::string sample_text(Run* r) {
         copy_from_device_as_float(logits.data(), m->acts.logits + (size_t)(t - 1) * Vp, Vp);
         toks.push_back(sample_top_k(logits.data(), V, r->tc.top_k, r->tc.temperature, &r->sample_rng));
     }
-    return decode_tokens(r->tok, toks.data() + 1, toks.size() - 1);
+    return r->comm.rank == 0 ? decode_tokens(r->tok, toks.data() + 1, toks.size() - 1) : "";
 }
 
 TrainState train_state(const Run* r) {
@@ -125,10 +149,29 @@ void save_checkpoint(Run* r) {
     comm_unwatch(&r->comm);
     std::string err;
     if (r->comm.rank == 0) {
-        if (!checkpoint_write(r->tc.out, train_state(r), master.data(), am.data(), av.data(), r->tc.keep_checkpoints, &err))
+        if (!checkpoint_write(r->tc.out, train_state(r), master.data(), am.data(), av.data(), r->tc.keep_checkpoints, &err,
+                              train_options_text(r->tc)))
             comm_fail(&r->comm, err);
         printf("checkpoint: %s/step_%08d\n", r->tc.out.c_str(), r->step);
     }
+}
+
+// --resume, before anything else: the options of the run being continued, kept in its newest
+// complete checkpoint, merged with the command line (llmc/train_config.h, resume_config). Every
+// rank reads them, so all ranks agree; with no checkpoint yet, the command line's.
+bool resume_options(Run* r, int argc, const char* const* argv, std::string* err) {
+    std::vector<std::pair<long long, std::string>> found;
+    if (!ckpt_detail::list_complete(r->tc.out, &found, err)) return false;
+    if (found.empty()) return true;
+    const std::string path = found.back().second + "/options.txt";
+    std::string text, note;
+    if (!file_exists(path)) {
+        if (r->comm.rank == 0) printf("note: %s holds no options.txt (an older checkpoint): the options are this command line's\n", found.back().second.c_str());
+        return true;
+    }
+    if (!read_text_file(path, &text, err) || !resume_config(&r->tc, text, path, argc, argv, r->comm.world, &note, err)) return false;
+    if (!note.empty() && r->comm.rank == 0) printf("%s\n", note.c_str());
+    return true;
 }
 
 // --resume: the newest complete checkpoint in --out, bit for bit where the run left off.
@@ -156,16 +199,18 @@ bool resume(Run* r, std::string* err) {
 }
 
 // The GEMM algorithms (--gemm-tune, --gemm-algos). Rank 0 takes its choices from a file (the
-// --gemm-algos file, else <out>/gemm_algos.txt when a run directory holds one, e.g. on --resume)
+// --gemm-algos file, else <out>/gemm_algos.txt when a run directory holds one: always on --resume)
 // or times them (gpt2_tune_gemms); every rank then adopts rank 0's, so all ranks, and a resumed
 // run, compute with the same algorithms. A tuned run with --out keeps its choices there.
 bool choose_gemm_algorithms(Run* r, std::string* err) {
     const TrainConfig& tc = r->tc;
-    if (!tc.gemm_tune && tc.gemm_algos.empty()) return true;
+    const std::string kept = tc.out.empty() ? "" : tc.out + "/gemm_algos.txt";
+    // a resumed run reuses its kept choices, tuned or not now (every rank reads --out on --resume)
+    const bool reuse = tc.resume && !kept.empty() && file_exists(kept);
+    if (!tc.gemm_tune && tc.gemm_algos.empty() && !reuse) return true;
     Context* ctx = &r->ctx;
     const bool rank0 = r->comm.rank == 0;
-    const std::string kept = tc.out.empty() ? "" : tc.out + "/gemm_algos.txt";
-    std::string from;  // the file rank 0 took its choices from ("" = tuned)
+    std::string from;  // the file rank 0 took its choices from ("" = none: timed, or untimed)
     if (!tc.gemm_algos.empty()) {  // every rank checks the named file, so a bad one fails them all alike
         std::string text, why;
         std::map<MatmulKey, int> pinned;
@@ -176,30 +221,39 @@ bool choose_gemm_algorithms(Run* r, std::string* err) {
     } else if (rank0 && !kept.empty() && file_exists(kept)) {
         std::string text, why;
         if (read_text_file(kept, &text, &why) && matmul_choices_parse(ctx, text, &ctx->plans->pinned, &why)) from = kept;
-        else printf("note: %s not used (%s): timing the GEMM algorithms again\n", kept.c_str(), why.c_str());
+        else printf("note: %s not used (%s)%s\n", kept.c_str(), why.c_str(), tc.gemm_tune ? ": timing the GEMM algorithms again" : "");
     }
     comm_watch(&r->comm, 0, "choosing GEMM algorithms (rank 0's choices to every rank)");
     const double t0 = steady_ms();
     ctx->plans->report = rank0 && tc.gemm_tune == 2;
-    gpt2_tune_gemms(&r->model, ctx, (uint32_t)tc.seed + 17, tc.gemm_tune);  // pinned shapes are not timed
-    // rank 0's choices to every rank: a sum to which the others add zeros (after checking that
-    // every rank has the same number of plans: the same model makes the same calls)
+    // pinned shapes are not timed; the other ranks time nothing when rank 0 has its choices from a file
+    std::vector<float> rank0_file = {rank0 && !from.empty() ? 1.0f : 0.0f};
+    comm_sum_host_floats(&r->comm, &rank0_file, ctx->stream);
+    gpt2_tune_gemms(&r->model, ctx, (uint32_t)tc.seed + 17, rank0 || rank0_file[0] == 0.0f ? tc.gemm_tune : 0);
+    // rank 0's choices to every rank: a sum to which the others add zeros, once every rank knows
+    // that all have the same number of plans (the same model makes the same calls): the sums of n
+    // and of n^2 are world*n and world*n^2 only when every rank's n is the same
     std::vector<int> mine = matmul_choices(ctx);
     const size_t n = mine.size();
-    std::vector<float> h(n + 1, 0.0f);
-    h[n] = (float)n;
+    std::vector<float> count = {(float)n, (float)n * (float)n};
+    comm_sum_host_floats(&r->comm, &count, ctx->stream);
+    if (count[0] != (float)n * r->comm.world || count[1] != (float)n * (float)n * r->comm.world) {
+        comm_unwatch(&r->comm);
+        *err = "GEMM algorithms: the ranks made different matmul calls";
+        return false;
+    }
+    std::vector<float> h(n, 0.0f);
     if (rank0) for (size_t i = 0; i < n; i++) h[i] = (float)mine[i];
     comm_sum_host_floats(&r->comm, &h, ctx->stream);
     comm_unwatch(&r->comm);
-    if (h[n] != (float)n * r->comm.world) { *err = "GEMM algorithms: the ranks made different matmul calls"; return false; }
     std::vector<int> chosen(n);
     int differ = 0;
     for (size_t i = 0; i < n; i++) { chosen[i] = (int)h[i]; differ += chosen[i] != 0; }
     matmul_set_choices(ctx, chosen);
     if (rank0) {
         printf("GEMM algorithms: %zu shapes, %d not cuBLASLt's first choice (%s, %.1f s)\n", n, differ,
-               from.empty() ? "timed" : ("from " + from).c_str(), (steady_ms() - t0) / 1e3);
-        if (from.empty() && !kept.empty() && !write_text_file_atomic(kept, matmul_choices_text(ctx), err)) return false;
+               !from.empty() ? ("from " + from).c_str() : tc.gemm_tune ? "timed" : "untimed", (steady_ms() - t0) / 1e3);
+        if (from.empty() && tc.gemm_tune && !kept.empty() && !write_text_file_atomic(kept, matmul_choices_text(ctx), err)) return false;
     }
     return true;
 }
@@ -207,13 +261,27 @@ bool choose_gemm_algorithms(Run* r, std::string* err) {
 // Everything before the first step. false + one line in *err on any problem.
 bool setup(Run* r, std::string* err) {
     TrainConfig& tc = r->tc;
+    const bool rank0 = r->comm.rank == 0;
     r->accum = (int)(tc.total_batch / ((long long)tc.B * tc.T * r->comm.world));
     if (!tc.bench) {
-        if (!dataloader_open(&r->train, tc.train, tc.B, tc.T, r->comm.rank, r->comm.world, r->accum, 50257, tc.shuffle, tc.seed, err)) {
+        GPT2Config cfg;
+        bool fresh;
+        if (!model_config(tc, &cfg, &fresh, err)) return false;
+        if (!dataloader_open(&r->train, tc.train, tc.B, tc.T, r->comm.rank, r->comm.world, r->accum, cfg.vocab_size, tc.shuffle, tc.seed, err)) {
             if (tc.train == TrainConfig().train) *err += " (prepare the default dataset with: make data)";
             return false;
         }
-        if (!dataloader_open(&r->val, tc.val, tc.B, tc.T, r->comm.rank, r->comm.world, 1, 50257, false, 0, err)) return false;
+        if (tc.max_steps < 0 && dataloader_steps_per_epoch(&r->train) > (size_t)INT32_MAX) {
+            *err = tc.train + ": one epoch is " + std::to_string(dataloader_steps_per_epoch(&r->train)) + " steps, more than 2^31-1: set --max-steps";
+            return false;
+        }
+        // validation batches of B rows, or fewer where the validation data is small
+        int val_rows;
+        if (!dataloader_rows_that_fit(tc.val, tc.B, tc.T, r->comm.world, 1, &val_rows, err) ||
+            !dataloader_open(&r->val, tc.val, std::max(val_rows, 1), tc.T, r->comm.rank, r->comm.world, 1, cfg.vocab_size, false, 0, err))
+            return false;
+        if (val_rows < tc.B && rank0)
+            printf("note: validation batches of %d rows of %d tokens per GPU: %s is too small for %d\n", val_rows, tc.T, tc.val.c_str(), tc.B);
         std::string latest, none;
         if (!tc.out.empty() && !tc.resume && (file_exists(tc.out + "/log.jsonl") || checkpoint_find_latest(tc.out, &latest, &none))) {
             *err = tc.out + ": already holds a run (log.jsonl or checkpoints); use --resume to continue it, or another --out";
@@ -234,18 +302,23 @@ bool setup(Run* r, std::string* err) {
     r->sample_rng = rng_seed(tc.seed);
     r->steps = tc.bench ? tc.bench_warmup + tc.bench_steps
                         : tc.max_steps > 0 ? tc.max_steps : (int)std::max<size_t>(1, dataloader_steps_per_epoch(&r->train));
-    if (!tc.bench && tc.sample_len > 0 && r->comm.rank == 0) {
+    // samples: rank 0 reads the decoder and tells every rank where samples start (-1: none)
+    std::vector<float> eot = {-1.0f};
+    if (!tc.bench && tc.sample_len > 0 && rank0) {
         std::string terr;
-        r->have_tok = r->tok.load(tc.tokenizer, &terr);
-        if (!r->have_tok) printf("note: no samples: %s (make data writes it)\n", terr.c_str());
+        if (r->tok.load(tc.tokenizer, &terr)) eot[0] = (float)r->tok.eot();
+        else printf("note: no samples: %s (make data writes it)\n", terr.c_str());
     }
+    if (!rank0) eot[0] = 0.0f;  // the sum is rank 0's value
+    comm_sum_host_floats(&r->comm, &eot, r->ctx.stream);
+    r->sample_eot = (int)eot[0];
     // the run directory; in bench mode only a tuned run's gemm_algos.txt goes there
-    if (!tc.out.empty() && r->comm.rank == 0 && !make_dirs(tc.out, err)) return false;
+    if (!tc.out.empty() && rank0 && !make_dirs(tc.out, err)) return false;
     if (!tc.bench && !tc.out.empty()) {
         if (tc.resume && !resume(r, err)) return false;
-        if (r->comm.rank == 0 && !r->log.open(tc.out + "/log.jsonl", err)) return false;
+        if (rank0 && !r->log.open(tc.out + "/log.jsonl", err)) return false;
     }
-    if (r->comm.rank == 0)
+    if (rank0)
         printf("GPT-2 L=%d NH=%d C=%d (%zu parameters), %s, %d GPU(s) via %s%s, B=%d T=%d, %lld tokens/step (accumulation %d), %s\n"
                "memory per GPU: weights+grads %.2f GB, optimizer (fp32 master, m, v) %.2f GB%s, activations %.2f GB (recompute %d)\n",
                m->cfg.num_layers, m->cfg.num_heads, m->cfg.channels, m->layout.total, PRECISION_NAME, r->comm.world,
@@ -260,18 +333,18 @@ void after_step(Run* r, bool last) {
     const TrainConfig& tc = r->tc;
     auto due = [&](int every) { return last || (every > 0 && r->step % every == 0); };
     if (due(tc.val_every)) {
-        comm_watch(&r->comm, r->step, "evaluation (validation loss all-reduce)");
         const float v = evaluate(r);
-        comm_unwatch(&r->comm);
         if (r->comm.rank == 0) {
             printf("step %d: val loss %.6f\n", r->step, v);
             r->log.line("{\"type\":\"eval\",\"step\":" + std::to_string(r->step) + ",\"val_loss\":" + json_number(v) + "}");
         }
     }
-    if (due(tc.sample_every) && r->have_tok && r->comm.rank == 0) {
+    if (due(tc.sample_every) && r->sample_eot >= 0) {
         const std::string text = sample_text(r);
-        printf("step %d: sample ---\n%s\n---\n", r->step, text.c_str());
-        r->log.line("{\"type\":\"sample\",\"step\":" + std::to_string(r->step) + ",\"text\":" + json_string(text) + "}");
+        if (r->comm.rank == 0) {
+            printf("step %d: sample ---\n%s\n---\n", r->step, text.c_str());
+            r->log.line("{\"type\":\"sample\",\"step\":" + std::to_string(r->step) + ",\"text\":" + json_string(text) + "}");
+        }
     }
     if (!tc.out.empty() && due(tc.checkpoint_every)) save_checkpoint(r);
 }
@@ -290,7 +363,9 @@ std::string rank_phases(Run* r, const std::vector<StepResult>& timed) {
         h[n + k] += s.bwd_other_ms / timed.size();
         h[2 * n + k] += s.bwd_last_ms / timed.size();
     }
+    comm_watch(&r->comm, r->step, "the per-rank phase times (end of the run)");
     comm_sum_host_floats(&r->comm, &h, r->ctx.stream);  // the others add zeros to each slot
+    comm_unwatch(&r->comm);
     std::string out;
     const char* names[3] = {"rank_fwd_ms", "rank_bwd_other_ms", "rank_bwd_last_ms"};
     for (int f = 0; f < 3; f++) {
@@ -321,9 +396,10 @@ void print_result(const Run* r, std::vector<float> ms, const std::vector<StepRes
         bwd_last += s.bwd_last_ms; bwd_other += s.bwd_other_ms;
     }
     for (double* v : {&exposed, &comm_ms, &bytes, &fwd, &bwd, &opt, &bwd_last, &bwd_other}) *v /= timed.size();
-    // nccl-tests' bus bandwidth: what each link carries, comparable across GPU counts
+    // nccl-tests' bus bandwidth: what each link carries, comparable across GPU counts (an
+    // all-reduce moves 2(n-1)/n of the data over each link; ZeRO-1's reduces move it once)
     const int n = r->comm.world;
-    const double algbw = comm_ms > 0 ? bytes / (comm_ms * 1e-3) / 1e9 : 0, busbw = algbw * 2.0 * (n - 1) / n;
+    const double algbw = comm_ms > 0 ? bytes / (comm_ms * 1e-3) / 1e9 : 0, busbw = algbw * (r->tc.zero ? 1.0 : 2.0 * (n - 1) / n);
     size_t free_b, total_b;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
     printf("RESULT precision=%s model=L%dC%d gpus=%d zero=%d B=%d T=%d accum=%d total_batch=%lld steps=%zu median_ms=%.3f "
@@ -365,6 +441,8 @@ int run_loop(Run* r) {
         }
         next(i, in, tg);
     };
+    if (!tc.bench && r->step >= r->steps && r->comm.rank == 0)
+        printf("note: the run is at step %d of %d: no steps to run (a larger --max-steps extends it)\n", r->step, r->steps);
     int bad_in_a_row = 0;
     cudaEvent_t t0, t1;
     cudaCheck(cudaEventCreate(&t0)); cudaCheck(cudaEventCreate(&t1));
@@ -431,7 +509,8 @@ int main(int argc, char** argv) {
     comm_launch(&r.comm, &argc, &argv);
     std::string err;
     bool help = false;
-    if (!parse_train_config(&r.tc, argc, argv, r.comm.world, &help, &err)) {
+    if (!parse_train_config(&r.tc, argc, argv, r.comm.world, &help, &err) ||
+        (!help && r.tc.resume && !resume_options(&r, argc, argv, &err))) {
         if (r.comm.rank == 0) fprintf(stderr, "error: %s\n", err.c_str());
         comm_free(&r.comm);
         return 1;

@@ -80,7 +80,7 @@ static bool parse_args(int argc, char** argv, Options* o, std::string* err) {
         } else if (a == "--val-fraction") {
             char* end = nullptr;
             o->val_fraction = strtod(argv[++i], &end);
-            if (*end != '\0' || !(o->val_fraction >= 0 && o->val_fraction < 1)) {
+            if (end == argv[i] || *end != '\0' || !(o->val_fraction >= 0 && o->val_fraction < 1)) {
                 *err = std::string("--val-fraction must be a number in [0, 1), not '") + argv[i] + "'";
                 return false;
             }

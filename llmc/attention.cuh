@@ -141,7 +141,9 @@ inline void attention_reference_backward(Context* ctx, floatX* dqkv, floatX* dou
 // What the model uses. `state` is what forward saves per layer for backward, fp32: the per-row
 // log-sum-exp (B,NH,T) for flash attention; the probabilities (B,NH,T,T) in FP32 builds.
 #if defined(ENABLE_FP32)
-inline bool attention_supports(int C, int NH) { return C % NH == 0; }
+// the permutes move x128::size elements at a time inside a head
+inline bool attention_supports(int C, int NH) { return C % NH == 0 && (C / NH) % x128::size == 0; }
+inline const char* attention_head_sizes() { return "a multiple of 4"; }
 inline size_t attention_state_elems(int B, int T, int NH) { return (size_t)B * NH * T * T; }
 inline size_t attention_scratch_bytes(int B, int T, int C, int NH) { return attention_reference_scratch_elems(B, T, C, NH) * sizeof(floatX); }
 inline void attention_forward(Context* ctx, floatX* out, float* state, const floatX* qkv, void* scratch, int B, int T, int C, int NH) {
@@ -154,6 +156,7 @@ inline void attention_backward(Context* ctx, floatX* dqkv, floatX* dout, const f
 }
 #else
 inline bool attention_supports(int C, int NH) { return C == NH * flash::HS; }
+inline const char* attention_head_sizes() { return "64"; }
 inline size_t attention_state_elems(int B, int T, int NH) { return (size_t)B * NH * T; }
 inline size_t attention_scratch_bytes(int B, int T, int C, int NH) { (void)C; return (size_t)B * NH * T * sizeof(float); }
 inline void attention_forward(Context* ctx, floatX* out, float* state, const floatX* qkv, void* scratch, int B, int T, int C, int NH) {

@@ -107,6 +107,8 @@ inline bool model_file_write(const std::string& path, const GPT2Config& cfg, con
 //   <out>/step_00001000/model.bin   the fp32 master weights, as a model file (above)
 //                       state.bin   256 int32 header [CKPT_MAGIC, version 1, TrainState field by
 //                                   field], then Adam m and v: n fp32 each, layer-major (memory order)
+//                       options.txt the run's options, "name=value" lines (--resume continues with
+//                                   them: llmc/train_config.h, resume_config)
 //                       DONE        empty, written last
 //
 // Crash safety: a crash (or a full disk, or a killed job) at any instant must leave the previous
@@ -211,8 +213,10 @@ inline bool remove_checkpoint(const std::string& dir, std::string* err) {
     return remove_tree(dir, err);
 }
 // The complete checkpoints in `out` (directories step_<digits> holding DONE), oldest step first.
+// A directory that does not exist (yet) holds none.
 inline bool list_complete(const std::string& out, std::vector<std::pair<long long, std::string>>* found, std::string* err) {
     DIR* d = opendir(out.c_str());
+    if (!d && errno == ENOENT) return true;
     if (!d) return fail_errno(err, out, "cannot open the checkpoint directory");
     while (const dirent* e = readdir(d)) {
         const std::string name = e->d_name, dir = out + "/" + name;
@@ -229,9 +233,10 @@ inline bool list_complete(const std::string& out, std::vector<std::pair<long lon
 
 // Writes <out_dir>/step_<8-digit step>/ crash-safely (see above), then deletes all but the newest
 // keep_last complete checkpoints (keep_last <= 0 keeps all). master, adam_m, adam_v hold
-// param_layout(st.config).total floats each, layer-major.
+// param_layout(st.config).total floats each, layer-major; `options` (the run's options) goes to
+// options.txt, not written when empty.
 inline bool checkpoint_write(const std::string& out_dir, const TrainState& st, const float* master, const float* adam_m,
-                             const float* adam_v, int keep_last, std::string* err) {
+                             const float* adam_v, int keep_last, std::string* err, const std::string& options = "") {
     using namespace ckpt_detail;
     if (st.step < 0) return fail(err, out_dir, "negative step " + std::to_string(st.step));
     char name[32];
@@ -244,6 +249,7 @@ inline bool checkpoint_write(const std::string& out_dir, const TrainState& st, c
     const size_t bytes = sizeof(float) * param_layout(st.config).total;
     const bool ok = model_file_write(tmp + "/model.bin", st.config, master, err) &&
                     write_synced(tmp + "/state.bin", {{h, sizeof h}, {adam_m, bytes}, {adam_v, bytes}}, err) &&
+                    (options.empty() || write_synced(tmp + "/options.txt", {{options.data(), options.size()}}, err)) &&
                     write_synced(tmp + "/DONE", {}, err) && fsync_path(tmp, err) &&
                     remove_checkpoint(final_dir, err) &&           // this step written before (a rerun)
                     (rename(tmp.c_str(), final_dir.c_str()) == 0 || fail_errno(err, tmp, "cannot rename to " + final_dir)) &&

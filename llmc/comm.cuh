@@ -6,7 +6,8 @@
 //                                          (MPI_Comm_split_type SHARED); the NCCL id goes out by MPI_Bcast
 //   RANK/WORLD_SIZE/LOCAL_RANK (torchrun)  or SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (srun): no MPI
 //                                          needed; the NCCL id is exchanged over TCP with rank 0
-//                                          (MASTER_ADDR:MASTER_PORT) or through a file (--rendezvous file:PATH)
+//                                          (MASTER_ADDR:MASTER_PORT, +1 under torchrun) or through a
+//                                          file (--rendezvous file:PATH): llmc/rendezvous.h
 //   nothing                                one GPU, no NCCL
 //
 // Gradient reduction (the reason this project exists): backward announces each finished range of
@@ -40,11 +41,6 @@
 #include <vector>
 #include <chrono>
 #include <thread>
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 #ifdef USE_MPI
 #include <mpi.h>
@@ -52,6 +48,7 @@
 #include "common.cuh"
 #include "model.h"
 #include "norm.cuh"
+#include "rendezvous.h"
 
 struct Watchdog;
 
@@ -114,87 +111,6 @@ inline void comm_launch(Comm* c, int* argc, char*** argv) {
     exit(EXIT_FAILURE);
 }
 
-#ifdef USE_NCCL
-// ---------------------------------------------------------------------------------------------
-// NCCL id exchange without MPI.
-
-// Rank 0 listens on port and sends the id to world-1 peers; the others connect (retrying while
-// rank 0 starts) and read it. Times out after `timeout_s`.
-inline bool rendezvous_tcp(const Comm* c, ncclUniqueId* id, const std::string& host, int port, int timeout_s, std::string* err) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-    if (c->rank == 0) {
-        int s = socket(AF_INET6, SOCK_STREAM, 0), one = 1, zero = 0;
-        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-        sockaddr_in6 addr{};
-        addr.sin6_family = AF_INET6; addr.sin6_addr = in6addr_any; addr.sin6_port = htons(port);
-        if (bind(s, (sockaddr*)&addr, sizeof addr) != 0 || listen(s, 1024) != 0) {
-            *err = "rendezvous: cannot listen on port " + std::to_string(port) + ": " + strerror(errno);
-            close(s);
-            return false;
-        }
-        for (int served = 0; served < c->world - 1;) {
-            pollfd p{s, POLLIN, 0};
-            if (poll(&p, 1, 1000) > 0) {
-                int peer = accept(s, nullptr, nullptr);
-                if (peer >= 0) { served += write(peer, id, sizeof *id) == (ssize_t)sizeof *id; close(peer); }
-            }
-            if (std::chrono::steady_clock::now() > deadline) {
-                *err = "rendezvous: only " + std::to_string(served) + " of " + std::to_string(c->world - 1) + " ranks connected within " + std::to_string(timeout_s) + " s";
-                close(s);
-                return false;
-            }
-        }
-        close(s);
-        return true;
-    }
-    addrinfo hints{}, *res = nullptr;
-    hints.ai_socktype = SOCK_STREAM;
-    if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res) {
-        *err = "rendezvous: cannot resolve MASTER_ADDR '" + host + "'";
-        return false;
-    }
-    bool ok = false;
-    while (!ok && std::chrono::steady_clock::now() < deadline) {
-        int s = socket(res->ai_family, SOCK_STREAM, 0);
-        if (connect(s, res->ai_addr, res->ai_addrlen) == 0) {
-            size_t got = 0;
-            while (got < sizeof *id) { ssize_t n = read(s, (char*)id + got, sizeof *id - got); if (n <= 0) break; got += n; }
-            ok = got == sizeof *id;
-        }
-        close(s);
-        if (!ok) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-    freeaddrinfo(res);
-    if (!ok) *err = "rendezvous: no NCCL id from " + host + ":" + std::to_string(port) + " within " + std::to_string(timeout_s) + " s";
-    return ok;
-}
-
-// Rank 0 writes the id to path (via a temporary name, so nobody reads half of it); the others
-// wait for the file. Use a path unique to the run: a file left by an earlier run would be read.
-inline bool rendezvous_file(const Comm* c, ncclUniqueId* id, const std::string& path, int timeout_s, std::string* err) {
-    if (c->rank == 0) {
-        const std::string tmp = path + ".tmp";
-        FILE* f = fopen(tmp.c_str(), "wb");
-        bool ok = f && fwrite(id, sizeof *id, 1, f) == 1;
-        if (f) ok = (fclose(f) == 0) && ok;
-        if (!ok || rename(tmp.c_str(), path.c_str()) != 0) { *err = "rendezvous: cannot write " + path + ": " + strerror(errno); return false; }
-        return true;
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-    while (std::chrono::steady_clock::now() < deadline) {
-        FILE* f = fopen(path.c_str(), "rb");
-        if (f) {
-            bool ok = fread(id, sizeof *id, 1, f) == 1;
-            fclose(f);
-            if (ok) return true;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-    *err = "rendezvous: " + path + " did not appear within " + std::to_string(timeout_s) + " s";
-    return false;
-}
-#endif
 
 // ---------------------------------------------------------------------------------------------
 // The watchdog (see the top of this file).
@@ -296,10 +212,10 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, 
         MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
 #endif
     } else if (rendezvous.rfind("file:", 0) == 0) {
-        if (!rendezvous_file(c, &id, rendezvous.substr(5), 120, err)) return false;
+        if (!rendezvous_file(c->rank, &id, sizeof id, rendezvous.substr(5), 120, err)) return false;
     } else if (rendezvous == "tcp") {
         const char* host = getenv("MASTER_ADDR");
-        if (!rendezvous_tcp(c, &id, host ? host : "127.0.0.1", env_int("MASTER_PORT", 29500), 120, err)) return false;
+        if (!rendezvous_tcp(c->rank, c->world, &id, sizeof id, host ? host : "127.0.0.1", rendezvous_port(), 120, err)) return false;
     } else {
         *err = "option --rendezvous: '" + rendezvous + "' is not tcp or file:PATH";
         return false;
@@ -307,6 +223,7 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, 
     comm_watch(c, 0, "creating the NCCL communicator");
     ncclCheck(ncclCommInitRank(&c->nccl, c->world, id, c->rank));
     comm_unwatch(c);
+    if (c->launcher != "mpi" && rendezvous.rfind("file:", 0) == 0) rendezvous_file_done(c->rank, rendezvous.substr(5));
     c->watchdog->nccl = c->nccl;
     return true;
 #else

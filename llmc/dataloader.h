@@ -23,6 +23,7 @@
 // Host-only; unit-tested on the CPU.
 #pragma once
 #include <glob.h>
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -112,29 +113,56 @@ inline void dataloader_reset(DataLoader* dl) {
     dataloader_plan_shard(dl);
 }
 
-// Opens every shard the glob matches and checks their headers. false + one-line err on failure.
-inline bool dataloader_open(DataLoader* dl, const std::string& pattern, int B, int T, int rank, int world, int accum,
-                            int vocab, bool shuffle, uint64_t seed, std::string* err) {
-    *dl = DataLoader{};
-    dl->B = B; dl->T = T; dl->rank = rank; dl->world = world; dl->accum = accum; dl->vocab = vocab;
-    dl->shuffle = shuffle; dl->seed = seed;
+// The shards the glob matches (sorted) and the tokens each holds, from their checked headers.
+// false + one-line err when nothing matches or a header is bad.
+inline bool dataloader_shards(const std::string& pattern, std::vector<std::string>* files, std::vector<size_t>* tokens, std::string* err) {
     glob_t g;
     if (glob(pattern.c_str(), 0, nullptr, &g) != 0 || g.gl_pathc == 0) {
         *err = pattern + ": no file matches";
         globfree(&g);
         return false;
     }
-    for (size_t i = 0; i < g.gl_pathc; i++) dl->files.push_back(g.gl_pathv[i]);
+    files->assign(g.gl_pathv, g.gl_pathv + g.gl_pathc);
     globfree(&g);
-    const size_t step = dataloader_step_tokens(dl);
-    for (const std::string& f : dl->files) {
+    tokens->clear();
+    for (const std::string& f : *files) {
         size_t n;
         if (!shard_read_header(f, &n, err)) return false;
+        tokens->push_back(n);
+    }
+    return true;
+}
+
+// The most rows (sequences of T tokens), at most B, of a micro-batch for which every shard matching
+// `pattern` holds one step of rows*T*world*accum tokens (and the next one's first target): 0 when
+// not even one row fits. How the validation loader copes with a small validation set.
+inline bool dataloader_rows_that_fit(const std::string& pattern, int B, int T, int world, int accum, int* rows, std::string* err) {
+    std::vector<std::string> files;
+    std::vector<size_t> tokens;
+    if (!dataloader_shards(pattern, &files, &tokens, err)) return false;
+    const size_t row_tokens = (size_t)T * world * accum;
+    size_t fit = (size_t)B;
+    for (size_t n : tokens) fit = std::min(fit, n == 0 ? 0 : (n - 1) / row_tokens);
+    *rows = (int)fit;
+    return true;
+}
+
+// Opens every shard the glob matches and checks their headers. false + one-line err on failure.
+inline bool dataloader_open(DataLoader* dl, const std::string& pattern, int B, int T, int rank, int world, int accum,
+                            int vocab, bool shuffle, uint64_t seed, std::string* err) {
+    *dl = DataLoader{};
+    dl->B = B; dl->T = T; dl->rank = rank; dl->world = world; dl->accum = accum; dl->vocab = vocab;
+    dl->shuffle = shuffle; dl->seed = seed;
+    if (!dataloader_shards(pattern, &dl->files, &dl->file_tokens, err)) return false;
+    const size_t step = dataloader_step_tokens(dl);
+    for (size_t i = 0; i < dl->files.size(); i++) {
+        const size_t n = dl->file_tokens[i];
         if (n < step + 1) {
-            *err = f + ": holds " + std::to_string(n) + " tokens, fewer than one optimizer step needs (" + std::to_string(step + 1) + ")";
+            *err = dl->files[i] + ": holds " + std::to_string(n) + " tokens, fewer than one step of B*T*GPUs*accumulation = " +
+                   std::to_string(B) + "*" + std::to_string(T) + "*" + std::to_string(world) + "*" + std::to_string(accum) +
+                   " tokens needs (" + std::to_string(step + 1) + ")";
             return false;
         }
-        dl->file_tokens.push_back(n);
         dl->file_blocks.push_back((n - 1) / step);
     }
     dl->window.resize((size_t)B * T + 1);
@@ -147,7 +175,9 @@ inline bool dataloader_open(DataLoader* dl, const std::string& pattern, int B, i
 inline DataLoaderState dataloader_state(const DataLoader* dl) { return dl->at; }
 
 // Moves to the position `s` (as dataloader_state returned it, possibly in another process).
-// Checks that it exists for this data and batch shape; false + one-line err if not.
+// Checks only that it is in range for this data and batch shape (false + one-line err if not):
+// that the data, the tokens per step, the shuffle and the seed are the saved run's is --resume's
+// job (llmc/train_config.h, resume_config).
 inline bool dataloader_restore(DataLoader* dl, const DataLoaderState& s, std::string* err) {
     const std::string what = "data loader state (epoch " + std::to_string(s.epoch) + ", shard " + std::to_string(s.shard_pos) +
                              ", block " + std::to_string(s.block_pos) + ", micro-step " + std::to_string(s.micro) + "): ";

@@ -40,6 +40,7 @@
 // kernels are every other GPU's path and the reference the wgmma ones are checked against.
 #pragma once
 #include "common.cuh"
+#if !defined(ENABLE_FP32)  // fp16/bf16 builds only (FP32 builds use the reference attention)
 
 namespace flash {
 
@@ -85,18 +86,14 @@ __device__ inline void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, u
 }
 
 // Two floats as two floatX in one register, the first in the low half (the lower column); one
-// cvt instruction. (FP32 builds never launch these kernels: they use the reference attention.)
+// cvt instruction.
 __device__ inline uint32_t pack2(float lo, float hi) {
 #if defined(ENABLE_BF16)
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-#elif defined(ENABLE_FP16)
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
 #else
-    (void)lo; (void)hi;
-    return 0u;
+    __half2 v = __floats2half2_rn(lo, hi);
 #endif
+    return *reinterpret_cast<uint32_t*>(&v);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -560,3 +557,4 @@ inline void flash_attention_backward(Context* ctx, floatX* dqkv, float* delta, c
     flash_backward_dkdv(ctx, dqkv, delta, dout, qkv, lse, B, T, NH);
     flash_backward_dq(ctx, dqkv, delta, dout, qkv, lse, B, T, NH);
 }
+#endif  // !ENABLE_FP32

@@ -138,11 +138,12 @@ inline bool gpt2_init_from_file(GPT2* m, Context* ctx, const std::string& path, 
 }
 
 // The optimizer state of the whole model on the host (fp32, layer-major, layout.total each):
-// master weights, Adam m and v. In ZeRO-1 every rank holds a shard, so the shards are all-gathered
-// first (a collective: every rank must call this).
+// master weights, Adam m and v. In ZeRO-1 on several GPUs every rank holds a shard, so the shards
+// are all-gathered first (a collective: every rank must call this); on one GPU its shard is all.
 inline void gpt2_gather_state(GPT2* m, Context* ctx, const Comm* comm, int zero, std::vector<float>* master,
                        std::vector<float>* adam_m, std::vector<float>* adam_v) {
     const size_t n = m->layout.total;
+    zero = zero && comm->world > 1;
     float* full = nullptr;
     if (zero) cudaCheck(cudaMalloc(&full, m->padded * sizeof(float)));
     const std::pair<const float*, std::vector<float>*> parts[3] = {{m->master, master}, {m->adam_m, adam_m}, {m->adam_v, adam_v}};

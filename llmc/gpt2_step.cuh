@@ -23,11 +23,12 @@
 #include "comm.cuh"
 #include "gpt2.cuh"
 
-// Uploads a micro-batch (inputs/targets in pageable host memory, B*T each; see TokenBuckets for
-// why pageable) and groups the tokens for the deterministic embedding backward. Stream-ordered:
-// the previous micro-step's kernels finish before these buffers change on the device.
-void gpt2_set_batch(GPT2* m, Context* ctx, const int* inputs, const int* targets) {
-    const size_t bt = (size_t)m->B * m->T;
+// Uploads a micro-batch (inputs/targets in pageable host memory, rows*T each, rows = m->B unless
+// given: the validation batches may have fewer; see TokenBuckets for why pageable) and groups the
+// tokens for the deterministic embedding backward. Stream-ordered: the previous micro-step's
+// kernels finish before these buffers change on the device.
+void gpt2_set_batch(GPT2* m, Context* ctx, const int* inputs, const int* targets, int rows = 0) {
+    const size_t bt = (size_t)(rows > 0 ? rows : m->B) * m->T;
     cudaCheck(cudaMemcpyAsync(m->d_inputs, inputs, bt * sizeof(int), cudaMemcpyHostToDevice, ctx->stream));
     if (targets) cudaCheck(cudaMemcpyAsync(m->d_targets, targets, bt * sizeof(int), cudaMemcpyHostToDevice, ctx->stream));
     token_buckets_build(&m->buckets, inputs, (int)bt, ctx->stream);

@@ -238,8 +238,14 @@ inline void layernorm_backward_launch(Context* ctx, floatX* dinp, float* partial
     *blocks_out = (int)blocks;
 }
 
+// The widths the LayerNorm kernels take: a multiple of x128::size, at most 16 * 32 * x128::size
+// (4096 in 16-bit, 2048 in fp32; the backward's register-held chunks set the limit, and the
+// forward's shared memory fits it). The trainer checks a model against this before building it.
+inline bool layernorm_supports(int C) { return C > 0 && C % x128::size == 0 && C <= 16 * 32 * x128::size; }
+inline int layernorm_max_channels() { return 16 * 32 * x128::size; }
+
 // dinp (N,C) += dLN/dinp; dw (C), db (C) += their gradients. inp is the forward's input (N,C).
-// C a multiple of x128::size, at most 16 * 32 * x128::size (4096 in 16-bit, 2048 in fp32).
+// C as layernorm_supports says.
 inline void layernorm_backward(Context* ctx, floatX* dinp, floatX* dw, floatX* db, const floatX* dout,
                                const floatX* inp, const floatX* w, const float* mean, const float* rstd,
                                int N, int C) {
@@ -259,7 +265,7 @@ inline void layernorm_backward(Context* ctx, floatX* dinp, floatX* dw, floatX* d
     else if (nch <= 13) layernorm_backward_launch<13>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
     else if (nch <= 16) layernorm_backward_launch<16>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
     else {
-        fprintf(stderr, "layernorm_backward: C=%d is wider than this kernel supports (%d)\n", C, 16 * 32 * x128::size);
+        fprintf(stderr, "layernorm_backward: C=%d is wider than this kernel supports (%d)\n", C, layernorm_max_channels());
         exit(EXIT_FAILURE);
     }
     layernorm_params_accumulate_kernel<<<ceil_div(2 * (size_t)C, 32), dim3(32, LN_ACC_LANES), 0, ctx->stream>>>(dw, db, part, P, C);

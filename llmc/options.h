@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,57 @@ inline bool option_set(const Option& o, const std::string& flag, const std::stri
     if (o.type == OPT_INT) *(int*)o.target = (int)v;
     else if (o.type == OPT_INT64) *(long long*)o.target = (long long)v;
     else *(float*)o.target = (float)v;
+    return true;
+}
+
+// An option's value as text that option_set reads back exactly (floats with as many significant
+// digits as that takes, flags as on/off, strings as they are): how a run keeps its options (options_text).
+inline std::string option_value_exact(const Option& o) {
+    char buf[64];
+    switch (o.type) {
+        case OPT_FLOAT:   // the shortest of 6..9 significant digits that reads back to the same float
+            for (int digits = 6; digits <= 9; digits++) {
+                snprintf(buf, sizeof buf, "%.*g", digits, *(float*)o.target);
+                if (strtof(buf, nullptr) == *(float*)o.target) break;
+            }
+            return buf;
+        case OPT_STRING: return *(std::string*)o.target;
+        default: return o.type == OPT_FLAG ? (*(bool*)o.target ? "on" : "off") : option_value_string(o);
+    }
+}
+
+// The options for which keep(name) is true as "name=value" lines (option_value_exact).
+template <class Keep> std::string options_text(const std::vector<Option>& opts, Keep keep) {
+    std::string text;
+    for (const Option& o : opts)
+        if (keep(o.name)) text += std::string(o.name) + "=" + option_value_exact(o) + "\n";
+    return text;
+}
+
+// Sets options from options_text's lines. false + one line naming `where` on an unknown name, a
+// line without '=', or a value option_set refuses.
+inline bool options_apply_text(const std::vector<Option>& opts, const std::string& text, const std::string& where, std::string* err) {
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t end = text.find('\n', pos);
+        if (end == std::string::npos) end = text.size();
+        const std::string line = text.substr(pos, end - pos);
+        pos = end + 1;
+        if (line.empty()) continue;
+        const size_t eq = line.find('=');
+        const Option* opt = nullptr;
+        if (eq != std::string::npos)
+            for (const Option& o : opts) if (line.compare(0, eq, o.name) == 0 && eq == strlen(o.name)) opt = &o;
+        if (!opt) { *err = where + ": '" + line + "' is not NAME=VALUE of a known option"; return false; }
+        const std::string value = line.substr(eq + 1);
+        if (opt->type == OPT_FLAG) {
+            if (value != "on" && value != "off") { *err = where + ": '" + line + "': a flag is on or off"; return false; }
+            *(bool*)opt->target = value == "on";
+        } else if (!option_set(*opt, std::string("--") + opt->name, value, err)) {
+            *err = where + ": " + *err;
+            return false;
+        }
+    }
     return true;
 }
 

@@ -64,10 +64,10 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"warmup", 'w', OPT_INT, &c->sched.warmup, "linear warmup steps", 0, 1e9},
         {"lr-schedule", 0, OPT_STRING, &c->sched.kind, "cosine|linear|constant decay after warmup"},
         {"lr-final", 'q', OPT_FLOAT, &c->sched.final_frac, "final learning rate as a fraction of the peak", 0, 1},
-        {"max-steps", 'x', OPT_INT, &c->max_steps, "optimizer steps (-1: one epoch of --train)", -1, 1e9},
-        {"beta1", 0, OPT_FLOAT, &c->beta1, "AdamW beta1", 0, 1},
-        {"beta2", 0, OPT_FLOAT, &c->beta2, "AdamW beta2", 0, 1},
-        {"eps", 0, OPT_FLOAT, &c->eps, "AdamW epsilon", 0, 1},
+        {"max-steps", 'x', OPT_INT, &c->max_steps, "optimizer steps, >= 1 (-1: one epoch of --train)", -1, 1e9},
+        {"beta1", 0, OPT_FLOAT, &c->beta1, "AdamW beta1, in [0, 1)", 0, 1},
+        {"beta2", 0, OPT_FLOAT, &c->beta2, "AdamW beta2, in [0, 1)", 0, 1},
+        {"eps", 0, OPT_FLOAT, &c->eps, "AdamW epsilon (> 0)", 0, 1},
         {"weight-decay", 'c', OPT_FLOAT, &c->weight_decay, "AdamW weight decay (2-D weights only)", 0, 10},
         {"grad-clip", 0, OPT_FLOAT, &c->grad_clip, "clip the global gradient norm to this (0: off)", 0, 1e9},
         {"seed", 0, OPT_INT, &c->seed, "seed of initialization, shuffling, sampling, --bench tokens", 0, 2147483647},
@@ -76,7 +76,7 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"cuda-graphs", 0, OPT_INT, &c->cuda_graphs, "1: from the second step on, replay each micro-step's forward and backward as CUDA graphs (one launch instead of ~300: pays at small batches); 0: launch every kernel", 0, 1},
         {"gemm-algos", 0, OPT_STRING, &c->gemm_algos, "use the GEMM algorithm choices in this file (a run's <out>/gemm_algos.txt): bitwise-repeatable runs"},
         {"val-every", 'v', OPT_INT, &c->val_every, "validation loss every N steps (0: only at the end)", 0, 1e9},
-        {"val-batches", 0, OPT_INT, &c->val_batches, "validation batches (0: one pass over --val)", 0, 1e9},
+        {"val-batches", 0, OPT_INT, &c->val_batches, "validation batches of B sequences over all GPUs together, a multiple of the GPU count (0: one pass over --val)", 0, 1e9},
         {"sample-every", 's', OPT_INT, &c->sample_every, "print a sampled text every N steps (0: only at the end)", 0, 1e9},
         {"sample-len", 'g', OPT_INT, &c->sample_len, "tokens per sample (0: no samples)", 0, 65536},
         {"top-k", 0, OPT_INT, &c->top_k, "sample from the k most likely tokens (0: all)", 0, 1000000},
@@ -124,6 +124,17 @@ inline bool parse_train_config(TrainConfig* c, int argc, const char* const* argv
             return false;
         }
     }
+    if (c->max_steps == 0) { *err = "option --max-steps: 0 is not a step count (-1: one epoch of --train)"; return false; }
+    if (c->beta1 >= 1 || c->beta2 >= 1) {
+        *err = std::string("option --") + (c->beta1 >= 1 ? "beta1" : "beta2") + ": must be below 1 (AdamW divides by 1 - beta^t)";
+        return false;
+    }
+    if (c->eps <= 0) { *err = "option --eps: must be above 0 (AdamW divides by sqrt(v) + eps, and v is 0 where a gradient is)"; return false; }
+    if (c->val_batches % world != 0) {
+        *err = "option --val-batches: " + std::to_string(c->val_batches) + " is not a multiple of the " + std::to_string(world) +
+               " GPUs (it counts the batches of all GPUs together)";
+        return false;
+    }
     if (c->resume && c->out.empty()) { *err = "option --resume needs --out (the run directory to resume from)"; return false; }
     const long long bt = (long long)c->B * c->T * world;
     if (c->total_batch == 0) c->total_batch = bt;
@@ -132,5 +143,61 @@ inline bool parse_train_config(TrainConfig* c, int argc, const char* const* argv
                std::to_string(c->B) + "*" + std::to_string(c->T) + "*" + std::to_string(world) + " = " + std::to_string(bt);
         return false;
     }
+    if (c->total_batch / bt > 1000000) {
+        *err = "option --total-batch-tokens: " + std::to_string(c->total_batch) + " is " + std::to_string(c->total_batch / bt) +
+               " micro-steps of B*T*GPUs tokens per step, more than the 1000000 allowed";
+        return false;
+    }
+    return true;
+}
+
+// --resume continues a run with the options it was started with: every checkpoint keeps them
+// (options.txt, train_options_text) and resume_config() merges them with the command line:
+//   same      what defines the training (the data and its order, the tokens of a step, the
+//             optimizer and its schedule, the seed): left out, the kept value; given, it must
+//             equal it (a different value is a different run, and would silently continue it);
+//   kept      the other settings of a run: left out, the kept value; given, the new one (e.g. -b
+//             at the same -d: the same samples per step; --max-steps extends a run, and a decaying
+//             learning rate then runs its schedule over the new count);
+//   not_kept  what belongs to one invocation: --out, --resume, the benchmark and test options.
+enum class OnResume { same, kept, not_kept };
+inline OnResume option_on_resume(const std::string& name) {
+    static const char* const same[] = {"train", "shuffle", "seq-len", "total-batch-tokens", "lr", "warmup", "lr-schedule",
+                                       "lr-final", "beta1", "beta2", "eps", "weight-decay", "grad-clip", "seed"};
+    static const char* const not_kept[] = {"out", "resume", "bench", "bench-warmup", "bench-steps", "bench-profile",
+                                           "debug-exit-after", "debug-nan"};
+    for (const char* n : same) if (name == n) return OnResume::same;
+    for (const char* n : not_kept) if (name == n) return OnResume::not_kept;
+    return OnResume::kept;
+}
+// The options a checkpoint keeps, as options_text lines.
+inline std::string train_options_text(TrainConfig c) {
+    return options_text(train_options(&c), [](const char* name) { return option_on_resume(name) != OnResume::not_kept; });
+}
+
+// This run's options on --resume: the kept ones (`kept_text`, read from `where`) with the command
+// line on top, as option_on_resume says. false + one line in *err on a bad file, a bad option, or a
+// `same` option given with another value; *note: a line to print, or "".
+inline bool resume_config(TrainConfig* c, const std::string& kept_text, const std::string& where, int argc,
+                          const char* const* argv, int world, std::string* note, std::string* err) {
+    TrainConfig kept;
+    if (!options_apply_text(train_options(&kept), kept_text, where, err)) return false;
+    if (kept.total_batch == 0) kept.total_batch = (long long)kept.B * kept.T * world;   // as parse_train_config resolves it
+    TrainConfig merged = kept;
+    bool help;
+    if (!parse_train_config(&merged, argc, argv, world, &help, err)) return false;
+    const std::vector<Option> was = train_options(&kept), now = train_options(&merged);
+    for (size_t i = 0; i < was.size(); i++) {
+        if (option_on_resume(was[i].name) != OnResume::same || option_value_exact(was[i]) == option_value_exact(now[i])) continue;
+        *err = std::string("option --") + was[i].name + ": " + option_value_exact(now[i]) + " differs from " +
+               option_value_exact(was[i]) + ", which the run being resumed was started with (" + where +
+               "); leave it out to continue that run, or start a new one in another --out";
+        return false;
+    }
+    note->clear();
+    if (merged.max_steps != kept.max_steps && merged.sched.kind != "constant")
+        *note = "note: --max-steps " + std::to_string(merged.max_steps) + ", the run was started with " + std::to_string(kept.max_steps) +
+                ": its " + merged.sched.kind + " learning-rate schedule now runs over the new count";
+    *c = merged;
     return true;
 }

@@ -3,13 +3,15 @@
 #   1. test_gpt2cu with recompute 0/1/2 (FP16), the HF-converter check (dev/convert_hf.py);
 #   2. 100 steps of d12, B=8, T=1024, warmup + cosine, from the reference's initial model file on
 #      tinyshakespeare, FP16 and BF16, vs the same run in PyTorch (dev/train_reference.py): <= 2 %;
-#   3. resume: 20 steps straight vs 10 steps + kill + --resume 10 steps: bitwise equal losses;
-#   4. memory and speed with --recompute 0/1/2 at B=64.
+#   3. resume: 20 steps straight vs 10 steps + kill + --resume 10 steps (the options from the
+#      checkpoint): bitwise equal losses; another -l on resume is refused;
+#   4. val: B=64 on tinyshakespeare, whose validation data is smaller than one batch;
+#   5. memory and speed with --recompute 0/1/2 at B=64.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 summary=()
-sections=${*:-tests train resume recompute}
+sections=${*:-tests train resume val recompute}
 has() { [[ " $sections " == *" $1 "* ]]; }
 [ -f dev_data/reference_model.bin ] || PYTHONUNBUFFERED=1 python3 dev/reference.py --out dev_data > "$OUT/reference.log" 2>&1
 if has tests; then
@@ -49,11 +51,19 @@ if has resume; then
     build/fp16/train_gpt2cu $common -x 20 -o runs/ra > "$OUT/resume_a.log" 2>&1
     build/fp16/train_gpt2cu $common -x 20 -n 10 -o runs/rb --debug-exit-after 10 > "$OUT/resume_b1.log" 2>&1
     b1=$?
-    build/fp16/train_gpt2cu $common -x 20 -o runs/rb --resume > "$OUT/resume_b2.log" 2>&1
+    # the resumed run names nothing but the run directory: the options come from the checkpoint
+    build/fp16/train_gpt2cu -o runs/rb --resume > "$OUT/resume_b2.log" 2>&1
     grep -h '^step' "$OUT/resume_b1.log" "$OUT/resume_b2.log" > "$OUT/resume_b.log"
-    summary+=("resume (killed rc=$b1 after step 10, resumed): $(python3 dev/compare_losses.py "$OUT/resume_a.log" "$OUT/resume_b.log" --tol 0)")
+    summary+=("resume (killed rc=$b1 after step 10, resumed with only -o --resume): $(python3 dev/compare_losses.py "$OUT/resume_a.log" "$OUT/resume_b.log" --tol 0)")
+    build/fp16/train_gpt2cu -o runs/rb --resume -l 3e-4 > "$OUT/resume_lr.log" 2>&1
+    summary+=("resume with another -l: rc=$? $(tail -n 1 "$OUT/resume_lr.log")")
     build/fp16/train_gpt2cu $common -x 20 -o runs/rb > "$OUT/resume_refuse.log" 2>&1
     summary+=("fresh run into a used --out: rc=$? $(tail -n 1 "$OUT/resume_refuse.log")")
+fi
+if has val; then
+    # B=64 on tinyshakespeare: its validation data holds fewer tokens than one batch of 64 rows
+    build/bf16/train_gpt2cu $common -b 64 -d 65536 -x 2 -v 1 -g 0 > "$OUT/val_small.log" 2>&1
+    summary+=("B=64, small validation set: rc=$? $(grep -m1 '^note: validation' "$OUT/val_small.log") $(grep 'val loss' "$OUT/val_small.log" | tr '\n' ' ')")
 fi
 if has recompute; then
     for rc in 0 1 2; do

@@ -63,6 +63,11 @@ int main() {
     std::vector<float> master2(n), m2(n), v2(n);
     CHECK(checkpoint_read(ck, st, &got, master2.data(), m2.data(), v2.data(), &err), "read the checkpoint");
     CHECK(same_state(got, st) && bits_equal(master2, master) && bits_equal(m2, m) && bits_equal(v2, v), "round trip is bit-exact");
+    CHECK(!exists(ck + "/options.txt"), "no options.txt when none are given");
+    std::string opts;
+    CHECK(checkpoint_write(root + "/opts", st, master.data(), m.data(), v.data(), 0, &err, "lr=0.0006\nseed=7\n") &&
+          read_text_file(root + "/opts/step_00001000/options.txt", &opts, &err) && opts == "lr=0.0006\nseed=7\n",
+          "the run's options go to options.txt, as given");
     std::vector<float> from_model(n);
     CHECK(model_file_read_params(ck + "/model.bin", tiny(), from_model.data(), &err) && bits_equal(from_model, master), "model.bin is a plain model file");
     FILE* f = fopen((ck + "/state.bin").c_str(), "rb");
@@ -150,8 +155,11 @@ int main() {
     CHECK(checkpoint_read(good, run, &got, master2.data(), m2.data(), v2.data(), &err) && same_state(got, st), "expect's other fields are ignored");
     sh("mkdir -p " + root + "/empty");
     CHECK(!checkpoint_find_latest(root + "/empty", &found, &err) && err == root + "/empty: no complete checkpoint (step_*/DONE)", "find_latest: none");
-    CHECK(!checkpoint_find_latest(root + "/missing", &found, &err) && err.find(root + "/missing: cannot open") == 0 &&
+    CHECK(!checkpoint_find_latest(root + "/missing", &found, &err) && err.find(root + "/missing: no complete checkpoint") == 0 &&
           err.find('\n') == std::string::npos, "find_latest: missing directory");
+    std::vector<std::pair<long long, std::string>> none;
+    CHECK(ckpt_detail::list_complete(root + "/missing", &none, &err) && none.empty(),
+          "a directory not created yet holds no checkpoints (--resume on a rank that gets there first)");
     CHECK(!checkpoint_write("/proc/no_such_dir", st, master.data(), m.data(), v.data(), 0, &err) && err.find("/proc/no_such_dir") == 0 &&
           err.find('\n') == std::string::npos, "write into an impossible directory: one line");
     sh("rm -rf " + root);

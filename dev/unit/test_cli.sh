@@ -48,6 +48,20 @@ before=$(md5sum "$tmp/run/log.jsonl")
 expect "used --out without --resume" "already holds a run" -- $bin $d -o "$tmp/run"
 if [ "$(md5sum "$tmp/run/log.jsonl")" = "$before" ]; then passed=$((passed + 1)); echo "PASS used --out left untouched"
 else failed=$((failed + 1)); echo "FAIL used --out was modified"; fi
+expect "tokenize --val-fraction ''" "--val-fraction must be a number in [0, 1), not ''" -- data/tokenize "$tmp/text.txt" --val-fraction "" -o "$tmp/vf"
+expect "--seq-len above the model's" "option --seq-len: 2048 exceeds the model's maximum sequence length 1024" -- $bin $d -t 2048
+expect "-x 0" "option --max-steps: 0 is not a step count" -- $bin -x 0
+expect "--beta2 1" "option --beta2: must be below 1" -- $bin --beta2 1
+# --resume continues with the kept options (options.txt of the newest complete checkpoint), and
+# refuses one that defines the run given with another value, before anything else happens
+mkdir -p "$tmp/res/step_00000010" "$tmp/res/step_00000020"
+touch "$tmp/res/step_00000010/DONE" "$tmp/res/step_00000020/DONE"
+printf 'lr=0.0006\nseed=42\n' > "$tmp/res/step_00000010/options.txt"
+printf 'lr=0.0006\nseed=7\n' > "$tmp/res/step_00000020/options.txt"
+expect "--resume with another --seed" "option --seed: 42 differs from 7, which the run being resumed was started with ($tmp/res/step_00000020/options.txt)" -- $bin -o "$tmp/res" --resume --seed 42
+expect "--resume with another --lr" "option --lr: 0.0003 differs from 0.0006" -- $bin -o "$tmp/res" --resume -l 3e-4
+printf 'lr=0.0006\ncolour=blue\n' > "$tmp/res/step_00000020/options.txt"
+expect "--resume, a bad options.txt" "$tmp/res/step_00000020/options.txt: 'colour=blue' is not NAME=VALUE of a known option" -- $bin -o "$tmp/res" --resume
 # dev/cuda/attention_check --io (the cases dev/cuda/sdpa_check.py writes) checks every case file
 # before any GPU work, so its errors are tested here too (when the dev/cuda checks are built)
 chk=dev/cuda/attention_check

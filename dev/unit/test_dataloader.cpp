@@ -174,7 +174,17 @@ int main() {
     // --- errors
     DataLoader e;
     CHECK(!dataloader_open(&e, dir + "/nothing_*.bin", B, T, 0, 1, 1, V, false, 0, &err) && err.find("no file matches") != std::string::npos, "empty glob");
-    CHECK(!dataloader_open(&e, dir + "/d_train_*.bin", 64, 16, 0, 1, 1, V, false, 0, &err) && err.find("fewer than one optimizer step") != std::string::npos, "shard smaller than a step");
+    CHECK(!dataloader_open(&e, dir + "/d_train_*.bin", 64, 16, 0, 1, 1, V, false, 0, &err) && err.find("fewer than one step of B*T*GPUs*accumulation = 64*16*1*1") != std::string::npos, "shard smaller than a step");
+    // the validation loader's rows: as many as the smallest shard (e_00: 400 tokens) holds, at most B
+    int rows = -1, rows_b = -1, rows_none = -1;
+    CHECK(dataloader_rows_that_fit(dir + "/e_*.bin", 64, 8, 2, 1, &rows, &err) && rows == 24 &&
+          dataloader_rows_that_fit(dir + "/e_*.bin", 10, 8, 2, 1, &rows_b, &err) && rows_b == 10 &&
+          dataloader_rows_that_fit(dir + "/e_*.bin", 4, 500, 1, 1, &rows_none, &err) && rows_none == 0,
+          "rows that fit: (400-1)/(8*2) = 24 of 64; B=10 when all fit; 0 when a row of 500 does not");
+    DataLoader v24;
+    CHECK(dataloader_open(&v24, dir + "/e_*.bin", rows, 8, 1, 2, 1, V, false, 0, &err) && dataloader_next(&v24, &err), "a loader of that many rows opens and reads");
+    CHECK(!dataloader_rows_that_fit(dir + "/none_*.bin", 4, 8, 1, 1, &rows, &err) && err.find("no file matches") != std::string::npos,
+          "rows that fit: an empty glob is an error");
     DataLoader v;
     dataloader_open(&v, dir + "/d_train_*.bin", B, T, 0, 1, 1, V / 10, false, 0, &err);
     bool failed_ok = false;

@@ -59,6 +59,67 @@ int main() {
     CHECK(parse({"--debug-nan", "1:3"}, &c, &err, 2) && c.debug_nan_rank == 1 && c.debug_nan_step == 3, "--debug-nan 1:3 on 2 GPUs");
     c = TrainConfig();
     CHECK(!parse({"--bogus"}, &c, &err) && err == "unknown option '--bogus' (see --help)", "unknown option");
+    // values inside an option's range that still make no sense
+    auto refuses = [&](std::vector<std::string> args, const std::string& expect, int world = 1) {
+        TrainConfig x; std::string e;
+        const bool ok = parse(args, &x, &e, world);
+        std::string name;
+        for (auto& a : args) name += a + " ";
+        check_report(!ok && e.find(expect) != std::string::npos && e.find('\n') == std::string::npos, "refused: " + name, "got '" + e + "'");
+    };
+    refuses({"-x", "0"}, "option --max-steps: 0 is not a step count");
+    refuses({"--beta1", "1"}, "option --beta1: must be below 1");
+    refuses({"--beta2", "1"}, "option --beta2: must be below 1");
+    refuses({"--eps", "0"}, "option --eps: must be above 0");
+    refuses({"--val-batches", "3"}, "option --val-batches: 3 is not a multiple of the 2 GPUs", 2);
+    refuses({"-b", "1", "-t", "1", "-d", "4294967297"}, "micro-steps of B*T*GPUs tokens per step, more than the 1000000 allowed");
+    c = TrainConfig();
+    CHECK(parse({"--val-batches", "4", "-x", "-1", "--beta2", "0.999"}, &c, &err, 2) && c.val_batches == 4, "--val-batches 4 on 2 GPUs");
+
+    // what a checkpoint keeps (options.txt) reads back exactly; --resume merges it with the command line
+    TrainConfig run;
+    CHECK(parse({"-b", "16", "-t", "256", "-d", "8192", "-l", "0.00061234567", "--warmup", "10", "-x", "100", "-v", "25",
+                 "--shuffle", "-o", "runs/a", "--debug-exit-after", "7", "--lr-schedule", "linear"}, &run, &err), "a run's options");
+    const std::string kept = train_options_text(run);
+    CHECK(kept.find("lr=0.0006123457\n") != std::string::npos && kept.find("shuffle=on\n") != std::string::npos &&
+          kept.find("total-batch-tokens=8192\n") != std::string::npos, "kept: exact floats, flags on/off, the resolved -d");
+    CHECK(kept.find("\nout=") == std::string::npos && kept.find("resume=") == std::string::npos &&
+          kept.find("debug-exit-after=") == std::string::npos && kept.find("bench") == std::string::npos,
+          "not kept: --out, --resume, the test and benchmark options");
+    TrainConfig back;
+    CHECK(options_apply_text(train_options(&back), kept, "options.txt", &err) && train_options_text(back) == kept,
+          "options.txt reads back to the same options");
+    CHECK(!options_apply_text(train_options(&back), "lr=0.1\nnope=3\n", "f/options.txt", &err) &&
+          err == "f/options.txt: 'nope=3' is not NAME=VALUE of a known option", "options.txt: an unknown name is one line naming the file");
+    CHECK(!options_apply_text(train_options(&back), "shuffle=yes\n", "f/options.txt", &err) &&
+          err.find("f/options.txt: 'shuffle=yes': a flag is on or off") == 0, "options.txt: a bad flag value");
+    CHECK(!options_apply_text(train_options(&back), "batch=0\n", "f/options.txt", &err) &&
+          err.find("f/options.txt: option --batch: 0 is out of range") == 0, "options.txt: a value out of range");
+    auto resumed = [&](std::vector<std::string> args, TrainConfig* out, std::string* note, std::string* e) {
+        std::vector<const char*> argv = {"train_gpt2cu"};
+        for (auto& a : args) argv.push_back(a.c_str());
+        *out = TrainConfig();
+        return resume_config(out, kept, "runs/a/step_00000050/options.txt", (int)argv.size(), argv.data(), 1, note, e);
+    };
+    TrainConfig r; std::string note;
+    CHECK(resumed({"-o", "runs/a", "--resume"}, &r, &note, &err) && r.B == 16 && r.T == 256 && r.total_batch == 8192 &&
+          r.sched.lr == run.sched.lr && r.sched.warmup == 10 && r.max_steps == 100 && r.val_every == 25 && r.shuffle &&
+          r.sched.kind == "linear" && r.resume && r.out == "runs/a" && r.debug_exit_after == 0 && note.empty(),
+          "--resume alone continues with every kept option (not the test ones)");
+    CHECK(resumed({"-o", "runs/a", "--resume", "-b", "8", "-v", "10", "-l", "0.00061234567"}, &r, &note, &err) && r.B == 8 &&
+          r.val_every == 10 && r.total_batch == 8192, "given again: the same value of a defining option, new values of the others");
+    CHECK(!resumed({"-o", "runs/a", "--resume", "-l", "3e-4"}, &r, &note, &err) &&
+          err.find("option --lr: 0.0003 differs from 0.0006123457, which the run being resumed was started with "
+                   "(runs/a/step_00000050/options.txt)") == 0 && err.find('\n') == std::string::npos,
+          "a different learning rate is refused, naming the option, both values and the file");
+    for (std::vector<std::string> a : {std::vector<std::string>{"-t", "128", "-d", "8192"}, {"-d", "16384"}, {"--seed", "1"},
+                                       {"--warmup", "0"}, {"-i", "other_*.bin"}, {"--lr-schedule", "cosine"}}) {
+        a.insert(a.begin(), {"-o", "runs/a", "--resume"});
+        CHECK(!resumed(a, &r, &note, &err) && err.find("differs from") != std::string::npos, "refused on resume: " + a[3] + " " + a[4]);
+    }
+    CHECK(resumed({"-o", "runs/a", "--resume", "-x", "200"}, &r, &note, &err) && r.max_steps == 200 &&
+          note == "note: --max-steps 200, the run was started with 100: its linear learning-rate schedule now runs over the new count",
+          "--max-steps extends a run, with a note on the schedule");
     // --help lists every option of the table
     char* buf = nullptr; size_t len = 0;
     FILE* mem = open_memstream(&buf, &len);

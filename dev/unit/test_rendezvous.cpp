@@ -1,0 +1,122 @@
+// The NCCL id exchange without MPI (llmc/rendezvous.h), ranks as threads of one process: over TCP
+// and through a file every rank gets rank 0's bytes; a port another program holds, a server that
+// accepts and never sends, and a file that never appears each end in one error line within the
+// deadline instead of a hang.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <array>
+#include <chrono>
+#include <thread>
+#include <vector>
+#include "llmc/rendezvous.h"
+#include "dev/unit/check.h"
+
+using Id = std::array<char, 128>;   // the size of an ncclUniqueId
+
+// A port nobody listens on now (the kernel's pick for an ephemeral bind).
+static int free_port() {
+    const int s = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET; a.sin_addr.s_addr = htonl(INADDR_LOOPBACK); a.sin_port = 0;
+    socklen_t len = sizeof a;
+    bind(s, (sockaddr*)&a, sizeof a);
+    getsockname(s, (sockaddr*)&a, &len);
+    close(s);
+    return ntohs(a.sin_port);
+}
+// A listening socket on `port` that accepts nothing and sends nothing (the kernel completes the
+// connections): what a torchrun store or any other program on MASTER_PORT looks like to a peer.
+static int silent_listener(int port) {
+    const int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET; a.sin_addr.s_addr = htonl(INADDR_ANY); a.sin_port = htons(port);
+    if (bind(s, (sockaddr*)&a, sizeof a) != 0 || listen(s, 16) != 0) { close(s); return -1; }
+    return s;
+}
+static double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int main() {
+    const int world = 4;
+    Id id0;
+    for (size_t i = 0; i < id0.size(); i++) id0[i] = (char)(i * 37 + 11);
+
+    // TCP: peers that start before rank 0 retry until it listens
+    {
+        const int port = free_port();
+        std::vector<Id> got(world);
+        std::vector<int> ok(world, 0);
+        std::vector<std::string> errs(world);
+        std::vector<std::thread> ranks;
+        for (int r = 1; r < world; r++)
+            ranks.emplace_back([&, r] { ok[r] = rendezvous_tcp(r, world, got[r].data(), got[r].size(), "127.0.0.1", port, 20, &errs[r]); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        got[0] = id0;
+        ok[0] = rendezvous_tcp(0, world, got[0].data(), got[0].size(), "127.0.0.1", port, 20, &errs[0]);
+        for (auto& t : ranks) t.join();
+        bool all = true;
+        for (int r = 0; r < world; r++) all &= ok[r] && got[r] == id0;
+        CHECK(all, "tcp: 3 peers started before rank 0 all get its id");
+    }
+    // TCP: a program already on the port: rank 0 says so in one line
+    {
+        const int port = free_port(), holder = silent_listener(port);
+        Id id = id0;
+        std::string err;
+        const bool ok = rendezvous_tcp(0, 2, id.data(), id.size(), "127.0.0.1", port, 5, &err);
+        check_report(!ok && err.find("cannot listen on port " + std::to_string(port)) != std::string::npos &&
+                     err.find("MASTER_PORT") != std::string::npos && err.find('\n') == std::string::npos,
+                     "tcp: a port in use is one error line naming it", "got '" + err + "'");
+        close(holder);
+    }
+    // TCP: a peer connected to a server that never sends gives up at the deadline (no hang)
+    {
+        const int port = free_port(), holder = silent_listener(port);
+        Id id{};
+        std::string err;
+        const auto t0 = std::chrono::steady_clock::now();
+        const bool ok = rendezvous_tcp(1, 2, id.data(), id.size(), "127.0.0.1", port, 3, &err);
+        const double s = seconds_since(t0);
+        check_report(!ok && s < 8 && err.find("no NCCL id from 127.0.0.1:" + std::to_string(port) + " within 3 s") != std::string::npos,
+                     "tcp: a silent server ends in an error at the deadline", "after " + std::to_string(s) + " s: '" + err + "'");
+        close(holder);
+    }
+    // torchrun's store holds MASTER_PORT: the id goes over the port above it
+    setenv("MASTER_PORT", "31000", 1);
+    unsetenv("TORCHELASTIC_RUN_ID");
+    const int plain = rendezvous_port();
+    setenv("TORCHELASTIC_RUN_ID", "job", 1);
+    CHECK(plain == 31000 && rendezvous_port() == 31001, "MASTER_PORT, and MASTER_PORT+1 under torchrun");
+    unsetenv("TORCHELASTIC_RUN_ID"); unsetenv("MASTER_PORT");
+    CHECK(rendezvous_port() == 29500, "29500 without MASTER_PORT");
+
+    // file: peers wait for it; rank 0 removes it when done, so a rerun on the path waits for a new one
+    {
+        const std::string path = "/tmp/llmc_test_rendezvous_" + std::to_string(getpid()) + ".id";
+        unlink(path.c_str());
+        std::vector<Id> got(world);
+        std::vector<int> ok(world, 0);
+        std::vector<std::string> errs(world);
+        std::vector<std::thread> ranks;
+        for (int r = 1; r < world; r++)
+            ranks.emplace_back([&, r] { ok[r] = rendezvous_file(r, got[r].data(), got[r].size(), path, 20, &errs[r]); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        got[0] = id0;
+        ok[0] = rendezvous_file(0, got[0].data(), got[0].size(), path, 20, &errs[0]);
+        for (auto& t : ranks) t.join();
+        bool all = true;
+        for (int r = 0; r < world; r++) all &= ok[r] && got[r] == id0;
+        CHECK(all, "file: 3 peers started before rank 0 all get its id");
+        rendezvous_file_done(1, path);
+        CHECK(access(path.c_str(), F_OK) == 0, "file: only rank 0 removes it");
+        rendezvous_file_done(0, path);
+        CHECK(access(path.c_str(), F_OK) != 0 && access((path + ".tmp").c_str(), F_OK) != 0, "file: removed once the communicator exists");
+        Id id{};
+        std::string err;
+        const bool late = rendezvous_file(1, id.data(), id.size(), path, 1, &err);
+        CHECK(!late && err == "rendezvous: " + path + " did not appear within 1 s", "file: a missing file ends in one error line");
+    }
+    return check_finish();
+}

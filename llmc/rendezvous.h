@@ -1,0 +1,136 @@
+// The NCCL id's way from rank 0 to the other ranks when no MPI carries it (the environment-variable
+// launch, llmc/comm.cuh): over TCP or through a file. The id is opaque bytes here, so this header
+// is host-only and unit-tested on the CPU (dev/unit/test_rendezvous.cpp). Every wait has a
+// deadline: a rendezvous that cannot happen ends in one error line, never a hang.
+#pragma once
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+// The TCP port: MASTER_PORT (default 29500), or the one above it under torchrun, whose own store
+// already listens on MASTER_PORT (torchrun sets TORCHELASTIC_RUN_ID in its workers' environment).
+inline int rendezvous_port() {
+    const char* p = getenv("MASTER_PORT");
+    const int port = p && *p ? atoi(p) : 29500;
+    return getenv("TORCHELASTIC_RUN_ID") ? port + 1 : port;
+}
+
+// Rank 0 listens on `port` (IPv6 and IPv4, or IPv4 alone where IPv6 is off) and sends the `bytes`
+// of `id` to world-1 peers; the others connect to host:port, retrying while rank 0 starts, and
+// read them. A server that accepts but never sends (another program on the port) does not stall a
+// peer: reads time out after 2 s and the peer tries again until `timeout_s` is over.
+inline bool rendezvous_tcp(int rank, int world, void* id, size_t bytes, const std::string& host, int port, int timeout_s,
+                           std::string* err) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    if (rank == 0) {
+        int one = 1, zero = 0, s = socket(AF_INET6, SOCK_STREAM, 0);
+        int bound = -1;
+        if (s >= 0) {
+            setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+            setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+            sockaddr_in6 a6{};
+            a6.sin6_family = AF_INET6; a6.sin6_addr = in6addr_any; a6.sin6_port = htons(port);
+            bound = bind(s, (sockaddr*)&a6, sizeof a6);
+        } else {
+            s = socket(AF_INET, SOCK_STREAM, 0);
+            if (s >= 0) {
+                setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+                sockaddr_in a4{};
+                a4.sin_family = AF_INET; a4.sin_addr.s_addr = htonl(INADDR_ANY); a4.sin_port = htons(port);
+                bound = bind(s, (sockaddr*)&a4, sizeof a4);
+            }
+        }
+        if (s < 0 || bound != 0 || listen(s, 1024) != 0) {
+            *err = "rendezvous: cannot listen on port " + std::to_string(port) + ": " + strerror(errno) +
+                   (errno == EADDRINUSE ? " (another program holds it: set MASTER_PORT to a free port)" : "");
+            if (s >= 0) close(s);
+            return false;
+        }
+        for (int served = 0; served < world - 1;) {
+            pollfd p{s, POLLIN, 0};
+            if (poll(&p, 1, 1000) > 0) {
+                const int peer = accept(s, nullptr, nullptr);
+                if (peer >= 0) {   // MSG_NOSIGNAL: a peer gone meanwhile is an error return, not SIGPIPE
+                    served += send(peer, id, bytes, MSG_NOSIGNAL) == (ssize_t)bytes;
+                    close(peer);
+                }
+            }
+            if (std::chrono::steady_clock::now() > deadline) {
+                *err = "rendezvous: only " + std::to_string(served) + " of " + std::to_string(world - 1) + " ranks connected to port " +
+                       std::to_string(port) + " within " + std::to_string(timeout_s) + " s";
+                close(s);
+                return false;
+            }
+        }
+        close(s);
+        return true;
+    }
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res) {
+        *err = "rendezvous: cannot resolve MASTER_ADDR '" + host + "'";
+        return false;
+    }
+    bool ok = false;
+    while (!ok && std::chrono::steady_clock::now() < deadline) {
+        const int s = socket(res->ai_family, SOCK_STREAM, 0);
+        timeval tv{2, 0};
+        setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        if (s >= 0 && connect(s, res->ai_addr, res->ai_addrlen) == 0) {
+            size_t got = 0;
+            while (got < bytes) {
+                const ssize_t n = read(s, (char*)id + got, bytes - got);
+                if (n <= 0) break;
+                got += (size_t)n;
+            }
+            ok = got == bytes;
+        }
+        if (s >= 0) close(s);
+        if (!ok) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    freeaddrinfo(res);
+    if (!ok) *err = "rendezvous: no NCCL id from " + host + ":" + std::to_string(port) + " within " + std::to_string(timeout_s) + " s";
+    return ok;
+}
+
+// Rank 0 writes the id to `path` (via a temporary name, so nobody reads half of it); the others
+// wait for the file. Rank 0 removes it once every rank has the communicator
+// (rendezvous_file_done), so a requeued job that reuses the path does not read a dead id. A file
+// left by a run whose rank 0 died before that would still be read: a path unique to each attempt
+// is safest (the README's Slurm example adds SLURM_RESTART_COUNT).
+inline bool rendezvous_file(int rank, void* id, size_t bytes, const std::string& path, int timeout_s, std::string* err) {
+    if (rank == 0) {
+        const std::string tmp = path + ".tmp";
+        FILE* f = fopen(tmp.c_str(), "wb");
+        bool ok = f && fwrite(id, 1, bytes, f) == bytes;
+        if (f) ok = (fclose(f) == 0) && ok;
+        if (!ok || rename(tmp.c_str(), path.c_str()) != 0) { *err = "rendezvous: cannot write " + path + ": " + strerror(errno); return false; }
+        return true;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (FILE* f = fopen(path.c_str(), "rb")) {
+            const bool ok = fread(id, 1, bytes, f) == bytes;
+            fclose(f);
+            if (ok) return true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    *err = "rendezvous: " + path + " did not appear within " + std::to_string(timeout_s) + " s";
+    return false;
+}
+// Rank 0, after the communicator exists (its creation returns only once every rank has joined,
+// so every rank has read the file by then).
+inline void rendezvous_file_done(int rank, const std::string& path) {
+    if (rank == 0) unlink(path.c_str());
+}
