@@ -113,9 +113,11 @@ data: data/tokenize
 	./data/tokenize $(TINYSHAKESPEARE) -o dev_data/tinyshakespeare
 	./data/tokenize --export-decoder dev_data/gpt2_tokenizer.bin
 
-# CPU unit tests always; GPU tests (test_gpt2cu, dev/cuda checks) only where a GPU is visible.
-test: $(UNIT_BINS) data/tokenize train_gpt2cu
-	@PRECISION=$(PRECISION) bash dev/run_tests.sh $(UNIT_BINS)
+# CPU unit tests always; GPU tests (test_gpt2cu, dev/cuda checks) only where a GPU is visible
+# (then built first). The tokenizer tests read $(TINYSHAKESPEARE) and the vocabulary (GPT2_VOCAB_DIR).
+GPU_VISIBLE := $(if $(filter true,$(CI)),,$(shell nvidia-smi -L 2>/dev/null | head -n 1))
+test: $(UNIT_BINS) data/tokenize train_gpt2cu $(if $(GPU_VISIBLE),test_gpt2cu cuda-checks)
+	@PRECISION=$(PRECISION) TINYSHAKESPEARE=$(TINYSHAKESPEARE) bash dev/run_tests.sh $(UNIT_BINS)
 
 clean:
 	rm -rf build train_gpt2cu test_gpt2cu data/tokenize dev/interconnect dev/power_probe $(CUDA_CHECKS)

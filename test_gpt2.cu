@@ -1,7 +1,8 @@
 // The whole model checked against the PyTorch reference (dev/reference.py):
 //   logits and loss of one forward pass, the gradient of every parameter tensor, and the losses
 //   of 10 AdamW steps on the same batch (from the second on through CUDA graphs, as the trainer);
-//   plus bitwise determinism of forward+backward, launched and replayed from CUDA graphs.
+//   plus bitwise determinism of forward+backward, launched and replayed from CUDA graphs, and
+//   gradient accumulation over two micro-batches and a changed loss scale under graphs.
 // Run:  python3 dev/reference.py  (writes dev_data/reference_{model,state}.bin), then
 //       make test_gpt2cu && ./test_gpt2cu [model file] [state file] [recompute level 0|1|2] [lm-head chunk, tokens] [1: timed GEMM algorithms]
 // Tolerances per precision are in `Tolerances` below (and in the README): fp32 is checked tightly;
@@ -185,6 +186,58 @@ int main(int argc, char** argv) {
         printf("     step %2d: loss %.6f (reference %.6f) norm %.4f%s\n", s, r.loss, ref.losses[s], r.grad_norm, r.skipped ? " SKIPPED" : "");
     }
     if (ref.steps > 0) report(worst < TOL.losses, "losses", worst, worst * ref.losses[0], TOL.losses);
+
+    // 5. gradient accumulation and the graphs' reuse, through gpt2_train_step as the trainer runs
+    // it, with learning rate 0 (the weights stay put, so every step's gradients can be compared):
+    //   a. a step of two micro-batches (x, then x' = x's tokens permuted) leaves the sum of what
+    //      the two backward passes give one by one (the accumulation adds, the bias gradients of
+    //      the ones column too), launched and replayed from graphs alike, bitwise the same;
+    //   b. the loss scale changed between replayed steps (the forward graph is captured again, the
+    //      backward replayed): bitwise what launches give at the new scale.
+    {
+        std::vector<int> x2(BT), y2(BT);
+        for (size_t i = 0; i < BT; i++) { x2[i] = ref.x[(i * 7 + 3) % BT]; y2[i] = ref.y[(i * 7 + 3) % BT]; }
+        AdamWHyper h0 = h;
+        h0.lr = 0.0f;
+        const float scale = scaler.scale;
+        auto batches = [&](int i, int** in, int** tg) {
+            *in = i == 0 ? ref.x.data() : x2.data();
+            *tg = i == 0 ? ref.y.data() : y2.data();
+        };
+        auto step_grads = [&](bool graphs, float at_scale) {
+            m.use_graphs = graphs;
+            scaler.scale = at_scale;
+            gpt2_train_step(&m, &ctx, 2, batches, h0, &scaler, ref.grad_clip);
+            std::vector<float> g(n);
+            copy_from_device_as_float(g.data(), m.grads, n);
+            return g;
+        };
+        // one by one: each micro-batch's backward with the step's dloss, added on the host
+        std::vector<float> expect(n, 0.0f), one(n);
+        for (int i = 0; i < 2; i++) {
+            int *in, *tg;
+            batches(i, &in, &tg);
+            cudaCheck(cudaMemsetAsync(m.grads, 0, n * sizeof(floatX), ctx.stream));
+            gpt2_set_batch(&m, &ctx, in, tg);
+            gpt2_forward(&m, &ctx, m.B, m.T, true, scale / (2.0f * BT));
+            gpt2_backward(&m, &ctx, GradReadyFn());
+            copy_from_device_as_float(one.data(), m.grads, n);
+            for (size_t k = 0; k < n; k++) expect[k] += one[k];
+        }
+        const std::vector<float> launched = step_grads(false, scale), replayed = step_grads(true, scale);
+        const double tol_acc = sizeof(floatX) == 4 ? 1e-5 : 1e-2;  // one rounding to floatX per added term
+        compare(launched.data(), expect.data(), n, &rel, &max_abs);
+        report(rel < tol_acc, "accum 2", rel, max_abs, tol_acc);
+        const bool same_acc = memcmp(launched.data(), replayed.data(), n * sizeof(float)) == 0;
+        (same_acc ? passed : failed)++;
+        printf("%s a step of 2 micro-batches replayed from CUDA graphs: gradients bitwise %s the launches'\n",
+               same_acc ? "PASS" : "FAIL", same_acc ? "equal to" : "DIFFERENT from");
+        const std::vector<float> rescaled = step_grads(true, scale / 4), rescaled_launched = step_grads(false, scale / 4);
+        const bool same_scale = memcmp(rescaled.data(), rescaled_launched.data(), n * sizeof(float)) == 0;
+        (same_scale ? passed : failed)++;
+        printf("%s the loss scale changed between replayed steps: gradients bitwise %s the launches' at the new scale\n",
+               same_scale ? "PASS" : "FAIL", same_scale ? "equal to" : "DIFFERENT from");
+    }
 
     gpt2_free(&m);
     context_destroy(&ctx);

@@ -156,20 +156,28 @@ void save_checkpoint(Run* r) {
     }
 }
 
-// --resume, before anything else: the options of the run being continued, kept in its newest
-// complete checkpoint, merged with the command line (llmc/train_config.h, resume_config). Every
-// rank reads them, so all ranks agree; with no checkpoint yet, the command line's.
+// --resume, before anything else: whether this build and GPU count can continue the newest
+// complete checkpoint, then the options of its run, merged with the command line
+// (llmc/train_config.h, resume_config). Every rank reads them, so all ranks agree; with no
+// checkpoint yet, the command line's. The model is the checkpoint's own model.bin (the weights
+// the run continues from), whatever file the run started from.
 bool resume_options(Run* r, int argc, const char* const* argv, std::string* err) {
     std::vector<std::pair<long long, std::string>> found;
     if (!ckpt_detail::list_complete(r->tc.out, &found, err)) return false;
     if (found.empty()) return true;
-    const std::string path = found.back().second + "/options.txt";
+    const std::string dir = found.back().second, path = dir + "/options.txt";
+    TrainState st;
+    if (!checkpoint_read_state(dir, &st, err) || !checkpoint_fits_run(dir, st, PRECISION_CODE, r->comm.world, err)) return false;
     std::string text, note;
     if (!file_exists(path)) {
-        if (r->comm.rank == 0) printf("note: %s holds no options.txt (an older checkpoint): the options are this command line's\n", found.back().second.c_str());
-        return true;
+        note = "note: " + dir + " holds no options.txt (an older checkpoint): the options are this command line's";
+    } else {
+        const std::string given_model = r->tc.model;
+        if (!read_text_file(path, &text, err) || !resume_config(&r->tc, text, path, argc, argv, r->comm.world, &note, err)) return false;
+        if (given_model != TrainConfig().model)   // -e was given
+            note += std::string(note.empty() ? "" : "\n") + "note: -e " + given_model + " not used: a resumed run continues from its checkpoint's model";
     }
-    if (!read_text_file(path, &text, err) || !resume_config(&r->tc, text, path, argc, argv, r->comm.world, &note, err)) return false;
+    r->tc.model = dir + "/model.bin";
     if (!note.empty() && r->comm.rank == 0) printf("%s\n", note.c_str());
     return true;
 }
@@ -263,12 +271,12 @@ bool setup(Run* r, std::string* err) {
     TrainConfig& tc = r->tc;
     const bool rank0 = r->comm.rank == 0;
     r->accum = (int)(tc.total_batch / ((long long)tc.B * tc.T * r->comm.world));
+    GPT2Config cfg;
+    bool fresh;
+    if (!model_config(tc, &cfg, &fresh, err)) return false;
     if (!tc.bench) {
-        GPT2Config cfg;
-        bool fresh;
-        if (!model_config(tc, &cfg, &fresh, err)) return false;
         if (!dataloader_open(&r->train, tc.train, tc.B, tc.T, r->comm.rank, r->comm.world, r->accum, cfg.vocab_size, tc.shuffle, tc.seed, err)) {
-            if (tc.train == TrainConfig().train) *err += " (prepare the default dataset with: make data)";
+            if (tc.train == TrainConfig().train && !file_exists(tc.train)) *err += " (prepare the default dataset with: make data)";
             return false;
         }
         if (tc.max_steps < 0 && dataloader_steps_per_epoch(&r->train) > (size_t)INT32_MAX) {
@@ -310,7 +318,9 @@ bool setup(Run* r, std::string* err) {
         else printf("note: no samples: %s (make data writes it)\n", terr.c_str());
     }
     if (!rank0) eot[0] = 0.0f;  // the sum is rank 0's value
+    comm_watch(&r->comm, 0, "startup (where samples start, rank 0's to every rank)");
     comm_sum_host_floats(&r->comm, &eot, r->ctx.stream);
+    comm_unwatch(&r->comm);
     r->sample_eot = (int)eot[0];
     // the run directory; in bench mode only a tuned run's gemm_algos.txt goes there
     if (!tc.out.empty() && rank0 && !make_dirs(tc.out, err)) return false;
@@ -336,7 +346,7 @@ void after_step(Run* r, bool last) {
         const float v = evaluate(r);
         if (r->comm.rank == 0) {
             printf("step %d: val loss %.6f\n", r->step, v);
-            r->log.line("{\"type\":\"eval\",\"step\":" + std::to_string(r->step) + ",\"val_loss\":" + json_number(v) + "}");
+            r->log.line("{\"type\":\"eval\",\"step\":" + std::to_string(r->step) + ",\"val_loss\":" + json_number(v, "%.9g") + "}");
         }
     }
     if (due(tc.sample_every) && r->sample_eot >= 0) {
@@ -474,7 +484,7 @@ int run_loop(Run* r) {
                    r->step, r->steps, s.loss, s.grad_norm, h.lr, r->scaler.scale, s.skipped ? " (skipped)" : "", ms, s.fwd_ms,
                    s.bwd_ms, s.exposed_ms, s.update_ms, tok_s, mfu, eta);
             fflush(stdout);
-            r->log.line("{\"type\":\"step\",\"step\":" + std::to_string(r->step) + ",\"loss\":" + json_number(s.loss) +
+            r->log.line("{\"type\":\"step\",\"step\":" + std::to_string(r->step) + ",\"loss\":" + json_number(s.loss, "%.9g") +
                         ",\"norm\":" + json_number(s.grad_norm) + ",\"lr\":" + json_number(h.lr) + ",\"scale\":" +
                         json_number(r->scaler.scale) + ",\"skipped\":" + std::to_string((int)s.skipped) + ",\"ms\":" +
                         json_number(ms) + ",\"tok_s\":" + json_number(tok_s) + ",\"mfu\":" + json_number(mfu) +
@@ -510,7 +520,7 @@ int main(int argc, char** argv) {
     std::string err;
     bool help = false;
     if (!parse_train_config(&r.tc, argc, argv, r.comm.world, &help, &err) ||
-        (!help && r.tc.resume && !resume_options(&r, argc, argv, &err))) {
+        (!help && r.tc.resume && !r.tc.bench && !resume_options(&r, argc, argv, &err))) {
         if (r.comm.rank == 0) fprintf(stderr, "error: %s\n", err.c_str());
         comm_free(&r.comm);
         return 1;

@@ -1,27 +1,143 @@
-"""Compares the per-step training losses of two train_gpt2cu logs.
-   python3 dev/compare_losses.py A.log B.log [--tol 0.005]
-Prints the step-1 relative difference, the largest relative difference over all steps, and OK/FAIL
-against --tol (default 0.5 %, the multi-GPU issue's bound for 20-step curves)."""
+"""Compares the per-step training losses of two train_gpt2cu runs.
+   python3 dev/compare_losses.py A B [--tol 0.005]
+A and B are each a stdout log (`step N/M | loss X | ...` lines, 6 decimals; dev/train_reference.py
+prints the same), a log.jsonl (the trainer's -o DIR/log.jsonl, or train_reference.py --log: the
+"type":"step" records, 9 significant digits, exact for a float; null = inf/nan), or a run directory
+(its log.jsonl). A file is read as JSONL when its name ends in .jsonl or its first line is a JSON
+object. Steps are matched by number, not position: a step that appears more than once (a resumed run
+appends to its log after a kill) counts with its LAST occurrence, and the two step sets must be
+equal. Losses that are both non-finite (inf/nan) at a step count as equal; one non-finite is a
+difference of inf. Prints the step-1 relative difference, the largest relative difference over all
+steps, and OK/FAIL against --tol (default 0.5 %, the multi-GPU issue's bound for 20-step curves).
+Exit status: 0 OK, 1 FAIL, 2 an input that cannot be compared (one line: FAIL: ...)."""
+import json
+import math
+import os
 import re
 import sys
 
-def losses(path):
-    with open(path) as f:
-        return [float(m.group(1)) for m in re.finditer(r"^step\s+\d+/\d+ \| loss ([0-9.naninf]+)", f.read(), re.M)]
+STEP_RE = re.compile(r"^step\s+(\d+)/\d+ \| loss ([-+]?(?:nan|inf(?:inity)?|[0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?))(?=[\s|]|$)",
+                     re.M | re.I)
 
-def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    tol = float(sys.argv[sys.argv.index("--tol") + 1]) if "--tol" in sys.argv else 0.005
-    a, b = losses(args[0]), losses(args[1])
-    if not a or len(a) != len(b):
-        print(f"FAIL: {len(a)} vs {len(b)} steps")
-        return 1
-    rel = [abs(x - y) / abs(x) for x, y in zip(a, b)]
-    worst = max(rel)
+
+class InputError(Exception):
+    pass
+
+
+def _json_records(line):
+    """The JSON objects of one log.jsonl line. A line cut short by a kill and continued by the next
+    run's first line (`{"type":"st{"type":"step",...}`) yields what can be parsed of it."""
+    try:
+        return [json.loads(line)]
+    except ValueError:
+        out, dec = [], json.JSONDecoder()
+        for m in re.finditer(r"\{", line):
+            try:
+                obj, end = dec.raw_decode(line, m.start())
+            except ValueError:
+                continue
+            if end == len(line.rstrip()):
+                out.append(obj)
+                break
+        return out
+
+
+def _jsonl_losses(text):
+    out = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        for rec in _json_records(line.strip()):
+            if not isinstance(rec, dict) or rec.get("type") != "step" or "step" not in rec or "loss" not in rec:
+                continue
+            loss = rec["loss"]
+            out[int(rec["step"])] = math.nan if loss is None else float(loss)
+    return out
+
+
+def _text_losses(text):
+    return {int(m.group(1)): float(m.group(2)) for m in STEP_RE.finditer(text)}   # later lines overwrite
+
+
+def losses(path):
+    """{step: loss} of a stdout log, a log.jsonl or a run directory; the last occurrence of a step counts."""
+    if os.path.isdir(path):
+        path = os.path.join(path, "log.jsonl")
+    try:
+        with open(path, errors="replace") as f:
+            text = f.read()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror or e}")
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    out = _jsonl_losses(text) if path.endswith(".jsonl") or first.startswith("{") else _text_losses(text)
+    if not out:
+        raise InputError(f"{path}: no step losses")
+    return out
+
+
+def rel_diff(x, y):
+    """|x - y| / |x|; both non-finite: 0 (equal); one non-finite: inf."""
+    fx, fy = math.isfinite(x), math.isfinite(y)
+    if not fx or not fy:
+        return 0.0 if not fx and not fy else math.inf
+    if x == y:
+        return 0.0
+    return abs(x - y) / abs(x) if x != 0 else math.inf
+
+
+def _steps_text(steps):
+    s = sorted(steps)
+    return ", ".join(str(x) for x in s[:5]) + (f", ... ({len(s)})" if len(s) > 5 else "")
+
+
+def compare(a, b, tol):
+    """(ok, line) for two {step: loss} dicts."""
+    if set(a) != set(b):
+        only_a, only_b = set(a) - set(b), set(b) - set(a)
+        parts = [f"only in A: {_steps_text(only_a)}"] if only_a else []
+        parts += [f"only in B: {_steps_text(only_b)}"] if only_b else []
+        return False, f"FAIL: {len(a)} vs {len(b)} steps, the step numbers differ ({'; '.join(parts)})"
+    steps = sorted(a)
+    la, lb = [a[s] for s in steps], [b[s] for s in steps]
+    rel = [rel_diff(x, y) for x, y in zip(la, lb)]
+    worst = max(rel)     # no NaN in rel: rel_diff returns 0 or inf for non-finite losses
     ok = worst <= tol
-    print(f"{'OK' if ok else 'FAIL'} {len(a)} steps: step-1 rel diff {rel[0]:.2e}, max rel diff {worst:.2e} "
-          f"(tol {tol:g}), losses {a[0]:.4f}->{a[-1]:.4f} vs {b[0]:.4f}->{b[-1]:.4f}")
+    return ok, (f"{'OK' if ok else 'FAIL'} {len(steps)} steps: step-1 rel diff {rel[0]:.2e}, max rel diff {worst:.2e} "
+                f"(tol {tol:g}), losses {la[0]:.4f}->{la[-1]:.4f} vs {lb[0]:.4f}->{lb[-1]:.4f}")
+
+
+def main(argv):
+    usage = "usage: compare_losses.py A B [--tol X]   (A, B: stdout logs, log.jsonl files or run directories)"
+    files, tol, i = [], 0.005, 0
+    while i < len(argv):
+        if argv[i] == "--tol":
+            try:
+                tol = float(argv[i + 1])
+            except (IndexError, ValueError):
+                print(f"compare_losses.py: --tol needs a number; {usage}", file=sys.stderr)
+                return 2
+            if not tol >= 0:
+                print(f"compare_losses.py: --tol {argv[i + 1]} is not a number >= 0", file=sys.stderr)
+                return 2
+            i += 2
+        elif argv[i].startswith("--"):
+            print(f"compare_losses.py: unknown option {argv[i]}; {usage}", file=sys.stderr)
+            return 2
+        else:
+            files.append(argv[i])
+            i += 1
+    if len(files) != 2:
+        print(f"compare_losses.py: {len(files)} file(s) given, 2 needed; {usage}", file=sys.stderr)
+        return 2
+    try:
+        a, b = losses(files[0]), losses(files[1])
+    except InputError as e:
+        print(f"FAIL: {e}")
+        return 2
+    ok, line = compare(a, b, tol)
+    print(line)
     return 0 if ok else 1
 
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

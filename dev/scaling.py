@@ -20,8 +20,12 @@ import argparse
 import csv
 import os
 import re
+import struct
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from configs import CONFIGS  # noqa: E402
 
 GLOBAL_BATCH = 524288
 MICRO_TOKENS = 65536
@@ -31,18 +35,59 @@ TYPES = {"ddp": ("DDP", {}, []), "ddp_nop2p": ("DDP, P2P off", {"NCCL_P2P_DISABL
 
 # ---------------------------------------------------------------------------------------------
 # The predictor (no GPU needed; dev/unit/test_predict.py tests it).
-def gpt2_ranges(L=12, C=768, Vp=50304, maxT=1024, bytes_per=2):
+def gpt2_ranges(L=12, C=768, Vp=50304, maxT=1024, bytes_per=2, T=None):
     """Gradient ranges in the order backward finishes them: (name, bytes, fraction of backward
-    compute done when it is ready). Backward = lm head (+ LN_f), L equal blocks, the embeddings."""
+    compute done when it is ready). Backward = lm head (+ LN_f), L equal blocks, the embeddings.
+    maxT: the model's positions (the wpe gradient's size); T: the sequence length of the run (the
+    attention's share of the backward; default maxT); bytes_per: bytes per gradient element."""
+    T = maxT if T is None else T
     block = 12 * C * C + 13 * C
     head = 4 * C * Vp                            # lm-head dgrad + wgrad FLOPs per token
-    blk = 48 * C * C + 5 * maxT * C              # one block's backward FLOPs per token (incl. attention)
+    blk = 48 * C * C + 5 * T * C                 # one block's backward FLOPs per token (incl. attention)
     total = head + L * blk
     out = [("lnf", 2 * C * bytes_per, head / total)]
     for i in range(L):
         out.append((f"block{L - 1 - i}", block * bytes_per, (head + (i + 1) * blk) / total))
     out.append(("embeddings", (Vp + maxT) * C * bytes_per, 1.0))
     return out
+
+
+GRAD_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+
+
+def grad_bytes(precision, default=2):
+    """Bytes per gradient element of a build (its RESULT line's precision): 4 in FP32, 2 in FP16 and
+    BF16; default when the precision is unknown (a RESULT line without the field)."""
+    return GRAD_BYTES.get(str(precision).lower(), default) if precision is not None else default
+
+
+def model_dims(model, result=None):
+    """(L, C, Vp, maxT) of the trainer's -e: a descriptor of dev/configs.py's CONFIGS, else a model
+    file (its header), else the RESULT line's model=L<L>C<C> (maxT 1024). ValueError if none fits."""
+    if model in CONFIGS:
+        L, _, C, maxT = CONFIGS[model]
+        return L, C, (50257 + 127) // 128 * 128, maxT
+    if model and os.path.isfile(model):
+        try:
+            with open(model, "rb") as f:
+                h = struct.unpack("<8i", f.read(32))
+        except (OSError, struct.error):
+            h = (0,) * 8
+        if h[0] == 20240326:     # dev/model_file.py's header: maxT, V, L, NH, C, Vp
+            return h[4], h[6], h[7], h[2]
+    m = re.fullmatch(r"L(\d+)C(\d+)", str((result or {}).get("model", "")))
+    if m:
+        return int(m.group(1)), int(m.group(2)), 50304, 1024
+    raise ValueError(f"--model {model!r}: not one of {', '.join(CONFIGS)}, nor a model file")
+
+
+def model_ranges(model, T, result=None, bytes_per=None):
+    """gpt2_ranges() for --model at sequence length T, with the bytes per gradient element of the
+    build that produced result (its precision field) unless bytes_per is given."""
+    L, C, Vp, maxT = model_dims(model, result)
+    if bytes_per is None:
+        bytes_per = grad_bytes((result or {}).get("precision"))
+    return gpt2_ranges(L=L, C=C, Vp=Vp, maxT=maxT, bytes_per=bytes_per, T=T)
 
 
 def predict_step_ms(one_gpu, n, accum_n, alpha_us, busbw_gbs, bucket_mb=16.0, zero=False, ranges=None):
@@ -71,6 +116,22 @@ def predict_step_ms(one_gpu, n, accum_n, alpha_us, busbw_gbs, bucket_mb=16.0, ze
         total_bytes = sum(r[1] for r in ranges)
         exposed += alpha + total_bytes * link / 2                       # all-gather moves half of an all-reduce
     return compute + exposed, exposed
+
+
+def predict_gpus(base, T, mode, n, alpha_us, link_gbs, ranges):
+    """--predict: n GPUs from a group's 1-GPU row base (use_mean_step'd RESULT fields: B, total_batch,
+    fwd_ms, bwd_ms, opt_ms, accum, tok_per_s). global mode: the global batch kept, accumulation
+    total_batch / (B*T*n), at least 1, so beyond total_batch / (B*T) GPUs a step holds B*T*n tokens;
+    seed mode: no accumulation, B*T*n tokens. Returns dict(ms, exposed, accum, tokens, tok_per_s,
+    efficiency)."""
+    one = {"fwd": base["fwd_ms"] / base["accum"], "bwd": base["bwd_ms"] / base["accum"], "opt": base["opt_ms"]}
+    micro = base["B"] * T * n                                  # tokens of one micro-step over n GPUs
+    accum = max(1, base["total_batch"] / micro) if mode == "global" else 1
+    ms, exposed = predict_step_ms(one, n, accum, alpha_us, link_gbs, ranges=ranges)
+    tokens = micro * accum
+    tok_s = tokens / ms * 1e3
+    return dict(ms=ms, exposed=exposed, accum=accum, tokens=tokens, tok_per_s=tok_s,
+                efficiency=tok_s / (n * base["tok_per_s"]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -197,7 +258,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default="./train_gpt2cu")
     ap.add_argument("--probe", default="dev/interconnect")
-    ap.add_argument("--model", default="d12")
+    ap.add_argument("--model", default="d12", help="the trainer's -e: a dev/configs.py descriptor or a model file; the "
+                    "predictor's gradient sizes (L, C, maxT) come from it, their bytes per element from the RESULT "
+                    "line's precision (4 in FP32, 2 in FP16/BF16)")
     ap.add_argument("--gpus", default="")
     ap.add_argument("--blocks", default="128,512,1024")
     ap.add_argument("--modes", default="seed,global")
@@ -210,8 +273,18 @@ def main():
     ap.add_argument("--link-gbs", type=float, default=25.0, help="--predict: bus bandwidth of the slowest link, GB/s")
     ap.add_argument("--alpha-us", type=float, default=30.0, help="--predict: all-reduce latency, us")
     args = ap.parse_args()
-    visible = int(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU "))
-    gpus = [int(g) for g in args.gpus.split(",")] if args.gpus else [g for g in (1, 2, 4, 8) if g <= visible]
+    try:
+        model_dims(args.model)      # the predictor's gradient sizes: a known descriptor or a model file
+    except ValueError as e:
+        ap.error(str(e))
+    if args.gpus:
+        gpus = [int(g) for g in args.gpus.split(",")]
+    else:
+        try:
+            visible = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU ")
+        except OSError:
+            visible = 0
+        gpus = [g for g in (1, 2, 4, 8) if g <= visible]
     fits = {}
     for n in gpus:
         if n > 1:
@@ -240,7 +313,7 @@ def main():
                 else:
                     alpha, busbw = fits[(n, r["type"] == "ddp_nop2p")]
                     pred_ms, _ = predict_step_ms(one, n, r["accum"], alpha, busbw, zero=r["type"] == "zero1",
-                                                 ranges=gpt2_ranges(maxT=T))
+                                                 ranges=model_ranges(args.model, T, r))
                 r["model"] = args.model
                 r["samples_per_s"] = r["tok_per_s"] / T
                 r["base_tok_per_s"] = base["tok_per_s"]
@@ -252,11 +325,9 @@ def main():
                 r["pred_err_pct"] = 100 * (r["pred_tok_per_s"] - r["tok_per_s"]) / r["tok_per_s"]
                 rows.append(r)
             for n in [int(x) for x in args.predict.split(",") if x]:
-                accum = max(1, base["total_batch"] / (base["B"] * T * n)) if mode == "global" else 1
-                ms, exposed = predict_step_ms(one, n, accum, args.alpha_us, args.link_gbs, ranges=gpt2_ranges(maxT=T))
-                batch = GLOBAL_BATCH if mode == "global" else base["B"] * T * n
-                print(f"predicted {n:4d} GPUs T={T} {mode}: {ms:8.1f} ms/step, {batch / ms * 1e3:10.0f} tok/s, "
-                      f"efficiency {100 * batch / ms * 1e3 / (n * base['tok_per_s']):5.1f} %, exposed comm {exposed:.1f} ms "
+                p = predict_gpus(base, T, mode, n, args.alpha_us, args.link_gbs, model_ranges(args.model, T, base))
+                print(f"predicted {n:4d} GPUs T={T} {mode}: {p['ms']:8.1f} ms/step, {p['tok_per_s']:10.0f} tok/s, "
+                      f"efficiency {100 * p['efficiency']:5.1f} %, exposed comm {p['exposed']:.1f} ms "
                       f"(link {args.link_gbs} GB/s, alpha {args.alpha_us} us)")
     write_outputs(rows, args.out)
 

@@ -297,6 +297,18 @@ inline bool checkpoint_read_state(const std::string& ckpt_dir, TrainState* st, s
     return true;
 }
 
+// Whether a run of `precision` on `world` GPUs can continue the checkpoint whose state is `s`;
+// false + one line naming `ckpt_dir` if not.
+inline bool checkpoint_fits_run(const std::string& ckpt_dir, const TrainState& s, int precision, int world, std::string* err) {
+    using namespace ckpt_detail;
+    if (s.precision != precision)
+        return fail(err, ckpt_dir, "checkpoint written by a " + precision_name(s.precision) + " build, this is a " + precision_name(precision) + " build");
+    if (s.world != world)
+        return fail(err, ckpt_dir, "checkpoint written by " + std::to_string(s.world) + (s.world == 1 ? " GPU" : " GPUs") +
+                                   ", this run has " + std::to_string(world));
+    return true;
+}
+
 // Reads a whole checkpoint: the state, the master weights (model.bin) and Adam's m and v, each
 // buffer param_layout(config).total floats. `expect` carries this run's config, precision and
 // world (its other fields are ignored); a checkpoint that differs in any of them is refused.
@@ -310,11 +322,7 @@ inline bool checkpoint_read(const std::string& ckpt_dir, const TrainState& expec
     if (!same_config(mc, s.config)) return fail(err, model, "config " + describe(mc) + " differs from state.bin's " + describe(s.config));
     if (!same_config(s.config, expect.config))
         return fail(err, ckpt_dir, "model config mismatch: checkpoint has " + describe(s.config) + ", this run " + describe(expect.config));
-    if (s.precision != expect.precision)
-        return fail(err, ckpt_dir, "checkpoint written by a " + precision_name(s.precision) + " build, this is a " + precision_name(expect.precision) + " build");
-    if (s.world != expect.world)
-        return fail(err, ckpt_dir, "checkpoint written by " + std::to_string(s.world) + (s.world == 1 ? " GPU" : " GPUs") +
-                                   ", this run has " + std::to_string(expect.world));
+    if (!checkpoint_fits_run(ckpt_dir, s, expect.precision, expect.world, err)) return false;
     if (!model_file_read_params(model, s.config, master, err)) return false;
     const size_t n = param_layout(s.config).total;
     FILE* f = fopen(state.c_str(), "rb");

@@ -17,7 +17,7 @@ __global__ void init_normal_kernel(float* out, size_t n, float std, uint64_t see
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const uint64_t r = mix64(seed * 0x9e3779b97f4a7c15ULL + mix64(stream_id * 0x632be59bd9b4e019ULL + i));
-    const float u1 = ((r >> 40) + 1.0f) / 16777217.0f;          // (0, 1): log is finite
+    const float u1 = ((r >> 40) + 1.0f) / 16777217.0f;          // (0, 1]: log is finite
     const float u2 = ((r & 0xffffffULL) + 0.5f) / 16777216.0f;  // [0, 1] (cospi(2) = cospi(0))
     // fmaxf: --use_fast_math's logf may come out a hair above 0 for u1 just below 1, and the
     // square root of the negative product would be NaN

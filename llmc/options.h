@@ -93,9 +93,11 @@ template <class Keep> std::string options_text(const std::vector<Option>& opts, 
     return text;
 }
 
-// Sets options from options_text's lines. false + one line naming `where` on an unknown name, a
-// line without '=', or a value option_set refuses.
-inline bool options_apply_text(const std::vector<Option>& opts, const std::string& text, const std::string& where, std::string* err) {
+// Sets options from options_text's lines. false + one line naming `where` on a line without '=',
+// or a value option_set refuses; a name the table does not have (an option since removed) is an
+// error too, unless `unknown` collects such names.
+inline bool options_apply_text(const std::vector<Option>& opts, const std::string& text, const std::string& where, std::string* err,
+                               std::vector<std::string>* unknown = nullptr) {
     size_t pos = 0;
     while (pos < text.size()) {
         size_t end = text.find('\n', pos);
@@ -107,6 +109,7 @@ inline bool options_apply_text(const std::vector<Option>& opts, const std::strin
         const Option* opt = nullptr;
         if (eq != std::string::npos)
             for (const Option& o : opts) if (line.compare(0, eq, o.name) == 0 && eq == strlen(o.name)) opt = &o;
+        if (!opt && eq != std::string::npos && unknown) { unknown->push_back(line.substr(0, eq)); continue; }
         if (!opt) { *err = where + ": '" + line + "' is not NAME=VALUE of a known option"; return false; }
         const std::string value = line.substr(eq + 1);
         if (opt->type == OPT_FLAG) {

@@ -4,12 +4,14 @@
 // deadline: a rendezvous that cannot happen ends in one error line, never a hang.
 #pragma once
 #include <cerrno>
+#include <cstdint>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -25,10 +27,12 @@ inline int rendezvous_port() {
     return getenv("TORCHELASTIC_RUN_ID") ? port + 1 : port;
 }
 
-// Rank 0 listens on `port` (IPv6 and IPv4, or IPv4 alone where IPv6 is off) and sends the `bytes`
-// of `id` to world-1 peers; the others connect to host:port, retrying while rank 0 starts, and
-// read them. A server that accepts but never sends (another program on the port) does not stall a
-// peer: reads time out after 2 s and the peer tries again until `timeout_s` is over.
+// Rank 0 listens on `port` (IPv6 and IPv4, or IPv4 alone where IPv6 is off); each other rank
+// connects to host:port (retrying while rank 0 starts), sends its rank as 4 bytes and reads the
+// `bytes` of `id`. Rank 0 counts the distinct ranks it served, so a port probe or a peer that
+// reconnects is not mistaken for another rank. Every read times out after 2 s: a server that never
+// sends (another program on the port) or a client that never sends its rank stalls nobody, and the
+// peers try again until `timeout_s` is over.
 inline bool rendezvous_tcp(int rank, int world, void* id, size_t bytes, const std::string& host, int port, int timeout_s,
                            std::string* err) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
@@ -56,12 +60,21 @@ inline bool rendezvous_tcp(int rank, int world, void* id, size_t bytes, const st
             if (s >= 0) close(s);
             return false;
         }
+        std::vector<bool> done(world, false);
         for (int served = 0; served < world - 1;) {
             pollfd p{s, POLLIN, 0};
             if (poll(&p, 1, 1000) > 0) {
                 const int peer = accept(s, nullptr, nullptr);
-                if (peer >= 0) {   // MSG_NOSIGNAL: a peer gone meanwhile is an error return, not SIGPIPE
-                    served += send(peer, id, bytes, MSG_NOSIGNAL) == (ssize_t)bytes;
+                if (peer >= 0) {
+                    timeval tv{2, 0};
+                    setsockopt(peer, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+                    int32_t who = -1;
+                    // MSG_NOSIGNAL: a peer gone meanwhile is an error return, not SIGPIPE
+                    if (read(peer, &who, sizeof who) == (ssize_t)sizeof who && who > 0 && who < world &&
+                        send(peer, id, bytes, MSG_NOSIGNAL) == (ssize_t)bytes && !done[who]) {
+                        done[who] = true;
+                        served++;
+                    }
                     close(peer);
                 }
             }
@@ -86,7 +99,8 @@ inline bool rendezvous_tcp(int rank, int world, void* id, size_t bytes, const st
         const int s = socket(res->ai_family, SOCK_STREAM, 0);
         timeval tv{2, 0};
         setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        if (s >= 0 && connect(s, res->ai_addr, res->ai_addrlen) == 0) {
+        const int32_t me = rank;
+        if (s >= 0 && connect(s, res->ai_addr, res->ai_addrlen) == 0 && send(s, &me, sizeof me, MSG_NOSIGNAL) == (ssize_t)sizeof me) {
             size_t got = 0;
             while (got < bytes) {
                 const ssize_t n = read(s, (char*)id + got, bytes - got);

@@ -1,7 +1,12 @@
 // The trainer's settings and THE option table: parse_train_config() and --help are both driven by
 // train_options(), so the usage text cannot drift from what is parsed. Host-only; unit-tested.
 #pragma once
+#include <algorithm>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
+#include <glob.h>
+#include <unistd.h>
 #include <string>
 #include <vector>
 #include "options.h"
@@ -159,19 +164,45 @@ inline bool parse_train_config(TrainConfig* c, int argc, const char* const* argv
 //   kept      the other settings of a run: left out, the kept value; given, the new one (e.g. -b
 //             at the same -d: the same samples per step; --max-steps extends a run, and a decaying
 //             learning rate then runs its schedule over the new count);
-//   not_kept  what belongs to one invocation: --out, --resume, the benchmark and test options.
+//   not_kept  what belongs to one invocation: --out, --resume, --rendezvous, the benchmark and
+//             test options.
+// Paths are kept absolute, so a run resumes from any directory; the training data counts as the
+// same when its glob matches the same files.
 enum class OnResume { same, kept, not_kept };
 inline OnResume option_on_resume(const std::string& name) {
     static const char* const same[] = {"train", "shuffle", "seq-len", "total-batch-tokens", "lr", "warmup", "lr-schedule",
                                        "lr-final", "beta1", "beta2", "eps", "weight-decay", "grad-clip", "seed"};
-    static const char* const not_kept[] = {"out", "resume", "bench", "bench-warmup", "bench-steps", "bench-profile",
+    static const char* const not_kept[] = {"out", "resume", "rendezvous", "bench", "bench-warmup", "bench-steps", "bench-profile",
                                            "debug-exit-after", "debug-nan"};
     for (const char* n : same) if (name == n) return OnResume::same;
     for (const char* n : not_kept) if (name == n) return OnResume::not_kept;
     return OnResume::kept;
 }
-// The options a checkpoint keeps, as options_text lines.
+// `path` made absolute against the working directory (a glob pattern too: only its text changes).
+inline std::string absolute_path(const std::string& path) {
+    if (path.empty() || path[0] == '/') return path;
+    char cwd[PATH_MAX];
+    return getcwd(cwd, sizeof cwd) ? std::string(cwd) + "/" + path : path;
+}
+// The files a glob matches, each as its canonical path (symlinks and ./.. resolved), sorted.
+inline std::vector<std::string> glob_files(const std::string& pattern) {
+    std::vector<std::string> files;
+    glob_t g;
+    if (glob(pattern.c_str(), 0, nullptr, &g) == 0)
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+            char real[PATH_MAX];
+            files.push_back(realpath(g.gl_pathv[i], real) ? real : g.gl_pathv[i]);
+        }
+    globfree(&g);
+    std::sort(files.begin(), files.end());
+    return files;
+}
+
+// The options a checkpoint keeps, as options_text lines; paths absolute (a model given as a
+// descriptor such as d12 is not a path, and stays as it is).
 inline std::string train_options_text(TrainConfig c) {
+    for (std::string* p : {&c.train, &c.val, &c.tokenizer, &c.gemm_algos}) *p = absolute_path(*p);
+    if (access(c.model.c_str(), F_OK) == 0) c.model = absolute_path(c.model);
     return options_text(train_options(&c), [](const char* name) { return option_on_resume(name) != OnResume::not_kept; });
 }
 
@@ -181,7 +212,8 @@ inline std::string train_options_text(TrainConfig c) {
 inline bool resume_config(TrainConfig* c, const std::string& kept_text, const std::string& where, int argc,
                           const char* const* argv, int world, std::string* note, std::string* err) {
     TrainConfig kept;
-    if (!options_apply_text(train_options(&kept), kept_text, where, err)) return false;
+    std::vector<std::string> unknown;
+    if (!options_apply_text(train_options(&kept), kept_text, where, err, &unknown)) return false;
     if (kept.total_batch == 0) kept.total_batch = (long long)kept.B * kept.T * world;   // as parse_train_config resolves it
     TrainConfig merged = kept;
     bool help;
@@ -189,6 +221,7 @@ inline bool resume_config(TrainConfig* c, const std::string& kept_text, const st
     const std::vector<Option> was = train_options(&kept), now = train_options(&merged);
     for (size_t i = 0; i < was.size(); i++) {
         if (option_on_resume(was[i].name) != OnResume::same || option_value_exact(was[i]) == option_value_exact(now[i])) continue;
+        if (was[i].target == &kept.train && !glob_files(kept.train).empty() && glob_files(kept.train) == glob_files(merged.train)) continue;
         *err = std::string("option --") + was[i].name + ": " + option_value_exact(now[i]) + " differs from " +
                option_value_exact(was[i]) + ", which the run being resumed was started with (" + where +
                "); leave it out to continue that run, or start a new one in another --out";
@@ -198,6 +231,8 @@ inline bool resume_config(TrainConfig* c, const std::string& kept_text, const st
     if (merged.max_steps != kept.max_steps && merged.sched.kind != "constant")
         *note = "note: --max-steps " + std::to_string(merged.max_steps) + ", the run was started with " + std::to_string(kept.max_steps) +
                 ": its " + merged.sched.kind + " learning-rate schedule now runs over the new count";
+    for (const std::string& u : unknown)
+        *note += std::string(note->empty() ? "" : "\n") + "note: " + where + ": option '" + u + "' is not one of this build's: ignored";
     *c = merged;
     return true;
 }

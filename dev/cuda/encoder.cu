@@ -5,10 +5,19 @@
 //   - determinism: two backward runs from the same start (buckets rebuilt) give bitwise-equal
 //     dwte and dwpe; and a backward captured in a CUDA graph on one batch's buckets, replayed on
 //     another batch's (7 distinct tokens), equals an eager run on that batch bit for bit;
+//   - the pageable upload TokenBuckets relies on: the host may overwrite the source as soon as
+//     cudaMemcpyAsync returns, though the copy still waits in the stream;
 //   - timing at B=8, T=1024, C=768, Vp=50304.
 // Run: make dev/cuda/encoder_check && ./dev/cuda/encoder_check   (PRECISION=BF16|FP32 for others)
 #include "check.cuh"
 #include "../../llmc/encoder.cuh"
+
+// Holds the stream for about `cycles` clocks: what a long forward+backward does to the copies
+// queued behind it.
+__global__ void spin_kernel(long long cycles) {
+    const long long t0 = clock64();
+    while (clock64() - t0 < cycles) {}
+}
 
 int main() {
     Context ctx;
@@ -93,6 +102,29 @@ int main() {
         check_true("encoder_backward replayed in a CUDA graph captured on another batch",
                    eager[0] == replayed[0] && eager[1] == replayed[1], "bitwise equal to an eager run on the new batch");
         token_buckets_free(&tb);
+    }
+
+    // ---- what TokenBuckets and gpt2_set_batch rely on: cudaMemcpyAsync from pageable memory has
+    // the data (staged) when it returns, so the host may overwrite the source at once, even while
+    // the copy waits in the stream behind a long kernel. On a machine where the GPU reads pageable
+    // memory directly (cudaDevAttrPageableMemoryAccess) this is what would break first.
+    {
+        const size_t n = 1 << 20;
+        std::vector<int> host(n), back(n);
+        for (size_t i = 0; i < n; i++) host[i] = (int)(i * 2654435761u);
+        const std::vector<int> sent = host;
+        int* d = dalloc<int>(n);
+        int pageable = 0;
+        cudaCheck(cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, 0));
+        spin_kernel<<<1, 1, 0, ctx.stream>>>(200000000LL);  // ~0.1 s
+        launchCheck();
+        cudaCheck(cudaMemcpyAsync(d, host.data(), n * sizeof(int), cudaMemcpyHostToDevice, ctx.stream));
+        for (size_t i = 0; i < n; i++) host[i] = -1;     // the next batch, written right away
+        cudaCheck(cudaStreamSynchronize(ctx.stream));
+        cudaCheck(cudaMemcpy(back.data(), d, n * sizeof(int), cudaMemcpyDeviceToHost));
+        check_true("pageable upload staged at return", back == sent,
+                   std::string("the source was overwritten before the copy ran; cudaDevAttrPageableMemoryAccess=") + std::to_string(pageable));
+        cudaCheck(cudaFree(d));
     }
 
     // ---- timing at GPT-2 small scale

@@ -2,9 +2,12 @@
 # A/B of attention_check binaries (issue #4's kernel work): each binary's default run (checks +
 # timing at B=8 and B=64, T=1024, NH=12), the binaries ALTERNATING, ROUNDS rounds (default 3), so
 # that a clock or power drift of the machine hits every binary alike. One line per run: checks
-# passed / failed and the forward and backward TFLOP/s at B=8 and B=64; then the mean per binary.
+# passed / failed and the forward and backward TFLOP/s at B=8 and B=64; then the mean per binary
+# of the forward B=64 TFLOP/s over the runs that timed it (a run without that TIME line is reported
+# as FAILED and left out of the mean). Entries are kept by position: the same binary given twice (an
+# A/A test) is two entries, each with its own mean and logs.
 # With LENGTHS=1, one `--lengths` run per binary at the end (T = 1024 .. 16384 at 64K tokens).
-# Logs in $OUT/ab_<name>_<round>.log (only a few files come back from a device call: keep OUT
+# Logs in $OUT/ab_<position>_<name>_<round>.log (only a few files come back from a device call: keep OUT
 # elsewhere, e.g. OUT=/tmp/o, when comparing many binaries).
 #   dev/device/attn_ab.sh build/bf16/attention_check build_attn/wip_bf16
 set -uo pipefail
@@ -14,26 +17,40 @@ for b in "$@"; do [ -x "$b" ] || { echo "$0: $b: not an executable" >&2; exit 2;
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 # the TFLOP/s of "TIME <what> B=<B> ..." lines
 tflops() { grep -E "^TIME +$2 B=$3 " "$1" | awk '{print $(NF-1)}' | head -n 1; }
-declare -A sum
+bins=("$@"); sum=(); ok=(); fails=()
+for i in "${!bins[@]}"; do sum[$i]=0; ok[$i]=0; fails[$i]=0; done
 for r in $(seq 1 "${ROUNDS:-3}"); do
-    for b in "$@"; do
+    for i in "${!bins[@]}"; do
+        b=${bins[$i]}
         name=$(echo "$b" | tr '/' '_')
-        log="$OUT/ab_${name}_$r.log"
+        log="$OUT/ab_$((i + 1))_${name}_$r.log"
         "$b" > "$log" 2>&1; rc=$?
         f8=$(tflops "$log" attention_forward 8); f64=$(tflops "$log" attention_forward 64)
         b8=$(tflops "$log" attention_backward 8); b64=$(tflops "$log" attention_backward 64)
         echo "$b round $r: rc=$rc $(grep -c '^PASS' "$log") passed $(grep -c '^FAIL' "$log") failed;" \
              "forward B=8 ${f8:-?} B=64 ${f64:-?}; backward B=8 ${b8:-?} B=64 ${b64:-?} TFLOP/s"
         grep -m 3 '^FAIL' "$log"
-        sum[$b]=$(awk -v a="${sum[$b]:-0}" -v x="${f64:-0}" 'BEGIN {print a + x}')
+        if [[ "$f64" =~ ^[0-9]+(\.[0-9]*)?$ ]]; then
+            sum[$i]=$(awk -v a="${sum[$i]}" -v x="$f64" 'BEGIN {print a + x}'); ok[$i]=$((ok[$i] + 1))
+        else
+            fails[$i]=$((fails[$i] + 1)); echo "$b round $r: failed (no forward B=64 timing): $(tail -n 1 "$log")"
+        fi
     done
 done
-for b in "$@"; do
-    echo "MEAN $b: forward B=64 $(awk -v a="${sum[$b]:-0}" -v n="${ROUNDS:-3}" 'BEGIN {printf "%.1f", a / n}') TFLOP/s"
+for i in "${!bins[@]}"; do
+    n=${ok[$i]} f=${fails[$i]}
+    if [ "$n" -eq 0 ]; then
+        echo "MEAN ${bins[$i]}: forward B=64 - TFLOP/s (all $f rounds FAILED)"
+    elif [ "$f" -eq 0 ]; then
+        echo "MEAN ${bins[$i]}: forward B=64 $(awk -v a="${sum[$i]}" -v n="$n" 'BEGIN {printf "%.1f", a / n}') TFLOP/s"
+    else
+        echo "MEAN ${bins[$i]}: forward B=64 $(awk -v a="${sum[$i]}" -v n="$n" 'BEGIN {printf "%.1f", a / n}') TFLOP/s (mean over the $n successful of $((n + f)) rounds; $f FAILED)"
+    fi
 done
 if [ "${LENGTHS:-0}" = 1 ]; then
-    for b in "$@"; do
-        "$b" --lengths > "$OUT/lengths_$(echo "$b" | tr '/' '_').log" 2>&1
-        grep '^LENGTHS B=' "$OUT/lengths_$(echo "$b" | tr '/' '_').log" | sed -E "s|^|$b |; s/ +/ /g"
+    for i in "${!bins[@]}"; do
+        b=${bins[$i]}; log="$OUT/lengths_$((i + 1))_$(echo "$b" | tr '/' '_').log"
+        "$b" --lengths > "$log" 2>&1
+        grep '^LENGTHS B=' "$log" | sed -E "s|^|$b |; s/ +/ /g"
     done
 fi

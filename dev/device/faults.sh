@@ -7,13 +7,14 @@
 #          steps and names rank 1; after --max-bad-steps 3 all ranks stop with exit code 2;
 #   ckpt   one GPU: a run (a small GPT-2, 200 steps) with a checkpoint every 2 steps is SIGKILLed at
 #          random moments 20 times and resumed each time; the losses of the finished run must
-#          equal, bit for bit, those of a run never interrupted.
-# Each result line goes to stdout and $OUT/faults_summary.txt as it comes; logs in $OUT/faults.tar.gz.
+#          equal, bit for bit, those of a run never interrupted (the runs' log.jsonl: exact floats).
+# Each result line goes to stdout and $OUT/faults_summary.txt as it comes; logs in $OUT/faults.tar.gz
+# (from $FAULTS_LOGS, default /tmp/faults, emptied first).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-LOGS=/tmp/faults; rm -rf $LOGS; mkdir -p $LOGS
-trap 'tar czf "$OUT/faults.tar.gz" -C /tmp faults 2>/dev/null' EXIT
+LOGS=${FAULTS_LOGS:-/tmp/faults}; rm -rf "$LOGS"; mkdir -p "$LOGS"
+trap 'tar czf "$OUT/faults.tar.gz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")" 2>/dev/null' EXIT
 note() { echo "$*" | tee -a "$OUT/faults_summary.txt"; }
 export NCCL_NVLS_ENABLE=0
 sections=${*:-kill nan ckpt}
@@ -129,6 +130,9 @@ PY
     $BIN $common -o runs/ck_b --resume > "$LOGS/ckpt_b_final.log" 2>&1; cat "$LOGS/ckpt_b_final.log" >> "$LOGS/ckpt_b.log"
     # the last occurrence of each step (after the last resume that reached it), in step order
     grep -hE '^step +[0-9]+/' "$LOGS/ckpt_b.log" | awk '{split($2, a, "/"); last[a[1] + 0] = $0} END {for (i = 1; i <= 200; i++) print last[i]}' > "$LOGS/ckpt_b_final_steps.log"
-    note "checkpoint kills: $kills SIGKILLs ($mid during a write: .tmp present), $(grep -c '^resumed from' "$LOGS/ckpt_b.log") resumes ($(grep -h '^resumed from' "$LOGS/ckpt_b.log" | awk '{print $NF}' | tr '\n' ' ')); losses vs uninterrupted: $(python3 dev/compare_losses.py "$LOGS/ckpt_a.log" "$LOGS/ckpt_b_final_steps.log" --tol 0)"
+    # the exact losses (9 digits) of both runs' log.jsonl: ck_b's holds every segment, appended, and
+    # compare_losses.py counts the last record of each step (after the last resume that reached it)
+    cp runs/ck_a/log.jsonl "$LOGS/ckpt_a.jsonl" 2>/dev/null; cp runs/ck_b/log.jsonl "$LOGS/ckpt_b.jsonl" 2>/dev/null
+    note "checkpoint kills: $kills SIGKILLs ($mid during a write: .tmp present), $(grep -c '^resumed from' "$LOGS/ckpt_b.log") resumes ($(grep -h '^resumed from' "$LOGS/ckpt_b.log" | awk '{print $NF}' | tr '\n' ' ')); losses vs uninterrupted (log.jsonl): $(python3 dev/compare_losses.py runs/ck_a/log.jsonl runs/ck_b/log.jsonl --tol 0)"
     rm -rf runs/ck_a runs/ck_b
 fi

@@ -2,7 +2,8 @@
 # CUDA graphs in the trainer (--cuda-graphs): are they exact, and where do they pay? Runs the
 # carried build/<precision>/train_gpt2cu (dev/device/build.sh):
 #   1. exactness: the per-step losses of --bench runs with --cuda-graphs 0 and 1 must be equal
-#      bit for bit (printed with 6 decimals; FP16 includes loss-scale changes), per precision;
+#      bit for bit (printed with 6 decimals; FP16 includes loss-scale changes and skipped steps,
+#      `scale N (skipped) |`), per precision;
 #   2. speed: alternating rounds of --cuda-graphs 0 / 1 at each B x T (d12, bf16; trainer_ab.sh).
 #   dev/device/graphs_ab.sh [ROUNDS=2] [SHAPES="4x128 16x128 8x1024 64x1024"] [PRECISIONS="bf16 fp16 fp32"]
 #   (an empty SHAPES or PRECISIONS skips that part)
@@ -23,7 +24,7 @@ for p in $PRECISIONS; do
         log="$OUT/exact${tag}_${p}_g$g.log"
         $LAUNCH build/$p/train_gpt2cu --bench -e d12 -b 4 -t 256 --bench-warmup 2 --bench-steps 12 $EXACT_ARGS --cuda-graphs $g \
             > "$log" 2>&1 || echo "exactness run $p graphs $g failed: $(tail -n 2 "$log")"
-        grep -E '^step' "$log" | sed -E 's/.*\| loss ([0-9.naif-]+) \| norm ([0-9.naif-]+) \|.*\| scale ([0-9.e+-]+) \|.*/\1 \2 \3/' > "${log%.log}.txt"
+        grep -E '^step' "$log" | sed -E 's/.*\| loss ([0-9.naif-]+) \| norm ([0-9.naif-]+) \|.*\| scale ([0-9.e+-]+)( \(skipped\))? \|.*/\1 \2 \3\4/' > "${log%.log}.txt"
     done
     a="$OUT/exact${tag}_${p}_g0.txt" b="$OUT/exact${tag}_${p}_g1.txt"
     if [ -s "$a" ] && cmp -s "$a" "$b"; then

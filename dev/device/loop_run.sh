@@ -2,9 +2,13 @@
 # The training loop on one GPU, checked end to end:
 #   1. test_gpt2cu with recompute 0/1/2 (FP16), the HF-converter check (dev/convert_hf.py);
 #   2. 100 steps of d12, B=8, T=1024, warmup + cosine, from the reference's initial model file on
-#      tinyshakespeare, FP16 and BF16, vs the same run in PyTorch (dev/train_reference.py): <= 2 %;
+#      tinyshakespeare, FP16 and BF16, vs the same run in PyTorch (dev/train_reference.py), the
+#      README's claims (Training): BF16 within 0.5 % of PyTorch fp32 at every step, FP16 within
+#      0.63 % of PyTorch with fp16 autocast and the same dynamic loss scaling (and, for information,
+#      FP16 vs PyTorch fp32: up to 12 % around step 5, after the skipped step 4);
 #   3. resume: 20 steps straight vs 10 steps + kill + --resume 10 steps (the options from the
-#      checkpoint): bitwise equal losses; another -l on resume is refused;
+#      checkpoint): bitwise equal losses (the runs' log.jsonl, exact floats); another -l on resume
+#      is refused;
 #   4. val: B=64 on tinyshakespeare, whose validation data is smaller than one batch;
 #   5. memory and speed with --recompute 0/1/2 at B=64.
 set -uo pipefail
@@ -13,11 +17,18 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 summary=()
 sections=${*:-tests train resume val recompute}
 has() { [[ " $sections " == *" $1 "* ]]; }
-[ -f dev_data/reference_model.bin ] || PYTHONUNBUFFERED=1 python3 dev/reference.py --out dev_data > "$OUT/reference.log" 2>&1
+# the reference state (made when missing); when reference.py fails, the lines that read dev_data say so
+ref_note=""
+if [ ! -f dev_data/reference_model.bin ] || [ ! -f dev_data/reference_state.bin ]; then
+    PYTHONUNBUFFERED=1 python3 dev/reference.py --out dev_data 2>&1 | tee "$OUT/reference.log" | tail -n 5
+    ref_rc=${PIPESTATUS[0]}
+    summary+=("reference.py: rc=$ref_rc $(grep -v '^[[:space:]]*$' "$OUT/reference.log" | tail -n 1)")
+    [ "$ref_rc" -ne 0 ] && ref_note=" [reference.py FAILED rc=$ref_rc: dev_data/reference_*.bin missing or stale]"
+fi
 if has tests; then
     for rc in 0 1 2; do
         build/fp16/test_gpt2cu dev_data/reference_model.bin dev_data/reference_state.bin $rc > "$OUT/test_fp16_rc$rc.log" 2>&1
-        summary+=("test_gpt2cu fp16 recompute $rc: rc=$? $(tail -n 1 "$OUT/test_fp16_rc$rc.log")")
+        summary+=("test_gpt2cu fp16 recompute $rc: rc=$? $(tail -n 1 "$OUT/test_fp16_rc$rc.log")$ref_note")
     done
     python3 dev/convert_hf.py --selftest > "$OUT/hf_selftest.log" 2>&1
     summary+=("convert_hf --selftest: rc=$? $(grep -c ^PASS "$OUT/hf_selftest.log") PASS, $(grep -c ^FAIL "$OUT/hf_selftest.log") FAIL")
@@ -35,16 +46,26 @@ PY
 fi
 common="-e dev_data/reference_model.bin -i dev_data/tinyshakespeare_train.bin -j dev_data/tinyshakespeare_val.bin -b 8 -t 1024 -l 6e-4 --warmup 10 --lr-final 0.1 --tokenizer dev_data/gpt2_tokenizer.bin"
 if has train; then
-    python3 dev/train_reference.py --model dev_data/reference_model.bin --train dev_data/tinyshakespeare_train.bin -B 8 -T 1024 \
-        -d 8192 -x 100 --lr 6e-4 --warmup 10 --lr-schedule cosine --lr-final 0.1 > "$OUT/train_torch.log" 2>&1
+    # the README's claims (Training): BF16 within 0.5 % of PyTorch fp32 at every step; FP16 within
+    # 0.63 % of PyTorch with fp16 autocast and the same dynamic loss scaling (against fp32, FP16's
+    # skipped step 4 puts it up to 12 % off around step 5: for information only)
+    torch_args="--model dev_data/reference_model.bin --train dev_data/tinyshakespeare_train.bin -B 8 -T 1024 -d 8192 -x 100 --lr 6e-4 --warmup 10 --lr-schedule cosine --lr-final 0.1"
+    python3 dev/train_reference.py $torch_args > "$OUT/train_torch.log" 2>&1; rc32=$?
+    python3 dev/train_reference.py $torch_args --dtype fp16-autocast > "$OUT/train_torch_fp16.log" 2>&1; rc16=$?
     for p in fp16 bf16; do
         rm -rf runs/train_$p
-        build/$p/train_gpt2cu $common -x 100 -v 25 -s 50 -g 48 -o runs/train_$p > "$OUT/train_$p.log" 2>&1
-        summary+=("100 steps $p vs PyTorch fp32: $(python3 dev/compare_losses.py "$OUT/train_torch.log" "$OUT/train_$p.log" --tol 0.02)")
+        build/$p/train_gpt2cu $common -x 100 -v 25 -s 50 -g 48 -o runs/train_$p > "$OUT/train_$p.log" 2>&1; rc=$?
+        if [ $p = fp16 ]; then
+            ref=train_torch_fp16.log tol=0.0063 rrc=$rc16 what="PyTorch fp16 autocast + loss scaling (README: within 0.63 %)"
+        else
+            ref=train_torch.log tol=0.005 rrc=$rc32 what="PyTorch fp32 (README: within 0.5 % at every step)"
+        fi
+        summary+=("100 steps $p (rc=$rc) vs $what, PyTorch rc=$rrc: $(python3 dev/compare_losses.py "$OUT/$ref" "$OUT/train_$p.log" --tol $tol)$ref_note")
         summary+=("   val: $(grep 'val loss' "$OUT/train_$p.log" | tr '\n' ' ')")
     done
+    summary+=("   for information, fp16 vs PyTorch fp32 (README: up to 12 % around step 5, 1.5 % at step 100): $(python3 dev/compare_losses.py "$OUT/train_torch.log" "$OUT/train_fp16.log" --tol 0.125)")
     cp runs/train_fp16/log.jsonl "$OUT/train_fp16.jsonl"
-    python3 dev/plot.py runs/train_fp16 runs/train_bf16 "$OUT/train_torch.log" -o "$OUT/curves.png" > /dev/null 2>&1
+    python3 dev/plot.py runs/train_fp16 runs/train_bf16 "$OUT/train_torch.log" "$OUT/train_torch_fp16.log" -o "$OUT/curves.png" > /dev/null 2>&1
 fi
 if has resume; then
     rm -rf runs/ra runs/rb
@@ -54,7 +75,10 @@ if has resume; then
     # the resumed run names nothing but the run directory: the options come from the checkpoint
     build/fp16/train_gpt2cu -o runs/rb --resume > "$OUT/resume_b2.log" 2>&1
     grep -h '^step' "$OUT/resume_b1.log" "$OUT/resume_b2.log" > "$OUT/resume_b.log"
-    summary+=("resume (killed rc=$b1 after step 10, resumed with only -o --resume): $(python3 dev/compare_losses.py "$OUT/resume_a.log" "$OUT/resume_b.log" --tol 0)")
+    # the exact losses: both runs' log.jsonl (9 digits; rb's holds the killed run and the resumed one,
+    # the last record of a step counting)
+    cp runs/ra/log.jsonl "$OUT/resume_a.jsonl" 2>/dev/null; cp runs/rb/log.jsonl "$OUT/resume_b.jsonl" 2>/dev/null
+    summary+=("resume (killed rc=$b1 after step 10, resumed with only -o --resume), log.jsonl: $(python3 dev/compare_losses.py runs/ra/log.jsonl runs/rb/log.jsonl --tol 0)$ref_note")
     build/fp16/train_gpt2cu -o runs/rb --resume -l 3e-4 > "$OUT/resume_lr.log" 2>&1
     summary+=("resume with another -l: rc=$? $(tail -n 1 "$OUT/resume_lr.log")")
     build/fp16/train_gpt2cu $common -x 20 -o runs/rb > "$OUT/resume_refuse.log" 2>&1
@@ -63,7 +87,7 @@ fi
 if has val; then
     # B=64 on tinyshakespeare: its validation data holds fewer tokens than one batch of 64 rows
     build/bf16/train_gpt2cu $common -b 64 -d 65536 -x 2 -v 1 -g 0 > "$OUT/val_small.log" 2>&1
-    summary+=("B=64, small validation set: rc=$? $(grep -m1 '^note: validation' "$OUT/val_small.log") $(grep 'val loss' "$OUT/val_small.log" | tr '\n' ' ')")
+    summary+=("B=64, small validation set: rc=$? $(grep -m1 '^note: validation' "$OUT/val_small.log") $(grep 'val loss' "$OUT/val_small.log" | tr '\n' ' ')$ref_note")
 fi
 if has recompute; then
     for rc in 0 1 2; do

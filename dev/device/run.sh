@@ -6,7 +6,7 @@
 # BUILDS: the build/ subdirectories that test and checks run (default "fp32 fp16 bf16"); a name's
 # precision is its part before any "_" (BUILDS="bf16 bf16_all" checks a branch's build beside main's).
 # algos: the GEMM algorithm choices file: a tuned run writes <out>/gemm_algos.txt; a second run
-# given it (--gemm-algos) reports it and repeats the losses bit for bit; a missing or foreign file
+# given it (--gemm-algos) reports it and repeats the losses bit for bit (log.jsonl); a missing or foreign file
 # is one line and a non-zero exit.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,24 +18,28 @@ sections=${*:-ref test checks algos tok bench}
 summary=()
 has() { [[ " $sections " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+ref_note=""   # set when reference.py failed: the test lines then say their reference state may be stale
 if has ref; then
     PYTHONUNBUFFERED=1 python3 dev/reference.py --out dev_data 2>&1 | tee "$OUT/reference.log" | tail -n 15
+    ref_rc=${PIPESTATUS[0]}
+    summary+=("reference.py: rc=$ref_rc $(grep -v '^[[:space:]]*$' "$OUT/reference.log" | tail -n 1)")
+    [ "$ref_rc" -ne 0 ] && ref_note=" [reference.py FAILED rc=$ref_rc: dev_data/reference_*.bin missing or stale]"
 fi
 if has test; then
     for p in ${BUILDS:-fp32 fp16 bf16}; do
         [ -x build/$p/test_gpt2cu ] || continue
         build/$p/test_gpt2cu > "$OUT/test_$p.log" 2>&1; rc=$?
         cat "$OUT/test_$p.log"
-        summary+=("test_gpt2cu $p: rc=$rc $(grep -c ^FAIL "$OUT/test_$p.log") FAIL")
+        summary+=("test_gpt2cu $p: rc=$rc $(grep -c ^FAIL "$OUT/test_$p.log") FAIL$ref_note")
         # the chunked lm head: 4 chunks of 64 tokens at the reference's B=4, T=64
         build/$p/test_gpt2cu dev_data/reference_model.bin dev_data/reference_state.bin 0 64 > "$OUT/test_${p}_chunk64.log" 2>&1; rc=$?
-        summary+=("test_gpt2cu $p lm-head chunk 64: rc=$rc $(grep -c ^FAIL "$OUT/test_${p}_chunk64.log") FAIL")
+        summary+=("test_gpt2cu $p lm-head chunk 64: rc=$rc $(grep -c ^FAIL "$OUT/test_${p}_chunk64.log") FAIL$ref_note")
         # --recompute 2: backward recomputes the GELU output and both LayerNorm outputs
         build/$p/test_gpt2cu dev_data/reference_model.bin dev_data/reference_state.bin 2 > "$OUT/test_${p}_recompute2.log" 2>&1; rc=$?
-        summary+=("test_gpt2cu $p recompute 2: rc=$rc $(grep -c ^FAIL "$OUT/test_${p}_recompute2.log") FAIL")
+        summary+=("test_gpt2cu $p recompute 2: rc=$rc $(grep -c ^FAIL "$OUT/test_${p}_recompute2.log") FAIL$ref_note")
         # with the GEMM algorithms timed as the trainer's --gemm-tune 1 does
         build/$p/test_gpt2cu dev_data/reference_model.bin dev_data/reference_state.bin 0 16384 1 > "$OUT/test_${p}_tuned.log" 2>&1; rc=$?
-        summary+=("test_gpt2cu $p timed GEMM algorithms: rc=$rc $(grep -c ^FAIL "$OUT/test_${p}_tuned.log") FAIL; $(grep -o 'GEMM algorithms timed.*' "$OUT/test_${p}_tuned.log")")
+        summary+=("test_gpt2cu $p timed GEMM algorithms: rc=$rc $(grep -c ^FAIL "$OUT/test_${p}_tuned.log") FAIL; $(grep -o 'GEMM algorithms timed.*' "$OUT/test_${p}_tuned.log")$ref_note")
     done
 fi
 if has checks; then
@@ -63,13 +67,14 @@ if has algos; then
     # --gemm-tune 2 (timed at the power limit, ~35 s); ALGOS_TUNE=1 for the quick burst timing
     $bin $a -o runs/ga1 --gemm-tune "${ALGOS_TUNE:-2}" > "$OUT/algos_1.log" 2>&1; rc1=$?
     $bin $a -o runs/ga2 --gemm-algos runs/ga1/gemm_algos.txt > "$OUT/algos_2.log" 2>&1; rc2=$?
-    summary+=("algos: tuned run rc=$rc1: $(grep -h '^GEMM algorithms' "$OUT/algos_1.log"); with its file rc=$rc2: $(grep -h '^GEMM algorithms' "$OUT/algos_2.log"); losses: $(python3 dev/compare_losses.py "$OUT/algos_1.log" "$OUT/algos_2.log" --tol 0)")
+    summary+=("algos: tuned run rc=$rc1: $(grep -h '^GEMM algorithms' "$OUT/algos_1.log"); with its file rc=$rc2: $(grep -h '^GEMM algorithms' "$OUT/algos_2.log"); losses (log.jsonl, exact): $(python3 dev/compare_losses.py runs/ga1/log.jsonl runs/ga2/log.jsonl --tol 0)")
     $bin $a --gemm-algos /nonexistent/gemm_algos.txt > "$OUT/algos_3.log" 2>&1; rc=$?
     summary+=("algos: missing file rc=$rc: $(grep -h error "$OUT/algos_3.log" | head -n 1)")
     sed '1s/gpu=/gpu=other_/' runs/ga1/gemm_algos.txt > /tmp/foreign_algos.txt
     $bin $a --gemm-algos /tmp/foreign_algos.txt > "$OUT/algos_4.log" 2>&1; rc=$?
     summary+=("algos: another GPU's file rc=$rc: $(grep -h error "$OUT/algos_4.log" | head -n 1)")
     cp runs/ga1/gemm_algos.txt "$OUT/gemm_algos_d12_b4.txt"
+    cp runs/ga1/log.jsonl "$OUT/algos_1.jsonl" 2>/dev/null; cp runs/ga2/log.jsonl "$OUT/algos_2.jsonl" 2>/dev/null
     rm -rf runs/ga1 runs/ga2
 fi
 if has tok; then

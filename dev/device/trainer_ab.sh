@@ -3,7 +3,10 @@
 # 20 timed steps), the binaries ALTERNATING, ROUNDS rounds (default 2), so that a clock or power
 # drift of the machine hits every binary alike. One line per run (tok/s median and mean, forward,
 # backward, and GPU 0's mean SM clock, power and temperature while it ran busy, every 100 ms; see
-# gpu_power.sh), then the mean per binary. Logs in $OUT/ab_<name>_<round>.log. A binary may come
+# gpu_power.sh), then the mean per binary over the rounds it ran (a failed run, one without a
+# RESULT line, is reported and left out of the mean; the MEAN line says how many failed). Entries
+# are kept by position: the same string given twice (an A/A test) is two entries, each with its own
+# mean and logs. Logs in $OUT/ab_<position>_<name>_<round>.log. A binary may come
 # with its own options, as one quoted word ("build/bf16/train_gpt2cu -b 128"; a launcher may come
 # first: "mpirun -np 2 build/bf16/train_gpt2cu"), which override the defaults; the extra args after
 # -- go to every run and override both (-- -b 4 -t 128).
@@ -17,12 +20,14 @@ while [ $# -gt 0 ]; do
     if [ "$1" = "--" ]; then shift; extra=("$@"); break; fi
     bins+=("$1"); shift
 done
-declare -A sum
+sum=(); ok=(); fails=()
+for i in "${!bins[@]}"; do sum[$i]=0; ok[$i]=0; fails[$i]=0; done
 defaults=(--bench -e d12 -b 64 -t 1024 --bench-warmup 5 --bench-steps 20)
 for r in $(seq 1 "${ROUNDS:-2}"); do
-    for b in "${bins[@]}"; do
+    for i in "${!bins[@]}"; do
+        b=${bins[$i]}
         name=$(echo "$b" | tr '/ ' '__')
-        log="$OUT/ab_${name}_$r.log"
+        log="$OUT/ab_$((i + 1))_${name}_$r.log"
         # the defaults go right after the trainer (the first word that is a path to an executable:
         # a launcher such as mpirun may come before it; else the first word), its own options after
         read -r -a words <<< "$b"; cmd=(); placed=0
@@ -34,13 +39,25 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
         done
         [ $placed = 0 ] && cmd=("${words[0]}" "${defaults[@]}" "${words[@]:1}")
         power_run "$OUT/smi.csv" "${cmd[@]}" "${extra[@]}" > "$log" 2>&1
-        res=$(grep ^RESULT "$log")
-        if [ -z "$res" ]; then echo "$b round $r: failed: $(tail -n 1 "$log")"; continue; fi
+        res=$(grep ^RESULT "$log" | tail -n 1)
         tok=$(result_field "$res" tok_per_s)
+        if [ -z "$res" ] || ! [[ "$tok" =~ ^[0-9]+(\.[0-9]*)?$ ]]; then
+            fails[$i]=$((fails[$i] + 1)); echo "$b round $r: failed (no RESULT tok_per_s): $(tail -n 1 "$log")"; continue
+        fi
         multi=""  # several GPUs: what the communication costs
         [ "$(result_field "$res" gpus)" != 1 ] && multi=" | exposed $(result_field "$res" exposed_comm_pct) % bwd last $(result_field "$res" bwd_last_ms) other $(result_field "$res" bwd_other_ms) ms"
         echo "$b round $r: tok/s $tok mean $(result_field "$res" tok_per_s_mean) fwd $(result_field "$res" fwd_ms) bwd $(result_field "$res" bwd_ms) ms$multi | $POWER_MHZ MHz $POWER_W W $POWER_C C"
-        sum[$b]=$(awk -v a="${sum[$b]:-0}" -v b="$tok" 'BEGIN {print a + b}')
+        sum[$i]=$(awk -v a="${sum[$i]}" -v b="$tok" 'BEGIN {print a + b}'); ok[$i]=$((ok[$i] + 1))
     done
 done
-for b in "${bins[@]}"; do echo "MEAN $b: $(awk -v a="${sum[$b]:-0}" -v n="${ROUNDS:-2}" 'BEGIN {printf "%.0f", a / n}') tok/s (median tok/s, mean over rounds)"; done
+# the mean over the runs that succeeded; failures named (none succeeded: "-")
+for i in "${!bins[@]}"; do
+    n=${ok[$i]} f=${fails[$i]}
+    if [ "$n" -eq 0 ]; then
+        echo "MEAN ${bins[$i]}: - tok/s (median tok/s; all $f rounds FAILED)"
+    elif [ "$f" -eq 0 ]; then
+        echo "MEAN ${bins[$i]}: $(awk -v a="${sum[$i]}" -v n="$n" 'BEGIN {printf "%.0f", a / n}') tok/s (median tok/s, mean over rounds)"
+    else
+        echo "MEAN ${bins[$i]}: $(awk -v a="${sum[$i]}" -v n="$n" 'BEGIN {printf "%.0f", a / n}') tok/s (median tok/s, mean over the $n successful of $((n + f)) rounds; $f FAILED)"
+    fi
+done

@@ -1,6 +1,7 @@
 // Training checkpoints (llmc/checkpoint.h): bit-exact round trip, keep_last, which directories
 // count as complete, and the one-line rejection of every broken or mismatched checkpoint.
 #include <unistd.h>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 #include "llmc/checkpoint.h"
@@ -43,7 +44,18 @@ static void poke(const std::string& path, long off, int32_t v) {   // overwrite 
     FILE* f = fopen(path.c_str(), "r+b"); fseek(f, off, SEEK_SET); fwrite(&v, 4, 1, f); fclose(f);
 }
 
-int main() {
+int main(int argc, char** argv) {
+    // --make OUT STEP WORLD PRECISION: writes one small checkpoint (tiny config) and exits: how
+    // dev/unit/test_cli.sh gives the trainer's --resume real checkpoints to refuse
+    if (argc == 6 && std::string(argv[1]) == "--make") {
+        TrainState st = example_state(atoi(argv[3]));
+        st.world = atoi(argv[4]); st.precision = atoi(argv[5]);
+        const std::vector<float> w = pattern(param_layout(st.config).total, 1);
+        std::string e;
+        if (checkpoint_write(argv[2], st, w.data(), w.data(), w.data(), 0, &e)) return 0;
+        fprintf(stderr, "%s\n", e.c_str());
+        return 1;
+    }
     char t[] = "/tmp/test_checkpoint_XXXXXX";
     const std::string root = mkdtemp(t), out = root + "/run";   // out does not exist yet: write creates it
     const size_t n = param_layout(tiny()).total;
@@ -64,6 +76,9 @@ int main() {
     CHECK(checkpoint_read(ck, st, &got, master2.data(), m2.data(), v2.data(), &err), "read the checkpoint");
     CHECK(same_state(got, st) && bits_equal(master2, master) && bits_equal(m2, m) && bits_equal(v2, v), "round trip is bit-exact");
     CHECK(!exists(ck + "/options.txt"), "no options.txt when none are given");
+    CHECK(checkpoint_fits_run(ck, st, 2, 2, &err) && !checkpoint_fits_run(ck, st, 2, 4, &err) &&
+          err == ck + ": checkpoint written by 2 GPUs, this run has 4" && !checkpoint_fits_run(ck, st, 1, 2, &err) &&
+          err == ck + ": checkpoint written by a bf16 build, this is a fp16 build", "fits_run: another GPU count or precision, one line");
     std::string opts;
     CHECK(checkpoint_write(root + "/opts", st, master.data(), m.data(), v.data(), 0, &err, "lr=0.0006\nseed=7\n") &&
           read_text_file(root + "/opts/step_00001000/options.txt", &opts, &err) && opts == "lr=0.0006\nseed=7\n",

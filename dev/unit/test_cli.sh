@@ -54,14 +54,21 @@ expect "-x 0" "option --max-steps: 0 is not a step count" -- $bin -x 0
 expect "--beta2 1" "option --beta2: must be below 1" -- $bin --beta2 1
 # --resume continues with the kept options (options.txt of the newest complete checkpoint), and
 # refuses one that defines the run given with another value, before anything else happens
-mkdir -p "$tmp/res/step_00000010" "$tmp/res/step_00000020"
-touch "$tmp/res/step_00000010/DONE" "$tmp/res/step_00000020/DONE"
-printf 'lr=0.0006\nseed=42\n' > "$tmp/res/step_00000010/options.txt"
-printf 'lr=0.0006\nseed=7\n' > "$tmp/res/step_00000020/options.txt"
-expect "--resume with another --seed" "option --seed: 42 differs from 7, which the run being resumed was started with ($tmp/res/step_00000020/options.txt)" -- $bin -o "$tmp/res" --resume --seed 42
-expect "--resume with another --lr" "option --lr: 0.0003 differs from 0.0006" -- $bin -o "$tmp/res" --resume -l 3e-4
-printf 'lr=0.0006\ncolour=blue\n' > "$tmp/res/step_00000020/options.txt"
-expect "--resume, a bad options.txt" "$tmp/res/step_00000020/options.txt: 'colour=blue' is not NAME=VALUE of a known option" -- $bin -o "$tmp/res" --resume
+# (small real checkpoints from build/unit/test_checkpoint --make OUT STEP WORLD PRECISION)
+ck=build/unit/test_checkpoint
+if [ -x "$ck" ]; then
+    prec=$(case "${PRECISION:-FP16}" in FP32) echo 0;; BF16) echo 2;; *) echo 1;; esac)
+    $ck --make "$tmp/res" 10 1 "$prec" && $ck --make "$tmp/res" 20 1 "$prec" && $ck --make "$tmp/res4" 20 4 "$prec"
+    printf 'lr=0.0006\nseed=42\n' > "$tmp/res/step_00000010/options.txt"
+    printf 'lr=0.0006\nseed=7\n' > "$tmp/res/step_00000020/options.txt"
+    expect "--resume with another --seed" "option --seed: 42 differs from 7, which the run being resumed was started with ($tmp/res/step_00000020/options.txt)" -- $bin -o "$tmp/res" --resume --seed 42
+    expect "--resume with another --lr" "option --lr: 0.0003 differs from 0.0006" -- $bin -o "$tmp/res" --resume -l 3e-4
+    expect "--resume, a checkpoint of 4 GPUs" "$tmp/res4/step_00000020: checkpoint written by 4 GPUs, this run has 1" -- $bin -o "$tmp/res4" --resume
+    printf 'lr=0.0006\nseed=7\nbatch=0\n' > "$tmp/res/step_00000020/options.txt"
+    expect "--resume, a bad options.txt" "$tmp/res/step_00000020/options.txt: option --batch: 0 is out of range" -- $bin -o "$tmp/res" --resume
+else
+    echo "note: $ck not built: the --resume checks skipped"
+fi
 # dev/cuda/attention_check --io (the cases dev/cuda/sdpa_check.py writes) checks every case file
 # before any GPU work, so its errors are tested here too (when the dev/cuda checks are built)
 chk=dev/cuda/attention_check

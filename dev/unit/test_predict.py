@@ -1,11 +1,16 @@
 """Unit test of dev/scaling.py's alpha-beta predictor and of how it reads the trainer's RESULT line
-(no GPU, no third-party packages)."""
+(no GPU, no third-party packages; --predict end to end with a stand-in trainer that prints a RESULT line)."""
 import os
+import re
+import struct
+import subprocess
 import sys
+import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 from check import check, finish  # noqa: E402
-from scaling import gpt2_ranges, interference, parse_result, predict_step_ms, use_mean_step  # noqa: E402
+from scaling import (gpt2_ranges, grad_bytes, interference, model_dims, model_ranges, parse_result,  # noqa: E402
+                     predict_gpus, predict_step_ms, use_mean_step)
 
 
 one = {"fwd": 40.0, "bwd": 80.0, "opt": 1.0}
@@ -41,4 +46,102 @@ use_mean_step(old_line)
 check(old_line["step_ms"] == 440.0 and old_line["tok_per_s"] == 1191564, "no mean fields: the median")
 check(interference(old_line) is None, "accum 1 (bwd_other_ms -1): no interference")
 check(parse_result("no result here") is None, "no RESULT line: None")
+
+# the chosen model's gradient sizes and the build's bytes per gradient element
+def n_params(L, C, Vp=50304, maxT=1024):
+    return Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C
+
+
+check(n_params(12, 768) == 124475904 and n_params(24, 1024) == 354871296, "parameter counts (d12 124M, d24 355M)")
+check(model_dims("d12") == (12, 768, 50304, 1024) and model_dims("d48") == (48, 1600, 50304, 1024), "descriptors from dev/configs.py")
+check(sum(b for _, b, _ in model_ranges("d24", 1024, {"precision": "bf16"})) == 2 * 354871296, "d24 ranges: d24's parameters, 2 bytes")
+check(sum(b for _, b, _ in model_ranges("d12", 1024, {"precision": "fp32"})) == 4 * 124475904, "FP32 build: 4 bytes per gradient")
+check(sum(b for _, b, _ in model_ranges("d12", 1024, {"precision": "fp16"})) == 2 * 124475904, "FP16 build: 2 bytes per gradient")
+check(grad_bytes("FP32") == 4 and grad_bytes("bf16") == 2 and grad_bytes(None) == 2, "grad_bytes: precision names, default 2")
+r128 = model_ranges("d12", 128, {"precision": "bf16"})
+check(r128[-1][1] == (50304 + 1024) * 768 * 2, "T=128: the wpe gradient is still the model's maxT rows")
+check(sum(b for _, b, _ in r128) == 2 * 124475904, "T=128: every parameter once")
+r1024 = model_ranges("d12", 1024, {})
+check([b for _, b, _ in r128] == [b for _, b, _ in r1024] and r128[1][2] > r1024[1][2],
+      "T changes only the attention's share of the backward (the lm head's grows), not the sizes")
+with tempfile.TemporaryDirectory() as tmp:
+    mf = os.path.join(tmp, "m.bin")
+    with open(mf, "wb") as f:
+        f.write(struct.pack("<256i", *([20240326, 3, 256, 50257, 2, 2, 128, 50304] + [0] * 248)))
+    check(model_dims(mf) == (2, 128, 50304, 256), "a model file: its header's L, C, Vp, maxT")
+check(model_dims("elsewhere.bin", {"model": "L24C1024"}) == (24, 1024, 50304, 1024), "unknown model: RESULT's model=L..C..")
+try:
+    model_dims("d13")
+    check(False, "an unknown model is an error")
+except ValueError:
+    check(True, "an unknown model is an error")
+_, e12 = predict_step_ms(one, 8, 1, 10, 5, ranges=model_ranges("d12", 1024, {"precision": "bf16"}))
+_, e24 = predict_step_ms(one, 8, 1, 10, 5, ranges=model_ranges("d24", 1024, {"precision": "bf16"}))
+_, e12f = predict_step_ms(one, 8, 1, 10, 5, ranges=model_ranges("d12", 1024, {"precision": "fp32"}))
+check(e24 > 2 * e12 and e12f > 1.9 * e12, "slow link: d24 and FP32 gradients expose more than d12 BF16")
+
+# --predict's tokens per step: in global mode, beyond GLOBAL_BATCH / (B*T) GPUs the accumulation is
+# clamped to 1 and a step holds B*T*n tokens (more than the global batch)
+base = dict(B=64, total_batch=524288, accum=8, fwd_ms=320.0, bwd_ms=640.0, opt_ms=1.0, tok_per_s=524288 / 0.961)
+rng = model_ranges("d12", 1024, {"precision": "bf16"})
+p2 = predict_gpus(base, 1024, "global", 2, 10, 1e6, rng)
+check(p2["accum"] == 4 and p2["tokens"] == 524288, "global, 2 GPUs: accumulation 4, the global batch")
+check(abs(p2["efficiency"] - 1.0) < 0.01, "global, 2 GPUs, infinite bandwidth: ~100 % efficiency")
+p16 = predict_gpus(base, 1024, "global", 16, 10, 1e6, rng)
+check(p16["accum"] == 1 and p16["tokens"] == 64 * 1024 * 16, "global, 16 GPUs: accumulation 1, B*T*n tokens")
+check(abs(p16["tok_per_s"] - 1048576 / p16["ms"] * 1e3) < 1e-6, "global, 16 GPUs: throughput from B*T*n tokens")
+check(abs(p16["efficiency"] - 1.0) < 0.01, "global, 16 GPUs, infinite bandwidth: ~100 % efficiency (not 50 %)")
+ps = predict_gpus(base, 1024, "seed", 4, 10, 1e6, rng)
+check(ps["accum"] == 1 and ps["tokens"] == 64 * 1024 * 4, "seed mode: B*T*n tokens")
+
+# end to end: dev/scaling.py --predict with a stand-in trainer (its RESULT line from -b/-t/-d)
+STANDIN = r"""#!/usr/bin/env python3
+import os, sys
+a = sys.argv
+B, T, d = (int(a[a.index(k) + 1]) for k in ("-b", "-t", "-d"))
+accum = d // (B * T)
+fwd, bwd, opt = 40.0 * B / 64 * accum, 80.0 * B / 64 * accum, 1.0
+ms = fwd + bwd + opt
+print(f"RESULT precision={os.environ['STANDIN_PRECISION']} model=L12C768 gpus=1 zero=0 B={B} T={T} accum={accum} "
+      f"total_batch={d} steps=6 median_ms={ms:.3f} tok_per_s={d / ms * 1e3:.0f} mean_ms={ms:.3f} "
+      f"tok_per_s_mean={d / ms * 1e3:.0f} mfu=40.00 fwd_ms={fwd:.3f} bwd_ms={bwd:.3f} opt_ms={opt:.3f} "
+      f"exposed_comm_ms=0.000 exposed_comm_pct=0.00 comm_ms=0.000 comm_mb=0.0 busbw_gbs=0.0 "
+      f"bwd_last_ms={bwd / accum:.3f} bwd_other_ms={bwd / accum:.3f} device_mem_gb=20.00")
+"""
+scaling = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scaling.py")
+
+
+def predicted(tmp, model, precision, link="1e6", predict="2,16"):
+    b = os.path.join(tmp, "standin")
+    with open(b, "w") as f:
+        f.write(STANDIN)
+    os.chmod(b, 0o755)
+    p = subprocess.run([sys.executable, scaling, "--bin", b, "--gpus", "1", "--predict", predict, "--blocks", "1024",
+                        "--modes", "global", "--types", "ddp", "--model", model, "--link-gbs", link, "--out",
+                        os.path.join(tmp, "out")], capture_output=True, text=True,
+                       env=dict(os.environ, STANDIN_PRECISION=precision, MPLBACKEND="Agg"))
+    out = {}
+    for m in re.finditer(r"^predicted +(\d+) GPUs T=1024 global: +([0-9.]+) ms/step, +([0-9.]+) tok/s, efficiency +([0-9.]+) %, "
+                         r"exposed comm ([0-9.]+) ms", p.stdout, re.M):
+        out[int(m.group(1))] = tuple(float(x) for x in m.group(2, 3, 4, 5))
+    return p, out
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    p, out = predicted(tmp, "d12", "bf16")
+    check(p.returncode == 0 and set(out) == {2, 16}, f"--predict 2,16 runs with a stand-in trainer (rc {p.returncode}{p.stderr[-300:]})")
+    if 16 in out:
+        ms, tok, eff, _ = out[16]
+        check(abs(tok / (1048576 / ms * 1e3) - 1) < 2e-3 and eff > 98, "--predict 16 GPUs (global): B*T*n tokens per step, ~100 % efficiency")
+    if 2 in out:
+        ms, tok, eff, _ = out[2]
+        check(abs(tok / (524288 / ms * 1e3) - 1) < 2e-3 and eff > 98, "--predict 2 GPUs (global): the global batch per step")
+    _, slow12 = predicted(tmp, "d12", "bf16", link="5", predict="8")
+    _, slow24 = predicted(tmp, "d24", "bf16", link="5", predict="8")
+    _, slow12f = predicted(tmp, "d12", "fp32", link="5", predict="8")
+    ok = 8 in slow12 and 8 in slow24 and 8 in slow12f
+    check(ok and slow24[8][3] > 2 * slow12[8][3], "--predict --model d24: d24's gradients (more exposed comm than d12)")
+    check(ok and slow12f[8][3] > 1.9 * slow12[8][3], "--predict, an FP32 build's RESULT: 4-byte gradients")
+    p = subprocess.run([sys.executable, scaling, "--model", "d13", "--gpus", "1"], capture_output=True, text=True)
+    check(p.returncode == 2 and "d13" in p.stderr and not p.stdout, "--model unknown: an argument error before any run")
 finish()

@@ -60,6 +60,31 @@ int main() {
         for (int r = 0; r < world; r++) all &= ok[r] && got[r] == id0;
         CHECK(all, "tcp: 3 peers started before rank 0 all get its id");
     }
+    // TCP: a probe that connects first and sends nothing holds rank 0 for one read timeout, is not
+    // counted as a rank, and the peers queued behind it (their own reads timing out) still get the id
+    {
+        const int port = free_port();
+        std::vector<Id> got(world);
+        std::vector<int> ok(world, 0);
+        std::vector<std::string> errs(world);
+        got[0] = id0;
+        std::thread server([&] { ok[0] = rendezvous_tcp(0, world, got[0].data(), got[0].size(), "127.0.0.1", port, 20, &errs[0]); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        const int probe = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET; a.sin_addr.s_addr = htonl(INADDR_LOOPBACK); a.sin_port = htons(port);
+        const bool probed = connect(probe, (sockaddr*)&a, sizeof a) == 0;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        std::vector<std::thread> ranks;
+        for (int r = 1; r < world; r++)
+            ranks.emplace_back([&, r] { ok[r] = rendezvous_tcp(r, world, got[r].data(), got[r].size(), "127.0.0.1", port, 20, &errs[r]); });
+        for (auto& t : ranks) t.join();
+        server.join();
+        close(probe);
+        bool all = probed;
+        for (int r = 0; r < world; r++) all &= ok[r] && got[r] == id0;
+        CHECK(all, "tcp: a silent probe ahead of the peers is not counted, and every peer still gets the id");
+    }
     // TCP: a program already on the port: rank 0 says so in one line
     {
         const int port = free_port(), holder = silent_listener(port);

@@ -13,7 +13,11 @@
 #include <sstream>
 
 static const char* kFixtures = "dev/unit/fixtures";
-static const char* kShakespeare = "../shared/data/tinyshakespeare.txt";
+// the text `make data` tokenizes: $TINYSHAKESPEARE (make test passes its own), else the default place
+static std::string shakespeare_path() {
+    const char* env = getenv("TINYSHAKESPEARE");
+    return env && *env ? env : "../shared/data/tinyshakespeare.txt";
+}
 
 static std::string vocab_dir() {
     const char* env = getenv("GPT2_VOCAB_DIR");
@@ -142,7 +146,7 @@ int main() {
     const std::string vocab = vocab_dir();
     if (!enc.load(vocab, &err)) { check_report(false, "load the vocabulary", err); return check_finish(); }
     check_report(true, "load the vocabulary");
-    if (!read_file(kShakespeare, &shakespeare, &err)) check_report(false, "read tinyshakespeare", err);
+    if (!read_file(shakespeare_path(), &shakespeare, &err)) check_report(false, "read tinyshakespeare", err);
     char tmpl[] = "/tmp/test_tokenizer_XXXXXX";
     if (!mkdtemp(tmpl)) { check_report(false, "mkdtemp", strerror(errno)); return check_finish(); }
     const std::string dir = tmpl;

@@ -2,6 +2,7 @@
 // naming it; cross-option checks; the sampler (llmc/sampler.h) and JSON escaping (llmc/logger.h).
 #include <cmath>
 #include <map>
+#include <unistd.h>
 #include "llmc/train_config.h"
 #include "llmc/sampler.h"
 #include "llmc/logger.h"
@@ -117,6 +118,33 @@ int main() {
         a.insert(a.begin(), {"-o", "runs/a", "--resume"});
         CHECK(!resumed(a, &r, &note, &err) && err.find("differs from") != std::string::npos, "refused on resume: " + a[3] + " " + a[4]);
     }
+    // paths are kept absolute; the training data is the same when its glob matches the same files
+    char tmpl[] = "/tmp/test_train_config_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    FILE* f = fopen((dir + "/shard_0.bin").c_str(), "wb");
+    if (f) fclose(f);
+    char home[PATH_MAX];
+    const bool have_home = getcwd(home, sizeof home) != nullptr;
+    if (chdir(dir.c_str()) != 0) printf("note: chdir %s failed\n", dir.c_str());
+    TrainConfig rel;
+    CHECK(parse({"-i", "shard_*.bin", "--rendezvous", "file:/x/id"}, &rel, &err), "a run on a relative glob");
+    const std::string kept_rel = train_options_text(rel);
+    CHECK(kept_rel.find("\ntrain=" + dir + "/shard_*.bin\n") != std::string::npos && kept_rel.find("rendezvous=") == std::string::npos,
+          "kept: the glob made absolute; --rendezvous (one launch's) not kept");
+    auto resume_with = [&](const std::string& text, std::vector<const char*> args, std::string* n, std::string* e) {
+        args.insert(args.begin(), "train_gpt2cu");
+        TrainConfig x;
+        return resume_config(&x, text, "opts.txt", (int)args.size(), args.data(), 1, n, e);
+    };
+    CHECK(resume_with(kept_rel, {"-o", "r", "--resume", "-i", "./shard_0.bin"}, &note, &err), "-i naming the same file another way is the same data");
+    FILE* g = fopen((dir + "/shard_1.bin").c_str(), "wb");
+    if (g) fclose(g);
+    CHECK(!resume_with(kept_rel, {"-o", "r", "--resume", "-i", "shard_1.bin"}, &note, &err) && err.find("option --train:") == 0,
+          "-i naming another file is refused");
+    const std::string glob_abs = dir + "/shard_*.bin";
+    CHECK(resume_with(kept_rel + "old-option=3\n", {"-o", "r", "--resume", "-i", glob_abs.c_str()}, &note, &err) &&
+          note == "note: opts.txt: option 'old-option' is not one of this build's: ignored", "an option this build does not know: ignored, with a note");
+    if ((have_home && chdir(home) != 0) || system(("rm -rf " + dir).c_str()) != 0) printf("note: could not clean up %s\n", dir.c_str());
     CHECK(resumed({"-o", "runs/a", "--resume", "-x", "200"}, &r, &note, &err) && r.max_steps == 200 &&
           note == "note: --max-steps 200, the run was started with 100: its linear learning-rate schedule now runs over the new count",
           "--max-steps extends a run, with a note on the schedule");

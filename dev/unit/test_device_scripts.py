@@ -1,0 +1,343 @@
+"""Unit test of the device scripts' bookkeeping (dev/device/trainer_ab.sh, attn_ab.sh, graphs_ab.sh,
+run.sh's ref section, loop_run.sh), with stand-in binaries and scripts in a temporary copy of the
+repository layout (no GPU, no third-party packages):
+  trainer_ab.sh / attn_ab.sh: a failed run is left out of the mean (and reported); the same binary
+      given twice (an A/A test) is two entries, with their own means and logs;
+  graphs_ab.sh: steps printed as `scale N (skipped) |` are stripped of their timings too;
+  run.sh ref / loop_run.sh: reference.py's exit status reaches the summary, and the lines after a
+      failed reference say so;
+  loop_run.sh train: FP16 against PyTorch fp16-autocast (<= 0.63 %), BF16 against PyTorch fp32
+      (<= 0.5 %), the README's claims; resume: the two runs' log.jsonl compared exactly;
+  faults.sh ckpt: the killed-and-resumed run's log.jsonl (appended by every segment) against the
+      uninterrupted run's, exactly."""
+import atexit
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(__file__))
+from check import check as _check, finish  # noqa: E402
+
+
+def check(ok, name, detail=""):
+    """check(), and on a failure what the script printed (detail)."""
+    _check(ok, name)
+    if not ok and detail:
+        print("    " + str(detail).replace("\n", "\n    "))
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+TMP = tempfile.mkdtemp()
+atexit.register(shutil.rmtree, TMP, ignore_errors=True)
+_trees = [0]
+
+
+def write(path, text, exe=False):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    if exe:
+        os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def tree(*scripts):
+    """A fresh copy of the repository layout the scripts need: dev/device/<scripts>, gpu_power.sh,
+    dev/compare_losses.py. Returns its root."""
+    _trees[0] += 1
+    root = os.path.join(TMP, f"repo{_trees[0]}")
+    for rel in [f"dev/device/{s}" for s in scripts] + ["dev/device/gpu_power.sh", "dev/compare_losses.py"]:
+        os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+        shutil.copy2(os.path.join(ROOT, rel), os.path.join(root, rel))
+    return root
+
+
+def sh(root, script, args=(), env=None, timeout=120):
+    e = dict(os.environ, OUT=os.path.join(root, "out"), **(env or {}))
+    p = subprocess.run(["bash", f"dev/device/{script}"] + list(args), cwd=root, env=e, capture_output=True, text=True,
+                       timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def lines_with(out, prefix):
+    return [line for line in out.splitlines() if line.startswith(prefix)]
+
+
+# ---------------------------------------------------------------------------------------------
+# trainer_ab.sh: tok/s = 1000 x the call number (calls alternate: round 1 entry 1, entry 2, round 2 ...)
+COUNTING_TRAINER = """#!/usr/bin/env bash
+c=$(cat "$COUNTER" 2>/dev/null || echo 0); c=$((c + 1)); echo $c > "$COUNTER"
+if [[ " $FAIL_CALLS " == *" $c "* ]]; then echo "error: cudaMalloc failed (call $c)"; exit 1; fi
+echo "step 1/20 | loss 11.0"
+echo "RESULT precision=bf16 model=L12C768 gpus=1 B=64 T=1024 tok_per_s=$((c * 1000)) tok_per_s_mean=$((c * 1000 + 1)) fwd_ms=1.0 bwd_ms=2.0"
+"""
+root = tree("trainer_ab.sh")
+write(os.path.join(root, "fake/trainer"), COUNTING_TRAINER, exe=True)
+for case, fail_calls, want in [
+        ("A/A, all runs succeed", "", ["MEAN fake/trainer: 2000 tok/s (median tok/s, mean over rounds)",
+                                       "MEAN fake/trainer: 3000 tok/s (median tok/s, mean over rounds)"]),
+        ("A/A, entry 1's round 2 fails", "3", ["MEAN fake/trainer: 1000 tok/s (median tok/s, mean over the 1 successful of 2 rounds; 1 FAILED)",
+                                               "MEAN fake/trainer: 3000 tok/s (median tok/s, mean over rounds)"]),
+        ("A/A, entry 1 always fails", "1 3", ["MEAN fake/trainer: - tok/s (median tok/s; all 2 rounds FAILED)",
+                                              "MEAN fake/trainer: 3000 tok/s (median tok/s, mean over rounds)"])]:
+    out_dir = os.path.join(root, "out")
+    shutil.rmtree(out_dir, ignore_errors=True)
+    counter = os.path.join(root, "counter")
+    if os.path.exists(counter):
+        os.remove(counter)
+    rc, out, err = sh(root, "trainer_ab.sh", ["fake/trainer", "fake/trainer"],
+                      env={"COUNTER": counter, "FAIL_CALLS": fail_calls, "ROUNDS": "2"})
+    check(lines_with(out, "MEAN ") == want, f"trainer_ab.sh {case}: MEAN per entry over its successful runs", out + err)
+    nfail = len(fail_calls.split())
+    check(len([x for x in out.splitlines() if re.search(r"round \d+: failed \(", x)]) == nfail, f"trainer_ab.sh {case}: {nfail} failed run(s) reported")
+    logs = sorted(os.listdir(out_dir)) if os.path.isdir(out_dir) else []
+    check([x for x in logs if x.endswith(".log")] == ["ab_1_fake_trainer_1.log", "ab_1_fake_trainer_2.log",
+                                                       "ab_2_fake_trainer_1.log", "ab_2_fake_trainer_2.log"],
+          f"trainer_ab.sh {case}: a log per entry and round (by position)")
+
+# attn_ab.sh: forward B=64 TFLOP/s = 100 x the call number
+COUNTING_ATTN = """#!/usr/bin/env bash
+c=$(cat "$COUNTER" 2>/dev/null || echo 0); c=$((c + 1)); echo $c > "$COUNTER"
+echo "PASS attention forward"
+if [[ " $FAIL_CALLS " == *" $c "* ]]; then echo "CUDA error: an illegal memory access"; exit 1; fi
+echo "TIME  attention_forward B=8 T=1024 NH=12: 0.100 ms 50.0 TFLOP/s"
+echo "TIME  attention_forward B=64 T=1024 NH=12: 0.500 ms $((c * 100)).0 TFLOP/s"
+echo "TIME  attention_backward B=64 T=1024 NH=12: 1.000 ms 200.0 TFLOP/s"
+echo "1 passed, 0 failed"
+"""
+root = tree("attn_ab.sh")
+write(os.path.join(root, "fake/attention_check"), COUNTING_ATTN, exe=True)
+for case, fail_calls, want in [
+        ("A/A", "", ["MEAN fake/attention_check: forward B=64 200.0 TFLOP/s",
+                     "MEAN fake/attention_check: forward B=64 300.0 TFLOP/s"]),
+        ("A/A, entry 2's round 1 fails", "2", ["MEAN fake/attention_check: forward B=64 200.0 TFLOP/s",
+                                               "MEAN fake/attention_check: forward B=64 400.0 TFLOP/s (mean over the 1 successful of 2 rounds; 1 FAILED)"]),
+        ("A/A, entry 2 always fails", "2 4", ["MEAN fake/attention_check: forward B=64 200.0 TFLOP/s",
+                                              "MEAN fake/attention_check: forward B=64 - TFLOP/s (all 2 rounds FAILED)"])]:
+    shutil.rmtree(os.path.join(root, "out"), ignore_errors=True)
+    counter = os.path.join(root, "counter")
+    if os.path.exists(counter):
+        os.remove(counter)
+    rc, out, err = sh(root, "attn_ab.sh", ["fake/attention_check", "fake/attention_check"],
+                      env={"COUNTER": counter, "FAIL_CALLS": fail_calls, "ROUNDS": "2"})
+    check(lines_with(out, "MEAN ") == want, f"attn_ab.sh {case}: MEAN per entry over its successful runs", out + err)
+    check(len([x for x in out.splitlines() if re.search(r"round \d+: failed \(", x)]) == len(fail_calls.split()), f"attn_ab.sh {case}: failed runs reported")
+    check(len([x for x in os.listdir(os.path.join(root, "out")) if x.startswith("ab_")]) == 4, f"attn_ab.sh {case}: 4 logs")
+
+# ---------------------------------------------------------------------------------------------
+# graphs_ab.sh exactness: the timings differ between --cuda-graphs 0 and 1, the losses do not;
+# step 3 is skipped (FP16's loss-scale overflow): `scale 65536 (skipped) |`
+GRAPHS_TRAINER = """#!/usr/bin/env bash
+g=0; prev=""
+for a in "$@"; do [ "$prev" = --cuda-graphs ] && g=$a; prev=$a; done
+skip=3; [ "$g" = 1 ] && skip=${G1_SKIP:-3}
+for s in 1 2 3 4 5 6; do
+    if [ $s = $skip ]; then sc="65536 (skipped)"; n=inf; elif [ $s -gt $skip ]; then sc=32768; n=1.2345; else sc=65536; n=1.2345; fi
+    echo "step    $s/14 | loss 5.12345$s | norm $n | lr 3.00e-04 | scale $sc | 1$g.$s ms (fwd 4.$g bwd 8.$s exposed comm 0.0$g %) | 12$g$s tok/s"
+done
+"""
+root = tree("graphs_ab.sh", "trainer_ab.sh")
+write(os.path.join(root, "build/bf16/train_gpt2cu"), GRAPHS_TRAINER, exe=True)
+rc, out, err = sh(root, "graphs_ab.sh", env={"SHAPES": "", "PRECISIONS": "bf16"})
+check("exact bf16: 6 steps, losses, norms and loss scales equal with and without graphs" in out,
+      f"graphs_ab.sh: a skipped step's timings stripped too", out + err)
+with open(os.path.join(root, "out/exact_bf16_g0.txt")) as f:
+    g0 = f.read().splitlines()
+check(len(g0) == 6 and g0[2] == "5.123453 inf 65536 (skipped)" and g0[3] == "5.123454 1.2345 32768",
+      f"graphs_ab.sh: loss, norm, scale and the skip kept per step", g0)
+rc, out, err = sh(root, "graphs_ab.sh", env={"SHAPES": "", "PRECISIONS": "bf16", "G1_SKIP": "4"})
+check("exact bf16: DIFFERENT" in out, "graphs_ab.sh: another step skipped with graphs is a difference")
+
+# ---------------------------------------------------------------------------------------------
+# run.sh ref + test: reference.py's exit status in the summary (through the tee), and the test
+# lines after a failed reference say so
+REFERENCE = """import os, sys
+rc = int(os.environ.get("STANDIN_REF_RC", "0"))
+print("reference: writing dev_data/reference_model.bin ...")
+if rc:
+    print("RuntimeError: CUDA out of memory")
+    sys.exit(rc)
+os.makedirs("dev_data", exist_ok=True)
+for n in ("reference_model.bin", "reference_state.bin"):
+    open(os.path.join("dev_data", n), "w").write("x")
+print("reference: done")
+"""
+TEST_GPT2CU = """#!/usr/bin/env bash
+echo "PASS logits"; echo "1 passed, 0 failed"
+"""
+for ref_rc in (3, 0):
+    root = tree("run.sh")
+    write(os.path.join(root, "dev/reference.py"), REFERENCE)
+    write(os.path.join(root, "build/fp16/test_gpt2cu"), TEST_GPT2CU, exe=True)
+    rc, out, err = sh(root, "run.sh", ["ref", "test"], env={"BUILDS": "fp16", "STANDIN_REF_RC": str(ref_rc)})
+    summary = out.split("================ summary\n", 1)[-1].splitlines()
+    check(any(x.startswith(f"reference.py: rc={ref_rc} ") for x in summary), f"run.sh: reference.py rc={ref_rc} in the summary", out)
+    tests = [x for x in summary if x.startswith("test_gpt2cu fp16")]
+    flagged = [x for x in tests if f"reference.py FAILED rc={ref_rc}" in x]
+    check(len(tests) == 4 and len(flagged) == (4 if ref_rc else 0),
+          f"run.sh: the test lines {'say' if ref_rc else 'do not say'} that the reference failed")
+
+# ---------------------------------------------------------------------------------------------
+# loop_run.sh with a stand-in trainer (losses from the step, the build's precision and env vars;
+# -o DIR/log.jsonl with 9 digits; checkpoints as a file holding the step and the options) and a
+# stand-in dev/train_reference.py (fp32: the base curve; fp16-autocast: 8 % above it, as FP16's
+# skipped step 4 puts it)
+TRAINER = r"""#!/usr/bin/env python3
+import json, os, sys
+a = sys.argv[1:]
+def opt(name, default=None):
+    return a[a.index(name) + 1] if name in a else default
+prec = os.path.basename(os.path.dirname(os.path.abspath(sys.argv[0])))
+out = opt("-o")
+if "--bench" in a:
+    print("RESULT precision=%s tok_per_s=1000 mfu=1.0 device_mem_gb=1.0" % prec); sys.exit(0)
+ck = os.path.join(out, "checkpoint.json") if out else None
+start, steps = 0, int(opt("-x", "20"))
+if "--resume" in a:
+    st = json.load(open(ck))
+    if opt("-l") is not None and opt("-l") != st["lr"]:
+        print("error: option --lr: %s differs from %s" % (opt("-l"), st["lr"])); sys.exit(1)
+    start, steps = st["step"], st["steps"]
+    print("resumed from %s" % ck)
+elif out and os.path.exists(os.path.join(out, "log.jsonl")):
+    print("error: %s: already holds a run" % out); sys.exit(1)
+off = {"fp16": 1.08 * (1 + float(os.environ.get("FP16_OFF", "0.005"))), "bf16": 1 + float(os.environ.get("BF16_OFF", "0.001"))}[prec]
+if out:
+    os.makedirs(out, exist_ok=True)
+log = open(os.path.join(out, "log.jsonl"), "a") if out else None
+stop = int(opt("--debug-exit-after", "0"))
+for s in range(start + 1, steps + 1):
+    loss = (10.0 / s + 1.0) * off
+    if "--resume" in a:
+        loss += float(os.environ.get("RESUME_DRIFT", "0"))
+    print("step %4d/%d | loss %.6f | norm 1.0000 | lr 6.00e-04 | scale 65536 | 1.00 ms" % (s, steps, loss))
+    if log:
+        log.write(json.dumps({"type": "step", "step": s, "loss": float("%.9g" % loss)}) + "\n"); log.flush()
+    if s % 25 == 0 and opt("-v"):
+        print("step %d: val loss %.6f" % (s, loss))
+    if opt("-n") and s % int(opt("-n")) == 0:
+        json.dump({"step": s, "steps": steps, "lr": opt("-l", "6e-4")}, open(ck, "w"))
+    if stop and s == stop:
+        sys.exit(137)
+"""
+TRAIN_REFERENCE = r"""import os, sys
+a = sys.argv[1:]
+with open(os.environ["ARGS_LOG"], "a") as f:
+    f.write(" ".join(a) + "\n")
+dtype = a[a.index("--dtype") + 1] if "--dtype" in a else "fp32"
+steps = int(a[a.index("-x") + 1])
+for s in range(1, steps + 1):
+    loss = (10.0 / s + 1.0) * (1.08 if dtype == "fp16-autocast" else 1.0)
+    print("step %4d/%d | loss %.6f | norm 1.0000 | lr 6.00e-04 | 1.00 ms | 1000 tok/s" % (s, steps, loss))
+"""
+
+
+def loop_tree():
+    root = tree("loop_run.sh")
+    write(os.path.join(root, "dev/reference.py"), REFERENCE)
+    write(os.path.join(root, "dev/train_reference.py"), TRAIN_REFERENCE)
+    write(os.path.join(root, "dev/plot.py"), "")
+    for p in ("fp16", "bf16"):
+        write(os.path.join(root, f"build/{p}/train_gpt2cu"), TRAINER, exe=True)
+    return root
+
+
+def loop(root, sections, **env):
+    env = dict({"ARGS_LOG": os.path.join(root, "args.log")}, **env)
+    rc, out, err = sh(root, "loop_run.sh", sections, env=env)
+    return out.split("================ summary\n", 1)[-1].splitlines(), out + err
+
+
+root = loop_tree()
+summary, full = loop(root, ["train"])
+with open(os.path.join(root, "args.log")) as f:
+    calls = f.read().splitlines()
+check(len(calls) == 2 and calls[1] == calls[0] + " --dtype fp16-autocast",
+      f"loop_run.sh train: PyTorch fp32 and fp16-autocast, the same arguments otherwise", calls)
+fp16 = [x for x in summary if x.startswith("100 steps fp16")]
+bf16 = [x for x in summary if x.startswith("100 steps bf16")]
+check(len(fp16) == 1 and "fp16 autocast" in fp16[0] and "0.63 %" in fp16[0] and ": OK 100 steps" in fp16[0] and "(tol 0.0063)" in fp16[0],
+      f"loop_run.sh: FP16 (0.5 % off fp16-autocast, 8.5 % off fp32) vs PyTorch fp16-autocast at 0.63 %: OK", full)
+check(len(bf16) == 1 and "PyTorch fp32" in bf16[0] and "0.5 %" in bf16[0] and ": OK 100 steps" in bf16[0] and "(tol 0.005)" in bf16[0],
+      "loop_run.sh: BF16 (0.1 % off) vs PyTorch fp32 at 0.5 %: OK")
+check(any("fp16 vs PyTorch fp32" in x and "max rel diff 8.5" in x for x in summary), "loop_run.sh: FP16 vs fp32 for information")
+root = loop_tree()
+summary, full = loop(root, ["train"], BF16_OFF="0.006", FP16_OFF="0.007")
+check(any(x.startswith("100 steps bf16") and ": FAIL 100 steps" in x for x in summary), "loop_run.sh: BF16 0.6 % off fp32: FAIL (README: 0.5 %)")
+check(any(x.startswith("100 steps fp16") and ": FAIL 100 steps" in x for x in summary), "loop_run.sh: FP16 0.7 % off fp16-autocast: FAIL (README: 0.63 %)")
+
+# resume: equal stdout at 6 decimals is not enough; the log.jsonl losses must be equal
+root = loop_tree()
+summary, full = loop(root, ["resume"])
+res = [x for x in summary if x.startswith("resume (killed")]
+check(len(res) == 1 and "log.jsonl: OK 20 steps" in res[0] and "max rel diff 0.00e+00" in res[0],
+      f"loop_run.sh resume: the runs' log.jsonl compared at --tol 0: OK", full)
+check(any(x.startswith("resume with another -l: rc=1 error: option --lr") for x in summary), "loop_run.sh resume: another -l refused")
+check(os.path.exists(os.path.join(root, "out/resume_b.jsonl")), "loop_run.sh resume: the log.jsonl files kept in OUT")
+root = loop_tree()
+summary, full = loop(root, ["resume"], RESUME_DRIFT="2e-8")
+res = [x for x in summary if x.startswith("resume (killed")]
+check(len(res) == 1 and "log.jsonl: FAIL 20 steps" in res[0], f"loop_run.sh resume: a difference below the 6 printed decimals: FAIL", full)
+check(any(x.startswith("reference.py: rc=0 ") for x in summary) and not any("reference.py FAILED" in x for x in summary),
+      "loop_run.sh: reference.py made the missing reference (rc=0): no line says it failed")
+
+# a failed reference.py: its rc in the summary, the lines that read dev_data say so
+root = loop_tree()
+summary, full = loop(root, ["resume"], STANDIN_REF_RC="3")
+check(any(x.startswith("reference.py: rc=3 ") for x in summary), f"loop_run.sh: reference.py rc=3 in the summary", full)
+res = [x for x in summary if x.startswith("resume (killed")]
+check(len(res) == 1 and "reference.py FAILED rc=3" in res[0], "loop_run.sh: the line after a failed reference says so")
+
+# ---------------------------------------------------------------------------------------------
+# faults.sh ckpt: a stand-in trainer that checkpoints every -n steps (a file holding the step),
+# resumes from it, appends to log.jsonl; SIGKILLed at random moments by the script
+CKPT_TRAINER = r"""#!/usr/bin/env python3
+import json, os, sys, time
+a = sys.argv[1:]
+def opt(name, default=None):
+    return a[a.index(name) + 1] if name in a else default
+out, steps, every = opt("-o"), int(opt("-x")), int(opt("-n"))
+os.makedirs(out, exist_ok=True)
+ck = os.path.join(out, "latest")
+start = 0
+if "--resume" in a and os.path.exists(ck):
+    start = int(open(ck).read())
+    print("resumed from %s/step_%08d" % (out, start), flush=True)
+log = open(os.path.join(out, "log.jsonl"), "a")
+for s in range(start + 1, steps + 1):
+    time.sleep(0.004)
+    loss = 10.0 / s + 1.0 + (float(os.environ.get("RESUME_DRIFT", "0")) if start else 0.0)
+    print("step %4d/%d | loss %.6f | norm 1.0000 | lr 1.00e-03 | scale 1 | 4.00 ms" % (s, steps, loss), flush=True)
+    log.write(json.dumps({"type": "step", "step": s, "loss": float("%.9g" % loss)}) + "\n"); log.flush()
+    if s % every == 0:
+        open(ck + ".tmp", "w").write(str(s)); os.replace(ck + ".tmp", ck)
+        print("checkpoint: %s/step_%08d" % (out, s), flush=True)
+"""
+MODEL_FILE_STUB = """def padded_vocab(V):
+    return V
+def param_shapes(config):
+    return {}
+def write_model(path, params, config):
+    pass
+"""
+
+
+def faults_tree():
+    root = tree("faults.sh")
+    write(os.path.join(root, "build/bf16/train_gpt2cu"), CKPT_TRAINER, exe=True)
+    write(os.path.join(root, "dev/model_file.py"), MODEL_FILE_STUB)   # the tiny model is not needed
+    return root
+
+
+for drift, want in (("0", "OK 200 steps"), ("2e-8", "FAIL 200 steps")):
+    root = faults_tree()
+    rc, out, err = sh(root, "faults.sh", ["ckpt"], env={"FAULTS_LOGS": os.path.join(root, "faults_logs"), "RESUME_DRIFT": drift})
+    line = [x for x in out.splitlines() if x.startswith("checkpoint kills:")]
+    check(len(line) == 1 and f"losses vs uninterrupted (log.jsonl): {want}" in line[0],
+          f"faults.sh ckpt, resumed runs {'exact' if drift == '0' else 'off by ' + drift}: log.jsonl at --tol 0: {want.split()[0]}",
+          out + err)
+    check(os.path.exists(os.path.join(root, "out/faults.tar.gz")) and os.path.exists(os.path.join(root, "faults_logs/ckpt_b.jsonl")),
+          "faults.sh ckpt: logs (and the log.jsonl files) in FAULTS_LOGS, packed into OUT")
+finish()
