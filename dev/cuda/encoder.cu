@@ -123,8 +123,8 @@ int main() {
         cudaCheck(cudaStreamSynchronize(ctx.stream));
         cudaCheck(cudaMemcpy(back.data(), d, n * sizeof(int), cudaMemcpyDeviceToHost));
         check_true("pageable upload staged at return", back == sent,
-                   std::string("the source was overwritten before the copy ran; cudaDevAttrPageableMemoryAccess=") + std::to_string(pageable));
-        cudaCheck(cudaFree(d));
+                   std::string(back == sent ? "the device got the data as it was at the call" : "the device got the overwritten data") +
+                   " (cudaDevAttrPageableMemoryAccess=" + std::to_string(pageable) + ")");
     }
 
     // ---- timing at GPT-2 small scale
