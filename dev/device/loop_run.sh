@@ -4,7 +4,7 @@
 #   2. 100 steps of d12, B=8, T=1024, warmup + cosine, from the reference's initial model file on
 #      tinyshakespeare, FP16 and BF16, vs the same run in PyTorch (dev/train_reference.py), the
 #      README's claims (Training): BF16 within 0.5 % of PyTorch fp32 at every step, FP16 within
-#      0.63 % of PyTorch with fp16 autocast and the same dynamic loss scaling (and, for information,
+#      0.75 % of PyTorch with fp16 autocast and the same dynamic loss scaling (and, for information,
 #      FP16 vs PyTorch fp32: up to 12 % around step 5, after the skipped step 4);
 #   3. resume: 20 steps straight vs 10 steps + kill + --resume 10 steps (the options from the
 #      checkpoint): bitwise equal losses (the runs' log.jsonl, exact floats); another -l on resume
@@ -47,7 +47,7 @@ fi
 common="-e dev_data/reference_model.bin -i dev_data/tinyshakespeare_train.bin -j dev_data/tinyshakespeare_val.bin -b 8 -t 1024 -l 6e-4 --warmup 10 --lr-final 0.1 --tokenizer dev_data/gpt2_tokenizer.bin"
 if has train; then
     # the README's claims (Training): BF16 within 0.5 % of PyTorch fp32 at every step; FP16 within
-    # 0.63 % of PyTorch with fp16 autocast and the same dynamic loss scaling (against fp32, FP16's
+    # 0.75 % of PyTorch with fp16 autocast and the same dynamic loss scaling (against fp32, FP16's
     # skipped step 4 puts it up to 12 % off around step 5: for information only)
     torch_args="--model dev_data/reference_model.bin --train dev_data/tinyshakespeare_train.bin -B 8 -T 1024 -d 8192 -x 100 --lr 6e-4 --warmup 10 --lr-schedule cosine --lr-final 0.1"
     python3 dev/train_reference.py $torch_args > "$OUT/train_torch.log" 2>&1; rc32=$?
@@ -56,7 +56,7 @@ if has train; then
         rm -rf runs/train_$p
         build/$p/train_gpt2cu $common -x 100 -v 25 -s 50 -g 48 -o runs/train_$p > "$OUT/train_$p.log" 2>&1; rc=$?
         if [ $p = fp16 ]; then
-            ref=train_torch_fp16.log tol=0.0063 rrc=$rc16 what="PyTorch fp16 autocast + loss scaling (README: within 0.63 %)"
+            ref=train_torch_fp16.log tol=0.0075 rrc=$rc16 what="PyTorch fp16 autocast + loss scaling (README: within 0.75 %)"
         else
             ref=train_torch.log tol=0.005 rrc=$rc32 what="PyTorch fp32 (README: within 0.5 % at every step)"
         fi

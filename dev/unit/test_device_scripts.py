@@ -6,7 +6,7 @@ repository layout (no GPU, no third-party packages):
   graphs_ab.sh: steps printed as `scale N (skipped) |` are stripped of their timings too;
   run.sh ref / loop_run.sh: reference.py's exit status reaches the summary, and the lines after a
       failed reference say so;
-  loop_run.sh train: FP16 against PyTorch fp16-autocast (<= 0.63 %), BF16 against PyTorch fp32
+  loop_run.sh train: FP16 against PyTorch fp16-autocast (<= 0.75 %), BF16 against PyTorch fp32
       (<= 0.5 %), the README's claims; resume: the two runs' log.jsonl compared exactly;
   faults.sh ckpt: the killed-and-resumed run's log.jsonl (appended by every segment) against the
       uninterrupted run's, exactly."""
@@ -258,15 +258,15 @@ check(len(calls) == 2 and calls[1] == calls[0] + " --dtype fp16-autocast",
       f"loop_run.sh train: PyTorch fp32 and fp16-autocast, the same arguments otherwise", calls)
 fp16 = [x for x in summary if x.startswith("100 steps fp16")]
 bf16 = [x for x in summary if x.startswith("100 steps bf16")]
-check(len(fp16) == 1 and "fp16 autocast" in fp16[0] and "0.63 %" in fp16[0] and ": OK 100 steps" in fp16[0] and "(tol 0.0063)" in fp16[0],
-      f"loop_run.sh: FP16 (0.5 % off fp16-autocast, 8.5 % off fp32) vs PyTorch fp16-autocast at 0.63 %: OK", full)
+check(len(fp16) == 1 and "fp16 autocast" in fp16[0] and "0.75 %" in fp16[0] and ": OK 100 steps" in fp16[0] and "(tol 0.0075)" in fp16[0],
+      f"loop_run.sh: FP16 (0.5 % off fp16-autocast, 8.5 % off fp32) vs PyTorch fp16-autocast at 0.75 %: OK", full)
 check(len(bf16) == 1 and "PyTorch fp32" in bf16[0] and "0.5 %" in bf16[0] and ": OK 100 steps" in bf16[0] and "(tol 0.005)" in bf16[0],
       "loop_run.sh: BF16 (0.1 % off) vs PyTorch fp32 at 0.5 %: OK")
 check(any("fp16 vs PyTorch fp32" in x and "max rel diff 8.5" in x for x in summary), "loop_run.sh: FP16 vs fp32 for information")
 root = loop_tree()
-summary, full = loop(root, ["train"], BF16_OFF="0.006", FP16_OFF="0.007")
+summary, full = loop(root, ["train"], BF16_OFF="0.006", FP16_OFF="0.008")
 check(any(x.startswith("100 steps bf16") and ": FAIL 100 steps" in x for x in summary), "loop_run.sh: BF16 0.6 % off fp32: FAIL (README: 0.5 %)")
-check(any(x.startswith("100 steps fp16") and ": FAIL 100 steps" in x for x in summary), "loop_run.sh: FP16 0.7 % off fp16-autocast: FAIL (README: 0.63 %)")
+check(any(x.startswith("100 steps fp16") and ": FAIL 100 steps" in x for x in summary), "loop_run.sh: FP16 0.8 % off fp16-autocast: FAIL (README: 0.75 %)")
 
 # resume: equal stdout at 6 decimals is not enough; the log.jsonl losses must be equal
 root = loop_tree()
