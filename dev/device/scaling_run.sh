@@ -31,5 +31,5 @@ pack
 # race stress: identical runs, identical results (the reducer's events are the only ordering;
 # --gemm-tune 0: both runs on cuBLASLt's first algorithms, not on two timings)
 args="-e d12 -b 4 -t 1024 -d 16384 -x 20 -l 3e-4 --warmup 5 -i dev_data/tinyshakespeare_train.bin --bucket-mb 4 --gemm-tune 0"
-for i in 1 2; do mpirun --allow-run-as-root -np $N --bind-to none -x NCCL_NVLS_ENABLE build/bf16/train_gpt2cu $args > "$R/race$i.log" 2>&1; done
-echo "race stress (two runs, bitwise): $(python3 dev/compare_losses.py "$R/race1.log" "$R/race2.log" --tol 0)"
+for i in 1 2; do rm -rf "runs/race$i"; mpirun --allow-run-as-root -np $N --bind-to none -x NCCL_NVLS_ENABLE build/bf16/train_gpt2cu $args -o "runs/race$i" > "$R/race$i.log" 2>&1; done
+echo "race stress (two runs, bitwise: their log.jsonl losses): $(python3 dev/compare_losses.py runs/race1/log.jsonl runs/race2/log.jsonl --tol 0)"
