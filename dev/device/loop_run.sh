@@ -10,6 +10,7 @@
 #      checkpoint): bitwise equal losses (the runs' log.jsonl, exact floats); another -l on resume
 #      is refused;
 #   4. val: B=64 on tinyshakespeare, whose validation data is smaller than one batch;
+#      zero1 (not in the default set): --zero 1 on one GPU, killed, resumed, vs DDP, bitwise;
 #   5. memory and speed with --recompute 0/1/2 at B=64.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -83,6 +84,15 @@ if has resume; then
     summary+=("resume with another -l: rc=$? $(tail -n 1 "$OUT/resume_lr.log")")
     build/fp16/train_gpt2cu $common -x 20 -o runs/rb > "$OUT/resume_refuse.log" 2>&1
     summary+=("fresh run into a used --out: rc=$? $(tail -n 1 "$OUT/resume_refuse.log")")
+fi
+if has zero1; then
+    # --zero 1 on one GPU (its shard is the whole model): checkpoints and resumes like DDP, and
+    # computes the same losses, bit for bit
+    rm -rf runs/za runs/zb
+    build/bf16/train_gpt2cu $common -x 6 -o runs/za > "$OUT/zero1_a.log" 2>&1
+    build/bf16/train_gpt2cu $common -x 6 -n 2 -z 1 -o runs/zb --debug-exit-after 4 > "$OUT/zero1_b1.log" 2>&1
+    build/bf16/train_gpt2cu -o runs/zb --resume > "$OUT/zero1_b2.log" 2>&1
+    summary+=("ZeRO-1 on one GPU, killed after step 4, resumed, vs DDP straight (log.jsonl): $(python3 dev/compare_losses.py runs/za/log.jsonl runs/zb/log.jsonl --tol 0)$ref_note")
 fi
 if has val; then
     # B=64 on tinyshakespeare: its validation data holds fewer tokens than one batch of 64 rows
