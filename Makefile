@@ -117,7 +117,7 @@ data: data/tokenize
 # (then built first). The tokenizer tests read $(TINYSHAKESPEARE) and the vocabulary (GPT2_VOCAB_DIR).
 GPU_VISIBLE := $(if $(filter true,$(CI)),,$(shell nvidia-smi -L 2>/dev/null | head -n 1))
 test: $(UNIT_BINS) data/tokenize train_gpt2cu $(if $(GPU_VISIBLE),test_gpt2cu cuda-checks)
-	@PRECISION=$(PRECISION) TINYSHAKESPEARE=$(TINYSHAKESPEARE) bash dev/run_tests.sh $(UNIT_BINS)
+	@PRECISION=$(PRECISION) TINYSHAKESPEARE="$(TINYSHAKESPEARE)" bash dev/run_tests.sh $(UNIT_BINS)
 
 clean:
 	rm -rf build train_gpt2cu test_gpt2cu data/tokenize dev/interconnect dev/power_probe $(CUDA_CHECKS)

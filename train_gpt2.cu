@@ -156,30 +156,48 @@ void save_checkpoint(Run* r) {
     }
 }
 
-// --resume, before anything else: whether this build and GPU count can continue the newest
-// complete checkpoint, then the options of its run, merged with the command line
-// (llmc/train_config.h, resume_config). Every rank reads them, so all ranks agree; with no
-// checkpoint yet, the command line's. The model is the checkpoint's own model.bin (the weights
-// the run continues from), whatever file the run started from.
+// --resume, before anything else: the options of the run being continued, merged with the command
+// line (llmc/train_config.h, resume_config). They come from the newest complete checkpoint
+// (after checking that this build and GPU count can continue it), or, before the first one, from
+// <out>/options.txt, which a run writes when it starts; with neither (a new run), the command
+// line's. The model is the checkpoint's own model.bin (the weights the run continues from),
+// whatever file the run started from. Every rank reads the same files (--out must be on a
+// filesystem they share), so all ranks agree.
 bool resume_options(Run* r, int argc, const char* const* argv, std::string* err) {
+    const int world = r->comm.world;
+    const std::string given_model = r->tc.model;
     std::vector<std::pair<long long, std::string>> found;
+    if (r->tc.out.empty()) return check_train_config(&r->tc, world, err);   // which refuses --resume without --out
     if (!ckpt_detail::list_complete(r->tc.out, &found, err)) return false;
-    if (found.empty()) return true;
-    const std::string dir = found.back().second, path = dir + "/options.txt";
-    TrainState st;
-    if (!checkpoint_read_state(dir, &st, err) || !checkpoint_fits_run(dir, st, PRECISION_CODE, r->comm.world, err)) return false;
-    std::string text, note;
+    std::string dir, path = r->tc.out + "/options.txt", text, note;
+    if (!found.empty()) {
+        dir = found.back().second;
+        path = dir + "/options.txt";
+        TrainState st;
+        if (!checkpoint_read_state(dir, &st, err) || !checkpoint_fits_run(dir, st, PRECISION_CODE, world, err)) return false;
+    }
     if (!file_exists(path)) {
-        note = "note: " + dir + " holds no options.txt (an older checkpoint): the options are this command line's";
-    } else {
-        const std::string given_model = r->tc.model;
-        if (!read_text_file(path, &text, err) || !resume_config(&r->tc, text, path, argc, argv, r->comm.world, &note, err)) return false;
+        if (!found.empty()) note = "note: " + dir + " holds no options.txt (an older checkpoint): the options are this command line's";
+        if (!check_train_config(&r->tc, world, err)) return false;
+    } else if (!read_text_file(path, &text, err) || !resume_config(&r->tc, text, path, argc, argv, world, &note, err)) {
+        return false;
+    }
+    if (!found.empty()) {
         if (given_model != TrainConfig().model)   // -e was given
             note += std::string(note.empty() ? "" : "\n") + "note: -e " + given_model + " not used: a resumed run continues from its checkpoint's model";
+        r->tc.model = dir + "/model.bin";
     }
-    r->tc.model = dir + "/model.bin";
     if (!note.empty() && r->comm.rank == 0) printf("%s\n", note.c_str());
     return true;
+}
+
+// The run's options: the command line's, or on --resume the run's own merged with it. false + one
+// line in *err on a problem; *help for --help.
+bool configure(Run* r, int argc, const char* const* argv, bool* help, std::string* err) {
+    if (!options_parse(train_options(&r->tc), argc, argv, help, err)) return false;
+    if (*help) return true;
+    if (r->tc.resume && !r->tc.bench) return resume_options(r, argc, argv, err);
+    return check_train_config(&r->tc, r->comm.world, err);
 }
 
 // --resume: the newest complete checkpoint in --out, bit for bit where the run left off.
@@ -327,6 +345,8 @@ bool setup(Run* r, std::string* err) {
     if (!tc.bench && !tc.out.empty()) {
         if (tc.resume && !resume(r, err)) return false;
         if (rank0 && !r->log.open(tc.out + "/log.jsonl", err)) return false;
+        // the run's options, for a --resume before its first checkpoint (resume_options)
+        if (rank0 && !write_text_file_atomic(tc.out + "/options.txt", train_options_text(tc), err)) return false;
     }
     if (rank0)
         printf("GPT-2 L=%d NH=%d C=%d (%zu parameters), %s, %d GPU(s) via %s%s, B=%d T=%d, %lld tokens/step (accumulation %d), %s\n"
@@ -519,14 +539,17 @@ int main(int argc, char** argv) {
     comm_launch(&r.comm, &argc, &argv);
     std::string err;
     bool help = false;
-    if (!parse_train_config(&r.tc, argc, argv, r.comm.world, &help, &err) ||
-        (!help && r.tc.resume && !r.tc.bench && !resume_options(&r, argc, argv, &err))) {
+    if (!configure(&r, argc, argv, &help, &err)) {
         if (r.comm.rank == 0) fprintf(stderr, "error: %s\n", err.c_str());
         comm_free(&r.comm);
         return 1;
     }
     if (help) {
-        if (r.comm.rank == 0) { TrainConfig defaults; options_help(stdout, TRAIN_USAGE, train_options(&defaults)); }
+        if (r.comm.rank == 0) {
+            TrainConfig defaults;
+            options_help(stdout, TRAIN_USAGE, train_options(&defaults));
+            printf("build: precision %s\n", PRECISION_NAME);
+        }
         comm_free(&r.comm);
         return 0;
     }

@@ -27,12 +27,14 @@ inline int rendezvous_port() {
     return getenv("TORCHELASTIC_RUN_ID") ? port + 1 : port;
 }
 
-// Rank 0 listens on `port` (IPv6 and IPv4, or IPv4 alone where IPv6 is off); each other rank
-// connects to host:port (retrying while rank 0 starts), sends its rank as 4 bytes and reads the
-// `bytes` of `id`. Rank 0 counts the distinct ranks it served, so a port probe or a peer that
-// reconnects is not mistaken for another rank. Every read times out after 2 s: a server that never
-// sends (another program on the port) or a client that never sends its rank stalls nobody, and the
-// peers try again until `timeout_s` is over.
+// Rank 0 listens on `port` (IPv6 and IPv4, or IPv4 alone where IPv6 is off) and serves one
+// connection at a time; each other rank connects to host:port (retrying while rank 0 starts),
+// sends its rank as 4 bytes, reads the `bytes` of `id` and sends back one byte. Rank 0 counts a rank
+// as served only on that byte, once per rank: a port probe, a peer that reconnects, or a peer that
+// gave up before its turn is never mistaken for a served rank. Every read times out after 2 s, so
+// a connection that never sends (a probe) holds rank 0 for 2 s at most, a peer queued behind it
+// retries, and a server that never sends (another program on the port) stalls no peer; everyone
+// gives up with one error line when `timeout_s` is over.
 inline bool rendezvous_tcp(int rank, int world, void* id, size_t bytes, const std::string& host, int port, int timeout_s,
                            std::string* err) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
@@ -69,9 +71,10 @@ inline bool rendezvous_tcp(int rank, int world, void* id, size_t bytes, const st
                     timeval tv{2, 0};
                     setsockopt(peer, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
                     int32_t who = -1;
+                    char ack = 0;
                     // MSG_NOSIGNAL: a peer gone meanwhile is an error return, not SIGPIPE
                     if (read(peer, &who, sizeof who) == (ssize_t)sizeof who && who > 0 && who < world &&
-                        send(peer, id, bytes, MSG_NOSIGNAL) == (ssize_t)bytes && !done[who]) {
+                        send(peer, id, bytes, MSG_NOSIGNAL) == (ssize_t)bytes && read(peer, &ack, 1) == 1 && !done[who]) {
                         done[who] = true;
                         served++;
                     }
@@ -107,7 +110,8 @@ inline bool rendezvous_tcp(int rank, int world, void* id, size_t bytes, const st
                 if (n <= 0) break;
                 got += (size_t)n;
             }
-            ok = got == bytes;
+            const char ack = 1;
+            ok = got == bytes && send(s, &ack, 1, MSG_NOSIGNAL) == 1;
         }
         if (s >= 0) close(s);
         if (!ok) std::this_thread::sleep_for(std::chrono::milliseconds(200));

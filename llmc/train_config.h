@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <glob.h>
 #include <unistd.h>
 #include <string>
@@ -81,7 +82,7 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"cuda-graphs", 0, OPT_INT, &c->cuda_graphs, "1: from the second step on, replay each micro-step's forward and backward as CUDA graphs (one launch instead of ~300: pays at small batches); 0: launch every kernel", 0, 1},
         {"gemm-algos", 0, OPT_STRING, &c->gemm_algos, "use the GEMM algorithm choices in this file (a run's <out>/gemm_algos.txt): bitwise-repeatable runs"},
         {"val-every", 'v', OPT_INT, &c->val_every, "validation loss every N steps (0: only at the end)", 0, 1e9},
-        {"val-batches", 0, OPT_INT, &c->val_batches, "validation batches of B sequences over all GPUs together, a multiple of the GPU count (0: one pass over --val)", 0, 1e9},
+        {"val-batches", 0, OPT_INT, &c->val_batches, "validation batches over all GPUs together, a multiple of the GPU count (0: one pass over --val); a batch is B sequences, fewer where --val is small", 0, 1e9},
         {"sample-every", 's', OPT_INT, &c->sample_every, "print a sampled text every N steps (0: only at the end)", 0, 1e9},
         {"sample-len", 'g', OPT_INT, &c->sample_len, "tokens per sample (0: no samples)", 0, 65536},
         {"top-k", 0, OPT_INT, &c->top_k, "sample from the k most likely tokens (0: all)", 0, 1000000},
@@ -107,12 +108,9 @@ inline std::vector<Option> train_options(TrainConfig* c) {
 
 inline const char* TRAIN_USAGE = "usage: [mpirun -np N] train_gpt2cu [options]";
 
-// Parses and checks the options for a run on `world` GPUs. Returns false with one line in *err
-// on any problem; sets *help for -h/--help (the caller prints options_help and exits 0).
-inline bool parse_train_config(TrainConfig* c, int argc, const char* const* argv, int world, bool* help, std::string* err) {
-    std::vector<Option> opts = train_options(c);
-    if (!options_parse(opts, argc, argv, help, err)) return false;
-    if (*help) return true;
+// The checks across options (and the derived fields: -d 0 becomes B*T*GPUs, --debug-nan's parts)
+// for a run on `world` GPUs, after every option is set. false + one line in *err on a problem.
+inline bool check_train_config(TrainConfig* c, int world, std::string* err) {
     if (!lr_schedule_kind_valid(c->sched.kind)) {
         *err = "option --lr-schedule: '" + c->sched.kind + "' is not one of cosine, linear, constant";
         return false;
@@ -156,6 +154,13 @@ inline bool parse_train_config(TrainConfig* c, int argc, const char* const* argv
     return true;
 }
 
+// Parses and checks the options for a run on `world` GPUs. Returns false with one line in *err
+// on any problem; sets *help for -h/--help (the caller prints options_help and exits 0).
+inline bool parse_train_config(TrainConfig* c, int argc, const char* const* argv, int world, bool* help, std::string* err) {
+    if (!options_parse(train_options(c), argc, argv, help, err)) return false;
+    return *help || check_train_config(c, world, err);
+}
+
 // --resume continues a run with the options it was started with: every checkpoint keeps them
 // (options.txt, train_options_text) and resume_config() merges them with the command line:
 //   same      what defines the training (the data and its order, the tokens of a step, the
@@ -178,11 +183,17 @@ inline OnResume option_on_resume(const std::string& name) {
     for (const char* n : not_kept) if (name == n) return OnResume::not_kept;
     return OnResume::kept;
 }
-// `path` made absolute against the working directory (a glob pattern too: only its text changes).
-inline std::string absolute_path(const std::string& path) {
-    if (path.empty() || path[0] == '/') return path;
+// `path` made absolute against the working directory; for a glob pattern (`glob`), the working
+// directory's own glob characters escaped, so that they match themselves.
+inline std::string absolute_path(const std::string& path, bool glob = false) {
     char cwd[PATH_MAX];
-    return getcwd(cwd, sizeof cwd) ? std::string(cwd) + "/" + path : path;
+    if (path.empty() || path[0] == '/' || !getcwd(cwd, sizeof cwd)) return path;
+    std::string dir;
+    for (const char* p = cwd; *p; p++) {
+        if (glob && strchr("[]*?\\", *p)) dir += '\\';
+        dir += *p;
+    }
+    return dir + "/" + path;
 }
 // The files a glob matches, each as its canonical path (symlinks and ./.. resolved), sorted.
 inline std::vector<std::string> glob_files(const std::string& pattern) {
@@ -201,7 +212,8 @@ inline std::vector<std::string> glob_files(const std::string& pattern) {
 // The options a checkpoint keeps, as options_text lines; paths absolute (a model given as a
 // descriptor such as d12 is not a path, and stays as it is).
 inline std::string train_options_text(TrainConfig c) {
-    for (std::string* p : {&c.train, &c.val, &c.tokenizer, &c.gemm_algos}) *p = absolute_path(*p);
+    for (std::string* p : {&c.train, &c.val}) *p = absolute_path(*p, true);
+    for (std::string* p : {&c.tokenizer, &c.gemm_algos}) *p = absolute_path(*p);
     if (access(c.model.c_str(), F_OK) == 0) c.model = absolute_path(c.model);
     return options_text(train_options(&c), [](const char* name) { return option_on_resume(name) != OnResume::not_kept; });
 }

@@ -105,9 +105,10 @@ int main() {
     }
 
     // ---- what TokenBuckets and gpt2_set_batch rely on: cudaMemcpyAsync from pageable memory has
-    // the data (staged) when it returns, so the host may overwrite the source at once, even while
-    // the copy waits in the stream behind a long kernel. On a machine where the GPU reads pageable
-    // memory directly (cudaDevAttrPageableMemoryAccess) this is what would break first.
+    // the data when it returns (staged, or copied after the driver waited for the stream), so the
+    // host may overwrite the source at once though the copy is queued behind a long kernel. On a
+    // machine where the GPU reads pageable memory directly (cudaDevAttrPageableMemoryAccess) the
+    // device could get the overwritten data instead: this check would then fail.
     {
         const size_t n = 1 << 20;
         std::vector<int> host(n), back(n);

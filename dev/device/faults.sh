@@ -133,6 +133,17 @@ PY
     # the exact losses (9 digits) of both runs' log.jsonl: ck_b's holds every segment, appended, and
     # compare_losses.py counts the last record of each step (after the last resume that reached it)
     cp runs/ck_a/log.jsonl "$LOGS/ckpt_a.jsonl" 2>/dev/null; cp runs/ck_b/log.jsonl "$LOGS/ckpt_b.jsonl" 2>/dev/null
+    # each resume must continue at its checkpoint's next step: a run that went back to step 1 would
+    # still end with the same last records, which is all the loss comparison sees
+    resumes=0; off=0
+    for f in "$LOGS"/ckpt_b_*.log; do
+        at=$(sed -n 's/^resumed from .* at step \([0-9]*\)$/\1/p' "$f" | head -n 1)
+        [ -n "$at" ] || continue
+        resumes=$((resumes + 1))
+        first=$(grep -m1 -oE '^step +[0-9]+' "$f" | grep -oE '[0-9]+$')
+        [ -z "$first" ] || [ "$first" -eq $((at + 1)) ] || off=$((off + 1))
+    done
+    note "resume positions: $resumes resumes, $off not continuing at their checkpoint's step + 1: $([ $resumes -gt 0 ] && [ $off -eq 0 ] && echo OK || echo FAIL)"
     note "checkpoint kills: $kills SIGKILLs ($mid during a write: .tmp present), $(grep -c '^resumed from' "$LOGS/ckpt_b.log") resumes ($(grep -h '^resumed from' "$LOGS/ckpt_b.log" | awk '{print $NF}' | tr '\n' ' ')); losses vs uninterrupted (log.jsonl): $(python3 dev/compare_losses.py runs/ck_a/log.jsonl runs/ck_b/log.jsonl --tol 0)"
     rm -rf runs/ck_a runs/ck_b
 fi

@@ -57,13 +57,20 @@ expect "--beta2 1" "option --beta2: must be below 1" -- $bin --beta2 1
 # (small real checkpoints from build/unit/test_checkpoint --make OUT STEP WORLD PRECISION)
 ck=build/unit/test_checkpoint
 if [ -x "$ck" ]; then
-    prec=$(case "${PRECISION:-FP16}" in FP32) echo 0;; BF16) echo 2;; *) echo 1;; esac)
+    prec=$(case "$(sed -n 's/^build: precision //p' "$tmp/help.txt")" in fp32) echo 0;; bf16) echo 2;; *) echo 1;; esac)
     $ck --make "$tmp/res" 10 1 "$prec" && $ck --make "$tmp/res" 20 1 "$prec" && $ck --make "$tmp/res4" 20 4 "$prec"
     printf 'lr=0.0006\nseed=42\n' > "$tmp/res/step_00000010/options.txt"
     printf 'lr=0.0006\nseed=7\n' > "$tmp/res/step_00000020/options.txt"
     expect "--resume with another --seed" "option --seed: 42 differs from 7, which the run being resumed was started with ($tmp/res/step_00000020/options.txt)" -- $bin -o "$tmp/res" --resume --seed 42
     expect "--resume with another --lr" "option --lr: 0.0003 differs from 0.0006" -- $bin -o "$tmp/res" --resume -l 3e-4
     expect "--resume, a checkpoint of 4 GPUs" "$tmp/res4/step_00000020: checkpoint written by 4 GPUs, this run has 1" -- $bin -o "$tmp/res4" --resume
+    # the command line's checks come after the merge: -d 1024 fits the kept -b 4 -t 256
+    printf 'lr=0.0006\nseed=7\nbatch=4\nseq-len=256\ntotal-batch-tokens=1024\n' > "$tmp/res/step_00000020/options.txt"
+    # (it gets past the options to the checkpoint's model, whose tiny test shape this build refuses)
+    expect "--resume -d 1024 with the kept -b 4 -t 256" "res/step_00000020/model.bin: head size 16/2 is not supported" -- $bin -o "$tmp/res" --resume -d 1024
+    # before the first checkpoint, <out>/options.txt (written when the run starts) is the run's
+    mkdir -p "$tmp/res0"; printf 'lr=0.0006\n' > "$tmp/res0/options.txt"
+    expect "--resume before the first checkpoint: the run's options.txt" "option --lr: 0.0003 differs from 0.0006, which the run being resumed was started with ($tmp/res0/options.txt)" -- $bin -o "$tmp/res0" --resume -l 3e-4
     printf 'lr=0.0006\nseed=7\nbatch=0\n' > "$tmp/res/step_00000020/options.txt"
     expect "--resume, a bad options.txt" "$tmp/res/step_00000020/options.txt: option --batch: 0 is out of range" -- $bin -o "$tmp/res" --resume
 else

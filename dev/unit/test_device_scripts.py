@@ -304,7 +304,9 @@ ck = os.path.join(out, "latest")
 start = 0
 if "--resume" in a and os.path.exists(ck):
     start = int(open(ck).read())
-    print("resumed from %s/step_%08d" % (out, start), flush=True)
+    print("resumed from %s/step_%08d at step %d" % (out, start, start), flush=True)
+    if os.environ.get("RESUME_BROKEN"):
+        start = 0   # says it resumed, starts again from step 1
 log = open(os.path.join(out, "log.jsonl"), "a")
 for s in range(start + 1, steps + 1):
     time.sleep(0.01)   # 200 steps take 2 s: longer than the script waits before a kill (< 1 s), so there is a resume
@@ -331,10 +333,17 @@ def faults_tree():
     return root
 
 
+root = faults_tree()
+rc, out, err = sh(root, "faults.sh", ["ckpt"], env={"FAULTS_LOGS": os.path.join(root, "faults_logs"), "RESUME_BROKEN": "1"})
+line = [x for x in out.splitlines() if x.startswith("resume positions:")]
+check(len(line) == 1 and line[0].endswith("FAIL"), "faults.sh ckpt: resumes that go back to step 1 FAIL (the last records alone would match)", out + err)
 for drift, want in (("0", "OK 200 steps"), ("2e-8", "FAIL 200 steps")):
     root = faults_tree()
     rc, out, err = sh(root, "faults.sh", ["ckpt"], env={"FAULTS_LOGS": os.path.join(root, "faults_logs"), "RESUME_DRIFT": drift})
     line = [x for x in out.splitlines() if x.startswith("checkpoint kills:")]
+    pos = [x for x in out.splitlines() if x.startswith("resume positions:")]
+    check(len(pos) == 1 and pos[0].endswith(": OK") and not pos[0].startswith("resume positions: 0 "),
+          f"faults.sh ckpt: every resume continues at its checkpoint's step + 1 (drift {drift})", out + err)
     check(len(line) == 1 and f"losses vs uninterrupted (log.jsonl): {want}" in line[0],
           f"faults.sh ckpt, resumed runs {'exact' if drift == '0' else 'off by ' + drift}: log.jsonl at --tol 0: {want.split()[0]}",
           out + err)

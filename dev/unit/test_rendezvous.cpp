@@ -60,8 +60,9 @@ int main() {
         for (int r = 0; r < world; r++) all &= ok[r] && got[r] == id0;
         CHECK(all, "tcp: 3 peers started before rank 0 all get its id");
     }
-    // TCP: a probe that connects first and sends nothing holds rank 0 for one read timeout, is not
-    // counted as a rank, and the peers queued behind it (their own reads timing out) still get the id
+    // TCP: two probes that connect first and send nothing hold rank 0 for two read timeouts (4 s);
+    // the peers queued behind them time out after 2 s, and rank 0 later finds their connections
+    // dead: none of that counts as a served rank, the peers retry, and every one gets the id
     {
         const int port = free_port();
         std::vector<Id> got(world);
@@ -70,10 +71,10 @@ int main() {
         got[0] = id0;
         std::thread server([&] { ok[0] = rendezvous_tcp(0, world, got[0].data(), got[0].size(), "127.0.0.1", port, 20, &errs[0]); });
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        const int probe = socket(AF_INET, SOCK_STREAM, 0);
         sockaddr_in a{};
         a.sin_family = AF_INET; a.sin_addr.s_addr = htonl(INADDR_LOOPBACK); a.sin_port = htons(port);
-        const bool probed = connect(probe, (sockaddr*)&a, sizeof a) == 0;
+        const int probe = socket(AF_INET, SOCK_STREAM, 0), probe2 = socket(AF_INET, SOCK_STREAM, 0);
+        const bool probed = connect(probe, (sockaddr*)&a, sizeof a) == 0 && connect(probe2, (sockaddr*)&a, sizeof a) == 0;
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         std::vector<std::thread> ranks;
         for (int r = 1; r < world; r++)
@@ -81,9 +82,10 @@ int main() {
         for (auto& t : ranks) t.join();
         server.join();
         close(probe);
+        close(probe2);
         bool all = probed;
         for (int r = 0; r < world; r++) all &= ok[r] && got[r] == id0;
-        CHECK(all, "tcp: a silent probe ahead of the peers is not counted, and every peer still gets the id");
+        CHECK(all, "tcp: two silent probes ahead of the peers are not counted, and every peer still gets the id");
     }
     // TCP: a program already on the port: rank 0 says so in one line
     {

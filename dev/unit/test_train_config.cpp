@@ -119,7 +119,7 @@ int main() {
         CHECK(!resumed(a, &r, &note, &err) && err.find("differs from") != std::string::npos, "refused on resume: " + a[3] + " " + a[4]);
     }
     // paths are kept absolute; the training data is the same when its glob matches the same files
-    char tmpl[] = "/tmp/test_train_config_XXXXXX";
+    char tmpl[] = "/tmp/test_train_config[1]_XXXXXX";   // glob characters in the working directory
     const std::string dir = mkdtemp(tmpl);
     FILE* f = fopen((dir + "/shard_0.bin").c_str(), "wb");
     if (f) fclose(f);
@@ -129,8 +129,11 @@ int main() {
     TrainConfig rel;
     CHECK(parse({"-i", "shard_*.bin", "--rendezvous", "file:/x/id"}, &rel, &err), "a run on a relative glob");
     const std::string kept_rel = train_options_text(rel);
-    CHECK(kept_rel.find("\ntrain=" + dir + "/shard_*.bin\n") != std::string::npos && kept_rel.find("rendezvous=") == std::string::npos,
-          "kept: the glob made absolute; --rendezvous (one launch's) not kept");
+    std::string escaped;
+    for (char ch : dir) { if (ch == '[' || ch == ']') escaped += '\\'; escaped += ch; }
+    CHECK(kept_rel.find("\ntrain=" + escaped + "/shard_*.bin\n") != std::string::npos && kept_rel.find("rendezvous=") == std::string::npos,
+          "kept: the glob made absolute (the directory's own [ ] escaped); --rendezvous (one launch's) not kept");
+    CHECK(glob_files(escaped + "/shard_*.bin").size() == 1, "the kept glob matches the file from anywhere");
     auto resume_with = [&](const std::string& text, std::vector<const char*> args, std::string* n, std::string* e) {
         args.insert(args.begin(), "train_gpt2cu");
         TrainConfig x;
@@ -141,7 +144,7 @@ int main() {
     if (g) fclose(g);
     CHECK(!resume_with(kept_rel, {"-o", "r", "--resume", "-i", "shard_1.bin"}, &note, &err) && err.find("option --train:") == 0,
           "-i naming another file is refused");
-    const std::string glob_abs = dir + "/shard_*.bin";
+    const std::string glob_abs = escaped + "/shard_*.bin";
     CHECK(resume_with(kept_rel + "old-option=3\n", {"-o", "r", "--resume", "-i", glob_abs.c_str()}, &note, &err) &&
           note == "note: opts.txt: option 'old-option' is not one of this build's: ignored", "an option this build does not know: ignored, with a note");
     if ((have_home && chdir(home) != 0) || system(("rm -rf " + dir).c_str()) != 0) printf("note: could not clean up %s\n", dir.c_str());
