@@ -80,6 +80,12 @@ if has resume; then
     # the last record of a step counting)
     cp runs/ra/log.jsonl "$OUT/resume_a.jsonl" 2>/dev/null; cp runs/rb/log.jsonl "$OUT/resume_b.jsonl" 2>/dev/null
     summary+=("resume (killed rc=$b1 after step 10, resumed with only -o --resume), log.jsonl: $(python3 dev/compare_losses.py runs/ra/log.jsonl runs/rb/log.jsonl --tol 0)$ref_note")
+    # killed before its first checkpoint: --resume starts again from step 0 with the run's options
+    # (runs/rc/options.txt, written when it started)
+    rm -rf runs/rc
+    build/fp16/train_gpt2cu $common -x 20 -n 10 -o runs/rc --debug-exit-after 3 > "$OUT/resume_c1.log" 2>&1
+    build/fp16/train_gpt2cu -o runs/rc --resume > "$OUT/resume_c2.log" 2>&1
+    summary+=("killed before the first checkpoint, resumed with only -o --resume: $(grep -m1 '^note: no complete' "$OUT/resume_c2.log"); log.jsonl: $(python3 dev/compare_losses.py runs/ra/log.jsonl runs/rc/log.jsonl --tol 0)$ref_note")
     build/fp16/train_gpt2cu -o runs/rb --resume -l 3e-4 > "$OUT/resume_lr.log" 2>&1
     summary+=("resume with another -l: rc=$? $(tail -n 1 "$OUT/resume_lr.log")")
     build/fp16/train_gpt2cu $common -x 20 -o runs/rb > "$OUT/resume_refuse.log" 2>&1
