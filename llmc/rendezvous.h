@@ -3,6 +3,7 @@
 // is host-only and unit-tested on the CPU (dev/unit/test_rendezvous.cpp). Every wait has a
 // deadline: a rendezvous that cannot happen ends in one error line, never a hang.
 #pragma once
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <chrono>
@@ -31,10 +32,12 @@ inline int rendezvous_port() {
 // connection at a time; each other rank connects to host:port (retrying while rank 0 starts),
 // sends its rank as 4 bytes, reads the `bytes` of `id` and sends back one byte. Rank 0 counts a rank
 // as served only on that byte, once per rank: a port probe, a peer that reconnects, or a peer that
-// gave up before its turn is never mistaken for a served rank. Every read times out after 2 s, so
-// a connection that never sends (a probe) holds rank 0 for 2 s at most, a peer queued behind it
-// retries, and a server that never sends (another program on the port) stalls no peer; everyone
-// gives up with one error line when `timeout_s` is over.
+// gave up before its turn is never mistaken for a served rank. Rank 0 waits 2 s for a connection's
+// rank (so a probe that never sends holds it 2 s at most, and a peer queued behind it retries),
+// then, once it has sent the id, for the byte until the deadline: a live peer is never dropped for
+// being slow, and a dead one closes its socket, which ends the wait at once. A peer's reads time
+// out after 2 s, so a server that never sends (another program on the port) stalls no peer;
+// everyone gives up with one error line when `timeout_s` is over.
 inline bool rendezvous_tcp(int rank, int world, void* id, size_t bytes, const std::string& host, int port, int timeout_s,
                            std::string* err) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
@@ -73,8 +76,15 @@ inline bool rendezvous_tcp(int rank, int world, void* id, size_t bytes, const st
                     int32_t who = -1;
                     char ack = 0;
                     // MSG_NOSIGNAL: a peer gone meanwhile is an error return, not SIGPIPE
-                    if (read(peer, &who, sizeof who) == (ssize_t)sizeof who && who > 0 && who < world &&
-                        send(peer, id, bytes, MSG_NOSIGNAL) == (ssize_t)bytes && read(peer, &ack, 1) == 1 && !done[who]) {
+                    bool acked = read(peer, &who, sizeof who) == (ssize_t)sizeof who && who > 0 && who < world &&
+                                 send(peer, id, bytes, MSG_NOSIGNAL) == (ssize_t)bytes;
+                    if (acked) {   // the byte back: until the deadline (at least a second)
+                        const auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
+                        timeval wait{std::max<long>(1, (long)left.count()), 0};
+                        setsockopt(peer, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+                        acked = read(peer, &ack, 1) == 1;
+                    }
+                    if (acked && !done[who]) {
                         done[who] = true;
                         served++;
                     }

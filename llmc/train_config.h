@@ -23,6 +23,7 @@ struct TrainConfig {
     // batch
     int B = 8, T = 1024;
     long long total_batch = 0;                      // tokens per step over all GPUs; 0: B*T*GPUs
+    bool total_batch_derived = false;               // it was 0 (a run keeps it so: B*T*GPUs where it resumes)
     // optimization
     LRSchedule sched;
     int max_steps = -1;                             // -1: one epoch of the training data
@@ -140,7 +141,7 @@ inline bool check_train_config(TrainConfig* c, int world, std::string* err) {
     }
     if (c->resume && c->out.empty()) { *err = "option --resume needs --out (the run directory to resume from)"; return false; }
     const long long bt = (long long)c->B * c->T * world;
-    if (c->total_batch == 0) c->total_batch = bt;
+    if (c->total_batch == 0) { c->total_batch = bt; c->total_batch_derived = true; }
     if (c->total_batch % bt != 0) {
         *err = "option --total-batch-tokens: " + std::to_string(c->total_batch) + " is not a multiple of B*T*GPUs = " +
                std::to_string(c->B) + "*" + std::to_string(c->T) + "*" + std::to_string(world) + " = " + std::to_string(bt);
@@ -213,6 +214,7 @@ inline std::vector<std::string> glob_files(const std::string& pattern) {
 // descriptor such as d12 is not a path, and stays as it is).
 inline std::string train_options_text(TrainConfig c) {
     for (std::string* p : {&c.train, &c.val}) *p = absolute_path(*p, true);
+    if (c.total_batch_derived) c.total_batch = 0;
     for (std::string* p : {&c.tokenizer, &c.gemm_algos}) *p = absolute_path(*p);
     if (access(c.model.c_str(), F_OK) == 0) c.model = absolute_path(c.model);
     return options_text(train_options(&c), [](const char* name) { return option_on_resume(name) != OnResume::not_kept; });
@@ -229,7 +231,10 @@ inline bool resume_config(TrainConfig* c, const std::string& kept_text, const st
     if (kept.total_batch == 0) kept.total_batch = (long long)kept.B * kept.T * world;   // as parse_train_config resolves it
     TrainConfig merged = kept;
     bool help;
-    if (!parse_train_config(&merged, argc, argv, world, &help, err)) return false;
+    if (!parse_train_config(&merged, argc, argv, world, &help, err)) {
+        *err += " (the options kept in " + where + " included)";
+        return false;
+    }
     const std::vector<Option> was = train_options(&kept), now = train_options(&merged);
     for (size_t i = 0; i < was.size(); i++) {
         if (option_on_resume(was[i].name) != OnResume::same || option_value_exact(was[i]) == option_value_exact(now[i])) continue;

@@ -87,6 +87,29 @@ int main() {
         for (int r = 0; r < world; r++) all &= ok[r] && got[r] == id0;
         CHECK(all, "tcp: two silent probes ahead of the peers are not counted, and every peer still gets the id");
     }
+    // TCP: a peer slow to acknowledge (2.5 s, longer than a read timeout) is still counted
+    {
+        const int port = free_port();
+        Id id = id0, got{};
+        std::string err;
+        bool ok0 = false, ok1 = false;
+        std::thread server([&] { ok0 = rendezvous_tcp(0, 2, id.data(), id.size(), "127.0.0.1", port, 15, &err); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        const int s1 = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET; a.sin_addr.s_addr = htonl(INADDR_LOOPBACK); a.sin_port = htons(port);
+        const int32_t me = 1;
+        if (connect(s1, (sockaddr*)&a, sizeof a) == 0 && send(s1, &me, sizeof me, 0) == (ssize_t)sizeof me) {
+            size_t n = 0;
+            while (n < got.size()) { const ssize_t k = read(s1, got.data() + n, got.size() - n); if (k <= 0) break; n += (size_t)k; }
+            std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+            const char ack = 1;
+            ok1 = n == got.size() && got == id0 && send(s1, &ack, 1, MSG_NOSIGNAL) == 1;
+        }
+        server.join();
+        close(s1);
+        CHECK(ok0 && ok1, "tcp: a peer that acknowledges after 2.5 s is counted (rank 0 and the peer agree)");
+    }
     // TCP: a program already on the port: rank 0 says so in one line
     {
         const int port = free_port(), holder = silent_listener(port);

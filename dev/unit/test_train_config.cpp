@@ -118,6 +118,22 @@ int main() {
         a.insert(a.begin(), {"-o", "runs/a", "--resume"});
         CHECK(!resumed(a, &r, &note, &err) && err.find("differs from") != std::string::npos, "refused on resume: " + a[3] + " " + a[4]);
     }
+    // -d left at 0 is kept as 0 (B*T*GPUs where the run resumes: before its first checkpoint a
+    // run may come back on another GPU count); an option the merge makes wrong names the file
+    TrainConfig d0;
+    CHECK(parse({"-b", "2", "-t", "64", "--val-batches", "3"}, &d0, &err) && d0.total_batch == 128 &&
+          train_options_text(d0).find("\ntotal-batch-tokens=0\n") != std::string::npos, "-d derived from B*T*GPUs is kept as 0");
+    {
+        const std::string text = train_options_text(d0);
+        std::vector<const char*> argv2 = {"train_gpt2cu", "-o", "r", "--resume", "--val-batches", "4"};
+        TrainConfig x;
+        CHECK(resume_config(&x, text, "r/options.txt", (int)argv2.size(), argv2.data(), 2, &note, &err) && x.total_batch == 256,
+              "resumed on 2 GPUs: B*T*2 tokens per step");
+        std::vector<const char*> argv3 = {"train_gpt2cu", "-o", "r", "--resume"};
+        CHECK(!resume_config(&x, text, "r/options.txt", (int)argv3.size(), argv3.data(), 2, &note, &err) &&
+              err == "option --val-batches: 3 is not a multiple of the 2 GPUs (it counts the batches of all GPUs together) "
+                     "(the options kept in r/options.txt included)", "a kept option the new GPU count refuses: the message names the file");
+    }
     // paths are kept absolute; the training data is the same when its glob matches the same files
     char tmpl[] = "/tmp/test_train_config[1]_XXXXXX";   // glob characters in the working directory
     const std::string dir = mkdtemp(tmpl);
