@@ -228,8 +228,8 @@ inline bool resume_config(TrainConfig* c, const std::string& kept_text, const st
     TrainConfig kept;
     std::vector<std::string> unknown;
     if (!options_apply_text(train_options(&kept), kept_text, where, err, &unknown)) return false;
-    if (kept.total_batch == 0) kept.total_batch = (long long)kept.B * kept.T * world;   // as parse_train_config resolves it
-    TrainConfig merged = kept;
+    TrainConfig merged = kept;   // before kept's -d is resolved: a -d left at 0 stays 0 (derived) in merged
+    if (kept.total_batch == 0) kept.total_batch = (long long)kept.B * kept.T * world;   // as check_train_config resolves it
     bool help;
     if (!parse_train_config(&merged, argc, argv, world, &help, err)) {
         *err += " (the options kept in " + where + " included)";

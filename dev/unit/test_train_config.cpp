@@ -127,8 +127,9 @@ int main() {
         const std::string text = train_options_text(d0);
         std::vector<const char*> argv2 = {"train_gpt2cu", "-o", "r", "--resume", "--val-batches", "4"};
         TrainConfig x;
-        CHECK(resume_config(&x, text, "r/options.txt", (int)argv2.size(), argv2.data(), 2, &note, &err) && x.total_batch == 256,
-              "resumed on 2 GPUs: B*T*2 tokens per step");
+        CHECK(resume_config(&x, text, "r/options.txt", (int)argv2.size(), argv2.data(), 2, &note, &err) && x.total_batch == 256 &&
+              train_options_text(x).find("\ntotal-batch-tokens=0\n") != std::string::npos,
+              "resumed on 2 GPUs: B*T*2 tokens per step, and the resumed run keeps -d at 0 in turn");
         std::vector<const char*> argv3 = {"train_gpt2cu", "-o", "r", "--resume"};
         CHECK(!resume_config(&x, text, "r/options.txt", (int)argv3.size(), argv3.data(), 2, &note, &err) &&
               err == "option --val-batches: 3 is not a multiple of the 2 GPUs (it counts the batches of all GPUs together) "
