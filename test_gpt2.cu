@@ -191,7 +191,8 @@ int main(int argc, char** argv) {
     // it, with learning rate 0 (the weights stay put, so every step's gradients can be compared):
     //   a. a step of two micro-batches (x, then x' = x's tokens permuted) leaves the sum of what
     //      the two backward passes give one by one (the accumulation adds, the bias gradients of
-    //      the ones column too), launched and replayed from graphs alike, bitwise the same;
+    //      the ones column too), within one rounding per added term (1e-5 fp32, 1e-2 fp16/bf16);
+    //      launched and replayed from graphs, bitwise the same;
     //   b. the loss scale changed between replayed steps (the forward graph is captured again, the
     //      backward replayed): bitwise what launches give at the new scale.
     {

@@ -25,7 +25,7 @@ struct Activations {
     floatX *encoded;           // (B,T,C) embedding output = block 0's input
     floatX *lnf;               // (B,T,C)
     float *lnf_mean, *lnf_rstd;// (B,T)
-    size_t logit_rows;         // tokens the lm head handles at once: min(B*T, logit chunk)
+    size_t logit_rows;         // tokens the lm head handles at once: min(B*T, max(logit chunk, T))
     floatX *logits;            // (logit_rows,Vp) one chunk of tokens, overwritten in place by dlogits
     float *losses;             // (B,T)
     // backward scratch

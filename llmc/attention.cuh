@@ -5,8 +5,8 @@
 //   computes delta, so the backward there is two kernels: dQ, then dK/dV);
 //   FP32 builds (for checking) use the reference below.
 //   attention_reference_*: the straightforward version, through cuBLAS batched matmuls and a
-//   materialized (B, NH, T, T) probability matrix. Correct and on tensor cores, but it moves
-//   T x T matrices through memory. dev/cuda/attention.cu checks flash attention against it.
+//   materialized (B, NH, T, T) probability matrix. Correct (exact fp32 products in FP32 builds,
+//   tensor cores in the fp16/bf16 checks), but it moves T x T matrices through memory. dev/cuda/attention.cu checks flash attention against it.
 //
 //   qkv (B,T,3C) = [q | k | v], head h at channels h*hs..(h+1)*hs of each, hs = C/NH
 //   att = softmax(q k^T / sqrt(hs), causal)      (B,NH,T,T), saved for backward

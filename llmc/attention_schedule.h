@@ -16,7 +16,7 @@
 // equally long) for long sequences. Head-major (w = head * ntiles + rank: a head's tiles run at the
 // same time, so its K and V come from DRAM once and then from L2) for heads of up to 16 tiles
 // (T <= 2048): at T=1024 an item is short and waits on its loads. The snake still balances: with 8
-// tiles and 132 CTAs, CTA c gets rank 7 - c%8 in even rounds and c%8 in odd ones (equal pairs).
+// tiles and 132 CTAs, CTA c gets rank c%8 in even rounds and 7 - c%8 in odd ones (equal pairs).
 // Measured on an H200 (bf16, NH=12, B*T = 64K, TFLOP/s, rank-major -> head-major): T=1024 forward
 // 271 -> 286, dQ 307 -> 312, dK/dV 320 -> 325; T=2048 313 -> 333, 344 -> 356, 355 -> 375; but
 // T=4096 346 -> 317 and T=16384 402 -> 257 (with ranks 0..127 the rounds no longer pair up).

@@ -11,12 +11,12 @@
 //   nothing                                one GPU, no NCCL
 //
 // Gradient reduction (the reason this project exists): backward announces each finished range of
-// the one gradient buffer (block L-1 first, the embeddings last). The reducer merges adjacent
-// ranges into buckets of --bucket-mb and, for each full bucket, records an event on the compute
-// stream, makes the communication stream wait for it, and reduces the bucket IN PLACE there,
-// while the compute stream goes on with the blocks below. Before the optimizer the compute
-// stream waits for the last reduction; that wait, timed with two events, is the EXPOSED
-// communication: the part of the all-reduce that backward could not hide.
+// the one gradient buffer (the final LayerNorm first, then blocks L-1..0, the embeddings last).
+// The reducer merges adjacent ranges into buckets of --bucket-mb and, for each full bucket,
+// records an event on the compute stream, makes the communication stream wait for it, and
+// reduces the bucket IN PLACE there, while the compute stream goes on with the blocks below.
+// Before the optimizer the compute stream waits for the last reduction; that wait, timed with two
+// events, is the EXPOSED communication: the part of the all-reduce that backward could not hide.
 //   DDP (--zero 0): ncclAllReduce(ncclAvg) of each bucket: every rank ends with the mean gradient.
 //   ZeRO-1 (--zero 1): rank r owns the contiguous shard [r*S, (r+1)*S) of the (padded) buffer and
 //     keeps master weights and Adam state for it only. Each bucket is reduced (ncclReduce, in

@@ -9,7 +9,7 @@
 //
 // Layout: qkv (B,T,3,NH,64) as the qkv matmul writes it; out (B,T,NH,64); lse (B,NH,T) fp32.
 // Tensor cores: mma.sync m16n8k16 (fp32 accumulation), operands loaded from shared memory with
-// ldmatrix. Every kernel is 4 warps; warp w owns rows 32w..32w+31 of the block's 128-row tile
+// ldmatrix. Every mma kernel is 4 warps; warp w owns rows 32w..32w+31 of the block's 128-row tile
 // (two 16-row mma tiles), so all row-wise work (softmax, scaling) stays inside a warp.
 //
 // What sets the speed (H100/H200, mma.sync): per 16x8x16 mma a warp also reads a B operand from
@@ -20,7 +20,8 @@
 // fp32 softmax arithmetic, which is kept small: the 1/8 scale and log2(e) are folded into one FMA
 // before exp2, and the causal mask is only applied on the tiles that straddle the diagonal.
 //
-// Backward = two kernels, no atomics (so results are bitwise reproducible):
+// Backward = a small delta kernel (rowsum(dout * out)), then two main kernels, no atomics (so
+// results are bitwise reproducible):
 //   dkdv: a block per 128 KEYS; loops over the query tiles that see them; dK, dV stay in registers.
 //   dq:   a block per 128 QUERIES; loops over the key tiles they see; dQ stays in registers.
 // That recomputes QK^T and dO V^T once more than a single atomic-based kernel would (7 instead of

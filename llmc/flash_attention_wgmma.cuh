@@ -4,11 +4,11 @@
 // tiles, the ring protocol, the TMA descriptors of the tensors -- is llmc/wgmma.cuh);
 // flash_attention_wgmma_backward.cuh builds the dQ and dK/dV kernels from the same pieces. They
 // are alternatives to the mma.sync kernels of flash_attention.cuh with the same inputs and outputs
-// (the backward's delta kernel is shared):
+// (the dQ kernel also computes delta, which the mma.sync path gets from its own small kernel):
 //   forward:  reads qkv (B,T,3,NH,64) as the qkv matmul writes it; writes out (B,T,NH,64) and
 //             lse (B,NH,T) fp32 = natural-log log-sum-exp of the scaled scores;
-//   dQ, dKdV: read qkv, dout (B,T,NH,64), lse, delta (B,NH,T); write the q part, resp. the k and
-//             v parts, of dqkv.
+//   dQ:       reads qkv, dout (B,T,NH,64), out, lse; writes delta (B,NH,T) and the q part of dqkv;
+//   dKdV:     reads qkv, dout, lse, delta; writes the k and v parts of dqkv.
 // Used by attention_forward / attention_backward in builds for sm_90a (make GPU_ARCH=90, the
 // default on Hopper: the Makefile then defines USE_WGMMA); other builds use the mma.sync kernels.
 // Checked by dev/cuda/attention_check like every attention path (float64 CPU reference, the cuBLAS

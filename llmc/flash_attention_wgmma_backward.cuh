@@ -1,8 +1,9 @@
 // Flash attention BACKWARD on Hopper's wgmma: the dQ and dK/dV kernels, built from the pieces of
 // flash_attention_wgmma.cuh (read that file first: why wgmma, the CTA of one producer and two
-// consumer warpgroups, the shared-memory descriptors and fragment layouts). The backward's first
-// kernel, delta = rowsum(dout * out), is flash::backward_delta_kernel; these two then replace
-// flash::backward_dq_kernel and flash::backward_dkdv_kernel, and produce bit for bit their results.
+// consumer warpgroups, the shared-memory descriptors and fragment layouts). Two kernels: dQ, which
+// also computes delta = rowsum(dout * out) from the dO and O tiles it loads and writes it out, then
+// dK/dV, which reads it. They replace flash::backward_delta_kernel, backward_dq_kernel and
+// backward_dkdv_kernel (dev/cuda/attention.cu compares the two paths).
 // dK/dV is launched as a programmatic dependent of dQ (see flash_backward_dkdv_wgmma).
 #pragma once
 #include "flash_attention_wgmma.cuh"

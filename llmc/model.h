@@ -119,7 +119,7 @@ inline size_t model_file_offset(const GPT2Config& c, int t, int layer) {
     for (int u = 0; u < t; u++) off += param_tensor_count(c, u) * param_tensor_elems(c, u);
     return off + (size_t)layer * param_tensor_elems(c, t);
 }
-// The byte range of block l's gradients, and of the head (wte, wpe) and tail (lnf): the units in
+// The element range of block l's gradients, and of the head (wte, wpe) and tail (lnf): the units in
 // which backward announces finished gradients.
 struct ElemRange { size_t offset, count; };
 inline ElemRange block_range(const ParamLayout& p, int l) { return {p.head_elems + (size_t)l * p.block_elems, p.block_elems}; }
@@ -154,10 +154,10 @@ inline HeadTailTensors<T> head_tail_tensors(T* base, const GPT2Config& c, const 
             base + param_offset(c, p, P_LNFW, 0), base + param_offset(c, p, P_LNFB, 0)};
 }
 
-// Model FLOPs per token for one training step (forward + backward), as PaLM's appendix counts:
-// 6 per parameter (2 forward, 4 backward) plus attention's 6·L·C·T (QK^T and AV, counted
-// without the causal half, the convention MFU figures use). N is every parameter incl. the padded
-// vocab rows and wpe, as llm.c counts, so MFU figures compare with llm.c's.
+// Model FLOPs per token for one training step (forward + backward): 6 per parameter (2 forward,
+// 4 backward), as PaLM's appendix counts, plus attention's 6·L·C·T (QK^T and AV: PaLM's 12·L·C·T
+// halved for the causal mask, as llm.c counts). N is every parameter incl. the padded vocab rows
+// and wpe, as llm.c counts, so MFU figures compare with llm.c's.
 inline double flops_per_token(const GPT2Config& c, int T) {
     const double N = (double)param_layout(c).total;
     return 6.0 * N + 6.0 * c.num_layers * (double)c.channels * T;

@@ -63,7 +63,7 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"train", 'i', OPT_STRING, &c->train, "training token shards (glob)"},
         {"val", 'j', OPT_STRING, &c->val, "validation token shards (glob)"},
         {"tokenizer", 0, OPT_STRING, &c->tokenizer, "decoder file for printing samples (make data writes it)"},
-        {"shuffle", 0, OPT_FLAG, &c->shuffle, "shuffle shard order and sample order each epoch (seeded by --seed)"},
+        {"shuffle", 0, OPT_FLAG, &c->shuffle, "shuffle the shard order and the order of the step-sized blocks in each shard every epoch (seeded by --seed)"},
         {"batch", 'b', OPT_INT, &c->B, "micro-batch size per GPU", 1, 4096},
         {"seq-len", 't', OPT_INT, &c->T, "sequence length", 1, 65536},
         {"total-batch-tokens", 'd', OPT_INT64, &c->total_batch, "tokens per optimizer step over all GPUs (0: B*T*GPUs)", 0, 1e12},

@@ -79,7 +79,8 @@ __device__ inline void mbar_wait(uint32_t bar, uint32_t parity) {
     } while (!done);
 }
 // One arrival on `bar` once all cp.async copies this thread issued so far have landed. "noinc":
-// the arrival counts against the count given at init (128 producer threads), nothing is added.
+// the arrival counts against the count given at init (in dK/dV: the 32 lanes of the producer's
+// first warp), nothing is added.
 __device__ inline void cp_async_mbar_arrive(uint32_t bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
@@ -260,9 +261,10 @@ struct Ring {
     __device__ uint32_t empty() const { return full + 8 * STAGES; }
     __device__ uint32_t buf_empty() const { return full + 16 * STAGES; }
     __device__ uint32_t full_of(int it) const { return full + 8 * (it % STAGES); }
-    // Thread 0 initializes every barrier; then the whole CTA syncs. full_arrivals: 128 when the
-    // producer's 128 threads fill a stage with cp.async (filled), 1 when one thread fills it by TMA
-    // (mbar_arrive_expect_tx on full_of(it), then the tma_loads).
+    // Thread 0 initializes every barrier; then the whole CTA syncs. full_arrivals: how many arrivals
+    // complete a stage: 1 when one thread fills it by TMA (mbar_arrive_expect_tx on full_of(it),
+    // then the tma_loads: the forward and dQ), 33 in dK/dV (that TMA arrival, plus the 32 lanes
+    // whose cp.async copies bring lse and delta).
     __device__ void init(int full_arrivals = 128) const {
         if (threadIdx.x == 0) {
             for (int s = 0; s < STAGES; s++) {

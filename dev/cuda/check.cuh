@@ -7,8 +7,9 @@
 //   - time_ms(): CUDA events on ctx->stream, warm-up, median of N runs, prints GB/s or TFLOP/s
 //     (timing_enabled(): false when CHECK_NO_TIMING=1 is set, e.g. under compute-sanitizer);
 //   - check_finish(): "N passed, N failed" and the exit code.
-// The Context's stream is non-blocking: it does NOT order with cudaMemcpy/cudaMemset (legacy
-// default stream), so every host<->device helper here synchronizes the device around the copy.
+// The Context's stream is a blocking one (it orders with cudaMemcpy/cudaMemset on the legacy
+// default stream); the host<->device helpers here synchronize the device around every copy
+// anyway, so that a copy never overlaps the kernels being checked or timed.
 #pragma once
 #include <algorithm>
 #include <chrono>

@@ -1,11 +1,12 @@
-// Checks llmc/layernorm.cuh against a float64 CPU reference, for C = 768 and C = 1600:
+// Checks llmc/layernorm.cuh against a float64 CPU reference, for C = 768 and C = 1600 (and the
+// backward also at C = 1024, and at 999 rows):
 //   - layernorm_forward: out, mean, rstd;
 //   - layernorm_backward: dinp accumulated onto a non-zero initial dinp, dw/db accumulated onto
 //     non-zero initial values;
 //   - layernorm_backward is bitwise reproducible (two runs from the same inputs), also for a row
 //     count that is not a multiple of the rows a block takes;
-//   - timing of the forward and backward at N = 65536 rows (GPT-2 124M's B*T = 64*1024), C = 768, and of the
-//     backward at C = 1600: the llmc kernel against the previous one (kept below for that only).
+//   - timing of the forward and backward at N = 65536 rows (GPT-2 124M's B*T = 64*1024), C = 768
+//     and C = 1600; the backward against the previous kernel (kept below for that only).
 // Run: make dev/cuda/layernorm_check && ./dev/cuda/layernorm_check   (PRECISION=BF16|FP32 for others)
 #include "check.cuh"
 #include "../../llmc/layernorm.cuh"

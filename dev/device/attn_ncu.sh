@@ -5,7 +5,7 @@
 # three: the profiled step's first forwards; KERNELS='backward_dq_kernel|backward_dkdv_kernel' and
 # COUNT=2 for the backward's). Writes to $OUT:
 #   attn.ncu-rep         the report (open it in Nsight Compute)
-#   attn_details.txt     every section of the three kernels (occupancy, pipes, stalls, memory)
+#   attn_details.txt     every section of the profiled launches (occupancy, pipes, stalls, memory)
 #   attn_sass_<k>.csv    per-SASS-instruction metrics of kernel k (stall samples by reason)
 # Then `python3 dev/ncu_stalls.py $OUT/attn_sass_forward_kernel.csv` summarises one of them here.
 #   dev/device/attn_ncu.sh [trainer binary, default build/bf16/train_gpt2cu]

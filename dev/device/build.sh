@@ -19,5 +19,6 @@ for p in $precisions; do
     for c in dev/cuda/*_check; do [ -f "$c" ] && mv "$c" "$d"/; done
     strip "$d"/* 2>/dev/null || true
 done
-make -j"$(nproc)" data/tokenize dev/power_probe >/dev/null && cp data/tokenize build/tokenize && cp dev/power_probe build/power_probe
+make -j"$(nproc)" CI=true data/tokenize dev/power_probe dev/interconnect >/dev/null && cp data/tokenize build/tokenize &&
+    cp dev/power_probe build/power_probe && cp dev/interconnect build/interconnect
 du -sh build

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # CUDA graphs in the trainer (--cuda-graphs): are they exact, and where do they pay? Runs the
 # carried build/<precision>/train_gpt2cu (dev/device/build.sh):
-#   1. exactness: the per-step losses of --bench runs with --cuda-graphs 0 and 1 must be equal
-#      bit for bit (printed with 6 decimals; FP16 includes loss-scale changes and skipped steps,
+#   1. exactness: --bench runs with --cuda-graphs 0 and 1 must print identical per-step losses
+#      (6 decimals), norms (4) and loss scales (FP16 includes loss-scale changes and skipped steps,
 #      `scale N (skipped) |`), per precision;
 #   2. speed: alternating rounds of --cuda-graphs 0 / 1 at each B x T (d12, bf16; trainer_ab.sh).
-#   dev/device/graphs_ab.sh [ROUNDS=2] [SHAPES="4x128 16x128 8x1024 64x1024"] [PRECISIONS="bf16 fp16 fp32"]
-#   (an empty SHAPES or PRECISIONS skips that part)
+#   [ROUNDS=2] [SHAPES="4x128 16x128 8x1024 64x1024"] [PRECISIONS="bf16 fp16 fp32"] [TAG=...] dev/device/graphs_ab.sh
+#   (environment variables; an empty SHAPES or PRECISIONS skips that part; TAG names the logs)
 # On several GPUs: LAUNCH is the launcher put before every run ("mpirun -np 2 ..."), EXACT_ARGS
 # extra options of the exactness runs, e.g. "-d 6144 --zero 1": with gradient accumulation, the
 # first micro-steps replay their backward from a graph while the last one issues the reductions.

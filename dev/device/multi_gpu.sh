@@ -131,8 +131,8 @@ if has interference; then
     done
 fi
 # `graphs`: CUDA graphs on N GPUs (dev/device/graphs_ab.sh under mpirun): DDP and ZeRO-1 runs with
-# 3 micro-steps (graphed backwards beside the last one's reductions) must give bitwise the same
-# losses, norms and loss scales with --cuda-graphs 0 and 1; then the speed A/B at GRAPH_SHAPES
+# 3 micro-steps (graphed backwards beside the last one's reductions) must print the same losses
+# (6 decimals), norms (4) and loss scales with --cuda-graphs 0 and 1; then the speed A/B at GRAPH_SHAPES
 # (one micro-step per GPU: the forward replays, the backward that reduces is launched).
 if has graphs; then
     for z in 0 1; do

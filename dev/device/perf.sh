@@ -76,7 +76,7 @@ if has batch; then
     bench bf16 d24 64 -d 524288 --bench-warmup 1 --bench-steps 4
     bench bf16 d36 32 -d 524288 --bench-warmup 1 --bench-steps 3
     bench bf16 d48 16 -d 524288 --bench-warmup 1 --bench-steps 3
-    # the largest power-of-two micro-batches that fit in 141 GB (fuller GEMMs, fewer launches)
+    # larger micro-batches (fuller GEMMs, fewer launches)
     b=$(has tune && echo pair || echo bench)
     $b bf16 d12 64 -d 524288 --bench-warmup 2 --bench-steps 10
     $b bf16 d24 128 -d 524288 --bench-warmup 1 --bench-steps 4

@@ -9,8 +9,8 @@
 #   4. a stream-race stress test: two identical N-GPU runs must give bitwise-identical loss curves.
 # Everything lands in $OUT/scaling_run/ and, packed after each part, in $OUT/scaling_run.tgz (the
 # device tool returns few files); summaries on stdout.
-# Binaries prebuilt here: build/bf16/train_gpt2cu (dev/device/build.sh BF16), build/interconnect
-# (make dev/interconnect); shards in dev_data (make data).
+# Binaries prebuilt here: build/bf16/train_gpt2cu and build/interconnect (dev/device/build.sh BF16);
+# shards in dev_data (make data).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

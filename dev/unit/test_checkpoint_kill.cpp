@@ -17,7 +17,7 @@
 #include "llmc/checkpoint.h"
 #include "dev/unit/check.h"
 
-static GPT2Config config() {  // 4.6 M parameters: a write takes long enough to be hit mid-way
+static GPT2Config config() {  // 4.5 M parameters: a write takes long enough to be hit mid-way
     GPT2Config c;
     c.num_layers = 4; c.channels = 256; c.num_heads = 4; c.max_seq_len = 128; c.vocab_size = 5000; c.padded_vocab_size = 5120;
     return c;
