@@ -138,6 +138,8 @@ TrainState train_state(const Run* r) {
     st.loss_scale = r->scaler.scale; st.scaler_clean_steps = r->scaler.clean_steps;
     st.loader = dataloader_state(&r->train); st.sample_rng = r->sample_rng;
     st.world = r->comm.world; st.precision = PRECISION_CODE; st.zero = r->tc.zero; st.config = r->model.cfg;
+    st.data_files = (int32_t)r->train.files.size();
+    for (size_t n : r->train.file_tokens) st.data_tokens += n;
     return st;
 }
 
@@ -170,10 +172,10 @@ bool resume_options(Run* r, int argc, const char* const* argv, std::string* err)
     if (r->tc.out.empty()) return check_train_config(&r->tc, world, err);   // which refuses --resume without --out
     if (!ckpt_detail::list_complete(r->tc.out, &found, err)) return false;
     std::string dir, path = r->tc.out + "/options.txt", text, note;
+    TrainState st{};
     if (!found.empty()) {
         dir = found.back().second;
         path = dir + "/options.txt";
-        TrainState st;
         if (!checkpoint_read_state(dir, &st, err) || !checkpoint_fits_run(dir, st, PRECISION_CODE, world, err)) return false;
     }
     if (!file_exists(path)) {
@@ -183,6 +185,16 @@ bool resume_options(Run* r, int argc, const char* const* argv, std::string* err)
         return false;
     }
     if (!found.empty()) {
+        // the loader position is the checkpoint's: the shards must be those it was taken in (when
+        // --train matches nothing, opening the loader says so later)
+        std::vector<std::string> files;
+        std::vector<size_t> tokens;
+        std::string none;
+        if (dataloader_shards(r->tc.train, &files, &tokens, &none)) {
+            size_t sum = 0;
+            for (size_t n : tokens) sum += n;
+            if (!checkpoint_same_data(dir, st, files.size(), sum, err)) return false;
+        }
         if (given_model != TrainConfig().model)   // -e was given
             note += std::string(note.empty() ? "" : "\n") + "note: -e " + given_model + " not used: a resumed run continues from its checkpoint's model";
         r->tc.model = dir + "/model.bin";

@@ -134,6 +134,10 @@ struct TrainState {                 // everything besides the weights needed to 
     int32_t precision;              // 0 fp32, 1 fp16, 2 bf16 (the build's floatX)
     int32_t zero;                   // ZeRO stage of the run that wrote it (informational)
     GPT2Config config;
+    // the training data the loader position refers to: shards and their tokens (0: not recorded,
+    // a checkpoint from before these fields; its header holds zeros there)
+    int32_t data_files;
+    uint64_t data_tokens;
 };
 
 namespace ckpt_detail {
@@ -147,6 +151,7 @@ template <class S, class F> void fields(S& s, F&& f) {
     f(s.sample_rng); f(s.world); f(s.precision); f(s.zero);
     f(s.config.max_seq_len); f(s.config.vocab_size); f(s.config.padded_vocab_size);
     f(s.config.num_layers); f(s.config.num_heads); f(s.config.channels);
+    f(s.data_files); f(s.data_tokens);   // added later: appended, so older headers read as zeros
 }
 inline void encode(TrainState s, int32_t* h) {
     int i = 2;
@@ -307,6 +312,16 @@ inline bool checkpoint_fits_run(const std::string& ckpt_dir, const TrainState& s
         return fail(err, ckpt_dir, "checkpoint written by " + std::to_string(s.world) + (s.world == 1 ? " GPU" : " GPUs") +
                                    ", this run has " + std::to_string(world));
     return true;
+}
+
+// Whether the training data now (`files` shards holding `tokens` tokens) is the data the
+// checkpoint's loader position refers to: the same count of shards and tokens (not checked when
+// the checkpoint recorded none). false + one line naming `ckpt_dir` if not.
+inline bool checkpoint_same_data(const std::string& ckpt_dir, const TrainState& s, size_t files, size_t tokens, std::string* err) {
+    if (s.data_files == 0 || (s.data_files == (int32_t)files && s.data_tokens == (uint64_t)tokens)) return true;
+    return ckpt_detail::fail(err, ckpt_dir, "the run read " + std::to_string(s.data_files) + " training shards of " +
+                             std::to_string(s.data_tokens) + " tokens; --train now matches " + std::to_string(files) + " of " +
+                             std::to_string(tokens) + " (shards added, removed or rewritten?): its data position would not fit");
 }
 
 // Reads a whole checkpoint: the state, the master weights (model.bin) and Adam's m and v, each

@@ -19,6 +19,7 @@ static TrainState example_state(int step) {
     s.sample_rng = 0xDEADBEEFCAFEBABEull;
     s.world = 2; s.precision = 2; s.zero = 1;
     s.config = tiny();
+    s.data_files = 3; s.data_tokens = 0x1000000005ull;               // 64-bit again
     return s;
 }
 // Arbitrary bit patterns (negative zero, denormals, NaNs with payloads too): bit-exactness is the point.
@@ -35,7 +36,8 @@ static bool same_state(const TrainState& a, const TrainState& b) {
     return a.step == b.step && a.adam_t == b.adam_t && memcmp(&a.loss_scale, &b.loss_scale, 4) == 0 &&
            a.scaler_clean_steps == b.scaler_clean_steps && a.loader.epoch == b.loader.epoch && a.loader.shard_pos == b.loader.shard_pos &&
            a.loader.block_pos == b.loader.block_pos && a.loader.micro == b.loader.micro && a.sample_rng == b.sample_rng &&
-           a.world == b.world && a.precision == b.precision && a.zero == b.zero && ckpt_detail::same_config(a.config, b.config);
+           a.world == b.world && a.precision == b.precision && a.zero == b.zero && ckpt_detail::same_config(a.config, b.config) &&
+           a.data_files == b.data_files && a.data_tokens == b.data_tokens;
 }
 static bool exists(const std::string& p) { return access(p.c_str(), F_OK) == 0; }
 static void sh(const std::string& cmd) { if (system(cmd.c_str()) != 0) printf("note: '%s' failed\n", cmd.c_str()); }
@@ -45,11 +47,14 @@ static void poke(const std::string& path, long off, int32_t v) {   // overwrite 
 }
 
 int main(int argc, char** argv) {
-    // --make OUT STEP WORLD PRECISION: writes one small checkpoint (tiny config) and exits: how
-    // dev/unit/test_cli.sh gives the trainer's --resume real checkpoints to refuse
-    if (argc == 6 && std::string(argv[1]) == "--make") {
+    // --make OUT STEP WORLD PRECISION [SHARDS TOKENS]: writes one small checkpoint (tiny config;
+    // the training data it records: none unless given) and exits: how dev/unit/test_cli.sh gives
+    // the trainer's --resume real checkpoints to refuse
+    if ((argc == 6 || argc == 8) && std::string(argv[1]) == "--make") {
         TrainState st = example_state(atoi(argv[3]));
         st.world = atoi(argv[4]); st.precision = atoi(argv[5]);
+        st.data_files = argc == 8 ? atoi(argv[6]) : 0;
+        st.data_tokens = argc == 8 ? strtoull(argv[7], nullptr, 10) : 0;
         const std::vector<float> w = pattern(param_layout(st.config).total, 1);
         std::string e;
         if (checkpoint_write(argv[2], st, w.data(), w.data(), w.data(), 0, &e)) return 0;
@@ -76,6 +81,13 @@ int main(int argc, char** argv) {
     CHECK(checkpoint_read(ck, st, &got, master2.data(), m2.data(), v2.data(), &err), "read the checkpoint");
     CHECK(same_state(got, st) && bits_equal(master2, master) && bits_equal(m2, m) && bits_equal(v2, v), "round trip is bit-exact");
     CHECK(!exists(ck + "/options.txt"), "no options.txt when none are given");
+    CHECK(checkpoint_same_data(ck, st, 3, 0x1000000005ull, &err) && !checkpoint_same_data(ck, st, 4, 0x1000000005ull, &err) &&
+          err == ck + ": the run read 3 training shards of 68719476741 tokens; --train now matches 4 of 68719476741 (shards added, "
+                      "removed or rewritten?): its data position would not fit" &&
+          !checkpoint_same_data(ck, st, 3, 7, &err), "same_data: another shard count or token count, one line");
+    TrainState unrecorded = st;
+    unrecorded.data_files = 0;
+    CHECK(checkpoint_same_data(ck, unrecorded, 9, 9, &err), "same_data: a checkpoint that recorded no data is not checked");
     CHECK(checkpoint_fits_run(ck, st, 2, 2, &err) && !checkpoint_fits_run(ck, st, 2, 4, &err) &&
           err == ck + ": checkpoint written by 2 GPUs, this run has 4" && !checkpoint_fits_run(ck, st, 1, 2, &err) &&
           err == ck + ": checkpoint written by a bf16 build, this is a fp16 build", "fits_run: another GPU count or precision, one line");

@@ -58,7 +58,8 @@ expect "--beta2 1" "option --beta2: must be below 1" -- $bin --beta2 1
 ck=build/unit/test_checkpoint
 if [ -x "$ck" ]; then
     prec=$(case "$(sed -n 's/^build: precision //p' "$tmp/help.txt")" in fp32) echo 0;; bf16) echo 2;; *) echo 1;; esac)
-    $ck --make "$tmp/res" 10 1 "$prec" && $ck --make "$tmp/res" 20 1 "$prec" && $ck --make "$tmp/res4" 20 4 "$prec"
+    $ck --make "$tmp/res" 10 1 "$prec" && $ck --make "$tmp/res" 20 1 "$prec" && $ck --make "$tmp/res4" 20 4 "$prec" &&
+        $ck --make "$tmp/resd" 20 1 "$prec" 1 999
     printf 'lr=0.0006\nseed=42\n' > "$tmp/res/step_00000010/options.txt"
     printf 'lr=0.0006\nseed=7\n' > "$tmp/res/step_00000020/options.txt"
     expect "--resume with another --seed" "option --seed: 42 differs from 7, which the run being resumed was started with ($tmp/res/step_00000020/options.txt)" -- $bin -o "$tmp/res" --resume --seed 42
@@ -68,6 +69,12 @@ if [ -x "$ck" ]; then
     printf 'lr=0.0006\nseed=7\nbatch=4\nseq-len=256\ntotal-batch-tokens=1024\n' > "$tmp/res/step_00000020/options.txt"
     # (it gets past the options to the checkpoint's model, whose tiny test shape this build refuses)
     expect "--resume -d 1024 with the kept -b 4 -t 256" "res/step_00000020/model.bin: head size 16/2 is not supported" -- $bin -o "$tmp/res" --resume -d 1024
+    # the checkpoint's data position needs the shards it was taken in
+    printf 'train=%s\n' "$tmp/d_train.bin" > "$tmp/resd/step_00000020/options.txt"
+    expect "--resume after the shards changed" "the run read 1 training shards of 999 tokens; --train now matches 1 of" -- $bin -o "$tmp/resd" --resume
+    ntok=$(od -An -t d4 -j 8 -N 4 "$tmp/d_train.bin" | tr -d ' ')   # the shard header's token count
+    $ck --make "$tmp/rese" 20 1 "$prec" 1 "$ntok" && printf 'train=%s\n' "$tmp/d_train.bin" > "$tmp/rese/step_00000020/options.txt"
+    expect "--resume on the same shards (gets past the data to the tiny model)" "head size 16/2 is not supported" -- $bin -o "$tmp/rese" --resume
     # before the first checkpoint, <out>/options.txt (written when the run starts) is the run's
     mkdir -p "$tmp/res0"; printf 'lr=0.0006\n' > "$tmp/res0/options.txt"
     expect "--resume before the first checkpoint: the run's options.txt" "option --lr: 0.0003 differs from 0.0006, which the run being resumed was started with ($tmp/res0/options.txt)" -- $bin -o "$tmp/res0" --resume -l 3e-4
