@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 #include <algorithm>
+#include <numeric>
 #include <random>
 #include <cuda_profiler_api.h>
 #include "llmc/common.cuh"
@@ -76,12 +77,10 @@ bool model_config(const TrainConfig& tc, GPT2Config* cfg, bool* fresh, std::stri
     return true;
 }
 
-// The model: a descriptor builds a fresh one, anything else is read as a model file.
-bool build_model(Run* r, std::string* err) {
+// The model of shape `cfg` (model_config): a descriptor builds a fresh one (`fresh`), anything
+// else is read as a model file.
+bool build_model(Run* r, const GPT2Config& cfg, bool fresh, std::string* err) {
     const TrainConfig& tc = r->tc;
-    GPT2Config cfg;
-    bool fresh;
-    if (!model_config(tc, &cfg, &fresh, err)) return false;
     gpt2_build(&r->model, cfg, tc.B, tc.T, r->comm.rank, r->comm.world, tc.zero, tc.recompute);
     // on several GPUs too: only the last micro-step's backward (the one that issues the
     // reductions) runs without a graph (gpt2_train_step)
@@ -139,7 +138,7 @@ TrainState train_state(const Run* r) {
     st.loader = dataloader_state(&r->train); st.sample_rng = r->sample_rng;
     st.world = r->comm.world; st.precision = PRECISION_CODE; st.zero = r->tc.zero; st.config = r->model.cfg;
     st.data_files = (int32_t)r->train.files.size();
-    for (size_t n : r->train.file_tokens) st.data_tokens += n;
+    st.data_tokens = std::accumulate(r->train.file_tokens.begin(), r->train.file_tokens.end(), (uint64_t)0);
     return st;
 }
 
@@ -190,11 +189,9 @@ bool resume_options(Run* r, int argc, const char* const* argv, std::string* err)
         std::vector<std::string> files;
         std::vector<size_t> tokens;
         std::string none;
-        if (dataloader_shards(r->tc.train, &files, &tokens, &none)) {
-            size_t sum = 0;
-            for (size_t n : tokens) sum += n;
-            if (!checkpoint_same_data(dir, st, files.size(), sum, err)) return false;
-        }
+        if (dataloader_shards(r->tc.train, &files, &tokens, &none) &&
+            !checkpoint_same_data(dir, st, files.size(), std::accumulate(tokens.begin(), tokens.end(), (size_t)0), err))
+            return false;
         if (given_model != TrainConfig().model)   // -e was given
             note += std::string(note.empty() ? "" : "\n") + "note: -e " + given_model + " not used: a resumed run continues from its checkpoint's model";
         r->tc.model = dir + "/model.bin";
@@ -329,7 +326,7 @@ bool setup(Run* r, std::string* err) {
     int devices = 0;
     cudaCheck(cudaGetDeviceCount(&devices));
     context_create(&r->ctx, r->comm.local_rank % devices);
-    if (!comm_init(&r->comm, tc.rendezvous, tc.nccl_timeout, tc.nccl_cta_policy, err) || !build_model(r, err)) return false;
+    if (!comm_init(&r->comm, tc.rendezvous, tc.nccl_timeout, tc.nccl_cta_policy, err) || !build_model(r, cfg, fresh, err)) return false;
     GPT2* m = &r->model;
     r->reduce = r->comm.world > 1;
     if (r->reduce) {

@@ -15,10 +15,11 @@ cd "$(dirname "$0")/../.." || exit 1
 [ $# -ge 1 ] || { echo "usage: $0 BINARY [BINARY...]   (ROUNDS=3 LENGTHS=0)" >&2; exit 2; }
 for b in "$@"; do [ -x "$b" ] || { echo "$0: $b: not an executable" >&2; exit 2; }; done
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source dev/device/ab_means.sh
 # the TFLOP/s of "TIME <what> B=<B> ..." lines
 tflops() { grep -E "^TIME +$2 B=$3 " "$1" | awk '{print $(NF-1)}' | head -n 1; }
-bins=("$@"); sum=(); ok=(); fails=()
-for i in "${!bins[@]}"; do sum[$i]=0; ok[$i]=0; fails[$i]=0; done
+bins=("$@")
+ab_init
 for r in $(seq 1 "${ROUNDS:-3}"); do
     for i in "${!bins[@]}"; do
         b=${bins[$i]}
@@ -31,22 +32,13 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
              "forward B=8 ${f8:-?} B=64 ${f64:-?}; backward B=8 ${b8:-?} B=64 ${b64:-?} TFLOP/s"
         grep -m 3 '^FAIL' "$log"
         if [[ "$f64" =~ ^[0-9]+(\.[0-9]*)?$ ]]; then
-            sum[$i]=$(awk -v a="${sum[$i]}" -v x="$f64" 'BEGIN {print a + x}'); ok[$i]=$((ok[$i] + 1))
+            ab_add "$i" "$f64"
         else
-            fails[$i]=$((fails[$i] + 1)); echo "$b round $r: failed (no forward B=64 timing): $(tail -n 1 "$log")"
+            ab_fail "$i"; echo "$b round $r: failed (no forward B=64 timing): $(tail -n 1 "$log")"
         fi
     done
 done
-for i in "${!bins[@]}"; do
-    n=${ok[$i]} f=${fails[$i]}
-    if [ "$n" -eq 0 ]; then
-        echo "MEAN ${bins[$i]}: forward B=64 - TFLOP/s (all $f rounds FAILED)"
-    elif [ "$f" -eq 0 ]; then
-        echo "MEAN ${bins[$i]}: forward B=64 $(awk -v a="${sum[$i]}" -v n="$n" 'BEGIN {printf "%.1f", a / n}') TFLOP/s"
-    else
-        echo "MEAN ${bins[$i]}: forward B=64 $(awk -v a="${sum[$i]}" -v n="$n" 'BEGIN {printf "%.1f", a / n}') TFLOP/s (mean over the $n successful of $((n + f)) rounds; $f FAILED)"
-    fi
-done
+ab_means "forward B=64 " TFLOP/s "%.1f"
 if [ "${LENGTHS:-0}" = 1 ]; then
     for i in "${!bins[@]}"; do
         b=${bins[$i]}; log="$OUT/lengths_$((i + 1))_$(echo "$b" | tr '/' '_').log"

@@ -14,14 +14,14 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source dev/device/gpu_power.sh
+source dev/device/ab_means.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 bins=(); extra=()
 while [ $# -gt 0 ]; do
     if [ "$1" = "--" ]; then shift; extra=("$@"); break; fi
     bins+=("$1"); shift
 done
-sum=(); ok=(); fails=()
-for i in "${!bins[@]}"; do sum[$i]=0; ok[$i]=0; fails[$i]=0; done
+ab_init
 defaults=(--bench -e d12 -b 64 -t 1024 --bench-warmup 5 --bench-steps 20)
 for r in $(seq 1 "${ROUNDS:-2}"); do
     for i in "${!bins[@]}"; do
@@ -42,22 +42,13 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
         res=$(grep ^RESULT "$log" | tail -n 1)
         tok=$(result_field "$res" tok_per_s)
         if [ -z "$res" ] || ! [[ "$tok" =~ ^[0-9]+(\.[0-9]*)?$ ]]; then
-            fails[$i]=$((fails[$i] + 1)); echo "$b round $r: failed (no RESULT tok_per_s): $(tail -n 1 "$log")"; continue
+            ab_fail "$i"; echo "$b round $r: failed (no RESULT tok_per_s): $(tail -n 1 "$log")"; continue
         fi
         multi=""  # several GPUs: what the communication costs
         [ "$(result_field "$res" gpus)" != 1 ] && multi=" | exposed $(result_field "$res" exposed_comm_pct) % bwd last $(result_field "$res" bwd_last_ms) other $(result_field "$res" bwd_other_ms) ms"
         echo "$b round $r: tok/s $tok mean $(result_field "$res" tok_per_s_mean) fwd $(result_field "$res" fwd_ms) bwd $(result_field "$res" bwd_ms) ms$multi | $POWER_MHZ MHz $POWER_W W $POWER_C C"
-        sum[$i]=$(awk -v a="${sum[$i]}" -v b="$tok" 'BEGIN {print a + b}'); ok[$i]=$((ok[$i] + 1))
+        ab_add "$i" "$tok"
     done
 done
 # the mean over the runs that succeeded; failures named (none succeeded: "-")
-for i in "${!bins[@]}"; do
-    n=${ok[$i]} f=${fails[$i]}
-    if [ "$n" -eq 0 ]; then
-        echo "MEAN ${bins[$i]}: - tok/s (median tok/s; all $f rounds FAILED)"
-    elif [ "$f" -eq 0 ]; then
-        echo "MEAN ${bins[$i]}: $(awk -v a="${sum[$i]}" -v n="$n" 'BEGIN {printf "%.0f", a / n}') tok/s (median tok/s, mean over rounds)"
-    else
-        echo "MEAN ${bins[$i]}: $(awk -v a="${sum[$i]}" -v n="$n" 'BEGIN {printf "%.0f", a / n}') tok/s (median tok/s, mean over the $n successful of $((n + f)) rounds; $f FAILED)"
-    fi
-done
+ab_means "" tok/s "%.0f" "median tok/s"

@@ -45,10 +45,10 @@ def write(path, text, exe=False):
 
 def tree(*scripts):
     """A fresh copy of the repository layout the scripts need: dev/device/<scripts>, gpu_power.sh,
-    dev/compare_losses.py. Returns its root."""
+    ab_means.sh, dev/compare_losses.py. Returns its root."""
     _trees[0] += 1
     root = os.path.join(TMP, f"repo{_trees[0]}")
-    for rel in [f"dev/device/{s}" for s in scripts] + ["dev/device/gpu_power.sh", "dev/compare_losses.py"]:
+    for rel in [f"dev/device/{s}" for s in scripts] + ["dev/device/gpu_power.sh", "dev/device/ab_means.sh", "dev/compare_losses.py"]:
         os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
         shutil.copy2(os.path.join(ROOT, rel), os.path.join(root, rel))
     return root
@@ -66,6 +66,17 @@ def lines_with(out, prefix):
 
 
 # ---------------------------------------------------------------------------------------------
+def ab_run(root, script, binary, fail_calls):
+    """An A/A run of `script` on two entries of the stand-in `binary`, 2 rounds, from a clean OUT
+    and call counter; the stand-in fails on the calls listed in `fail_calls`."""
+    shutil.rmtree(os.path.join(root, "out"), ignore_errors=True)
+    counter = os.path.join(root, "counter")
+    if os.path.exists(counter):
+        os.remove(counter)
+    rc, out, err = sh(root, script, [binary, binary], env={"COUNTER": counter, "FAIL_CALLS": fail_calls, "ROUNDS": "2"})
+    return out, err
+
+
 # trainer_ab.sh: tok/s = 1000 x the call number (calls alternate: round 1 entry 1, entry 2, round 2 ...)
 COUNTING_TRAINER = """#!/usr/bin/env bash
 c=$(cat "$COUNTER" 2>/dev/null || echo 0); c=$((c + 1)); echo $c > "$COUNTER"
@@ -82,13 +93,8 @@ for case, fail_calls, want in [
                                                "MEAN fake/trainer: 3000 tok/s (median tok/s, mean over rounds)"]),
         ("A/A, entry 1 always fails", "1 3", ["MEAN fake/trainer: - tok/s (median tok/s; all 2 rounds FAILED)",
                                               "MEAN fake/trainer: 3000 tok/s (median tok/s, mean over rounds)"])]:
+    out, err = ab_run(root, "trainer_ab.sh", "fake/trainer", fail_calls)
     out_dir = os.path.join(root, "out")
-    shutil.rmtree(out_dir, ignore_errors=True)
-    counter = os.path.join(root, "counter")
-    if os.path.exists(counter):
-        os.remove(counter)
-    rc, out, err = sh(root, "trainer_ab.sh", ["fake/trainer", "fake/trainer"],
-                      env={"COUNTER": counter, "FAIL_CALLS": fail_calls, "ROUNDS": "2"})
     check(lines_with(out, "MEAN ") == want, f"trainer_ab.sh {case}: MEAN per entry over its successful runs", out + err)
     nfail = len(fail_calls.split())
     check(len([x for x in out.splitlines() if re.search(r"round \d+: failed \(", x)]) == nfail, f"trainer_ab.sh {case}: {nfail} failed run(s) reported")
@@ -116,12 +122,7 @@ for case, fail_calls, want in [
                                                "MEAN fake/attention_check: forward B=64 400.0 TFLOP/s (mean over the 1 successful of 2 rounds; 1 FAILED)"]),
         ("A/A, entry 2 always fails", "2 4", ["MEAN fake/attention_check: forward B=64 200.0 TFLOP/s",
                                               "MEAN fake/attention_check: forward B=64 - TFLOP/s (all 2 rounds FAILED)"])]:
-    shutil.rmtree(os.path.join(root, "out"), ignore_errors=True)
-    counter = os.path.join(root, "counter")
-    if os.path.exists(counter):
-        os.remove(counter)
-    rc, out, err = sh(root, "attn_ab.sh", ["fake/attention_check", "fake/attention_check"],
-                      env={"COUNTER": counter, "FAIL_CALLS": fail_calls, "ROUNDS": "2"})
+    out, err = ab_run(root, "attn_ab.sh", "fake/attention_check", fail_calls)
     check(lines_with(out, "MEAN ") == want, f"attn_ab.sh {case}: MEAN per entry over its successful runs", out + err)
     check(len([x for x in out.splitlines() if re.search(r"round \d+: failed \(", x)]) == len(fail_calls.split()), f"attn_ab.sh {case}: failed runs reported")
     check(len([x for x in os.listdir(os.path.join(root, "out")) if x.startswith("ab_")]) == 4, f"attn_ab.sh {case}: 4 logs")
