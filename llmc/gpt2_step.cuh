@@ -102,8 +102,11 @@ void gpt2_backward(GPT2* m, Context* ctx, const GradReadyFn& ready) {
 
     cudaCheck(cudaMemsetAsync(a.dresidual, 0, (size_t)BT * C * sizeof(floatX), ctx->stream));
     BlockActs last = block_acts(a, c, B, T, L - 1);
+    // The two projections' bias gradients are the column sums of the residual stream's gradient
+    // where their outputs were added (fcproj: d(residual3), attproj: d(residual2)); the LayerNorm
+    // backward that writes that gradient sums them as it goes (layernorm_backward's dproj_bias).
     layernorm_backward(ctx, a.dresidual, dhead.lnfw, dhead.lnfb, a.dbtc, last.residual3, head.lnfw,
-                       a.lnf_mean, a.lnf_rstd, BT, C);
+                       a.lnf_mean, a.lnf_rstd, BT, C, block_tensors(m->grads, c, m->layout, L - 1).fcprojb);
     if (ready) ready(tail_range(m->layout));
     for (int l = L - 1; l >= 0; l--) {
         BlockTensors<floatX> w = block_tensors(m->params, c, m->layout, l);
@@ -112,17 +115,20 @@ void gpt2_backward(GPT2* m, Context* ctx, const GradReadyFn& ready) {
         // dresidual = d(residual3). MLP branch: fcproj, then fc with GELU' fused into the dgrad.
         if (a.recompute >= 1) gelu_forward(ctx, x.fch_gelu, x.fch, (size_t)BT * 4 * C);
         if (a.recompute >= 2) layernorm_apply(ctx, x.ln2, x.residual2, x.ln2_mean, x.ln2_rstd, w.ln2w, w.ln2b, BT, C, LD);
-        matmul_backward(ctx, a.dbig, dw.fcprojw, dw.fcprojb, a.dresidual, x.fch_gelu, w.fcprojw, BT, 4 * C, C,
+        matmul_backward(ctx, a.dbig, dw.fcprojw, nullptr, a.dresidual, x.fch_gelu, w.fcprojw, BT, 4 * C, C,
                         /*pre_gelu=*/x.fch);
         matmul_backward(ctx, a.dbtc, dw.fcw, dw.fcb, a.dbig, x.ln2, w.fcw, BT, C, 4 * C, nullptr, LD, a.wgrad);
-        layernorm_backward(ctx, a.dresidual, dw.ln2w, dw.ln2b, a.dbtc, x.residual2, w.ln2w, x.ln2_mean, x.ln2_rstd, BT, C);
+        layernorm_backward(ctx, a.dresidual, dw.ln2w, dw.ln2b, a.dbtc, x.residual2, w.ln2w, x.ln2_mean, x.ln2_rstd, BT, C,
+                           dw.attprojb);
         // dresidual = d(residual2). Attention branch.
-        matmul_backward(ctx, a.dbtc, dw.attprojw, dw.attprojb, a.dresidual, x.atty, w.attprojw, BT, C, C);
+        matmul_backward(ctx, a.dbtc, dw.attprojw, nullptr, a.dresidual, x.atty, w.attprojw, BT, C, C);
         attention_backward(ctx, a.dbig, a.dbtc, x.qkv, x.atty, x.att, a.att_scratch, B, T, C, NH);
         if (a.recompute >= 2) layernorm_apply(ctx, x.ln1, x.input, x.ln1_mean, x.ln1_rstd, w.ln1w, w.ln1b, BT, C, LD);
         matmul_backward(ctx, a.dbtc, dw.qkvw, dw.qkvb, a.dbig, x.ln1, w.qkvw, BT, C, 3 * C, nullptr, LD, a.wgrad);
-        layernorm_backward(ctx, a.dresidual, dw.ln1w, dw.ln1b, a.dbtc, x.input, w.ln1w, x.ln1_mean, x.ln1_rstd, BT, C);
-        // dresidual = d(block input). Block l's gradients are final.
+        // d(block input) is d(residual3) of block l-1: block l-1's fcproj bias gradient
+        layernorm_backward(ctx, a.dresidual, dw.ln1w, dw.ln1b, a.dbtc, x.input, w.ln1w, x.ln1_mean, x.ln1_rstd, BT, C,
+                           l > 0 ? block_tensors(m->grads, c, m->layout, l - 1).fcprojb : nullptr);
+        // dresidual = d(block input). Block l's gradients are final (and block l-1's fcproj bias).
         if (ready) ready(block_range(m->layout, l));
     }
     encoder_backward(ctx, dhead.wte, dhead.wpe, a.dresidual, m->buckets, B, T, C);

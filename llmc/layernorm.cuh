@@ -81,13 +81,18 @@ constexpr int LN_BWD_WARPS = 8;
 // are ~2*NCH*V (the fp32 sums) + 12*NCH (three x128 per chunk) + the row converted to float.
 constexpr int ln_bwd_min_blocks(int nch) { return 2 * nch * x128::size + 12 * nch <= 96 ? 2 : 1; }
 
-template <int NCH, int MIN_BLOCKS = ln_bwd_min_blocks(NCH)>
+template <int NCH, bool PROJ_BIAS, int MIN_BLOCKS = ln_bwd_min_blocks(NCH)>
 __global__ void __launch_bounds__(LN_BWD_WARPS * 32, MIN_BLOCKS)
 layernorm_backward_rows_kernel(floatX* dinp, float* partials, const floatX* dout, const floatX* inp,
                                const floatX* w, const float* mean, const float* rstd, int N, int C) {
-    constexpr int V = x128::size;
-    extern __shared__ float block_sums[];  // (2*C): dw sums, then db sums
+    constexpr int V = x128::size, NSETS = PROJ_BIAS ? 3 : 2, Q = NCH * V / 4;
+    extern __shared__ float block_sums[];  // (NSETS*C): dw sums, db sums, [the dinp column sums]
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    // PROJ_BIAS: this warp's column sums of the dinp it writes, in shared memory (the registers are
+    // spent), lane-major (float4 q of lane l at [q][l]) so that a warp's accesses never conflict
+    float4* bias_acc = reinterpret_cast<float4*>(block_sums + NSETS * C) + (size_t)warp * Q * 32;
+    if (PROJ_BIAS)
+        for (int q = 0; q < Q; q++) bias_acc[q * 32 + lane] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     float dw_acc[NCH][V], db_acc[NCH][V];
     for (int j = 0; j < NCH; j++)
         for (int k = 0; k < V; k++) { dw_acc[j][k] = 0.0f; db_acc[j][k] = 0.0f; }
@@ -142,6 +147,11 @@ layernorm_backward_rows_kernel(floatX* dinp, float* partials, const floatX* dout
                     db_acc[j][k] += dk;
                 }
                 store128(dinp + base + c, o);
+                if (PROJ_BIAS)
+                    for (int q = 0; q < V / 4; q++) {
+                        float4& t = bias_acc[(j * (V / 4) + q) * 32 + lane];
+                        t.x += (float)o[4 * q]; t.y += (float)o[4 * q + 1]; t.z += (float)o[4 * q + 2]; t.w += (float)o[4 * q + 3];
+                    }
             }
         }
     }
@@ -155,12 +165,17 @@ layernorm_backward_rows_kernel(floatX* dinp, float* partials, const floatX* dout
                     for (int k = 0; k < V; k++) {
                         block_sums[c + k] = wi == 0 ? dw_acc[j][k] : block_sums[c + k] + dw_acc[j][k];
                         block_sums[C + c + k] = wi == 0 ? db_acc[j][k] : block_sums[C + c + k] + db_acc[j][k];
+                        if (PROJ_BIAS) {
+                            const float4 t = bias_acc[(j * (V / 4) + k / 4) * 32 + lane];
+                            const float v = k % 4 == 0 ? t.x : k % 4 == 1 ? t.y : k % 4 == 2 ? t.z : t.w;
+                            block_sums[2 * C + c + k] = wi == 0 ? v : block_sums[2 * C + c + k] + v;
+                        }
                     }
             }
         }
         __syncthreads();
     }
-    for (int i = threadIdx.x; i < 2 * C; i += blockDim.x) partials[(size_t)blockIdx.x * 2 * C + i] = block_sums[i];
+    for (int i = threadIdx.x; i < NSETS * C; i += blockDim.x) partials[(size_t)blockIdx.x * NSETS * C + i] = block_sums[i];
 }
 
 // out (N,C) = (inp - mean) * rstd * w + b with the saved statistics: recomputes a LayerNorm output
@@ -177,24 +192,26 @@ __global__ void layernorm_apply_kernel(floatX* out, const floatX* inp, const flo
     store128(out + (size_t)row * ld_out + c, o);
 }
 
-// dw (C) += sum over p of partials[p][i], db (C) += sum over p of partials[p][C + i], partials
-// (P, 2*C) fp32 as layernorm_backward_rows_kernel wrote them. In place on dw, db.
+// dw (C) += sum over p of partials[p][i], db (C) += sum over p of partials[p][C + i], and with
+// nsets = 3 dbias (C) += sum over p of partials[p][2C + i]; partials (P, nsets*C) fp32 as
+// layernorm_backward_rows_kernel wrote them. In place on dw, db, dbias.
 // Block = 32 columns x 16 row lanes: lane y sums partial rows y, y+16, y+32, ... (coalesced across
 // the 32 columns), then lane 0 adds the 16 lane sums in order: a fixed order, so deterministic,
 // and 16x more threads in flight than one thread per column walking all P rows alone.
 constexpr int LN_ACC_LANES = 16;
-__global__ void layernorm_params_accumulate_kernel(floatX* dw, floatX* db, const float* partials, int P, int C) {
+__global__ void layernorm_params_accumulate_kernel(floatX* dw, floatX* db, floatX* dbias, const float* partials,
+                                                   int P, int C, int nsets) {
     __shared__ float lane_sums[LN_ACC_LANES][33];
-    const int i = blockIdx.x * 32 + threadIdx.x;  // column of the partials, in [0, 2C)
+    const int i = blockIdx.x * 32 + threadIdx.x;  // column of the partials, in [0, nsets*C)
     float acc = 0.0f;
-    if (i < 2 * C)
-        for (int p = threadIdx.y; p < P; p += LN_ACC_LANES) acc += partials[(size_t)p * 2 * C + i];
+    if (i < nsets * C)
+        for (int p = threadIdx.y; p < P; p += LN_ACC_LANES) acc += partials[(size_t)p * nsets * C + i];
     lane_sums[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
-    if (threadIdx.y == 0 && i < 2 * C) {
+    if (threadIdx.y == 0 && i < nsets * C) {
         float t = 0.0f;
         for (int y = 0; y < LN_ACC_LANES; y++) t += lane_sums[y][threadIdx.x];
-        floatX* out = i < C ? dw + i : db + (i - C);
+        floatX* out = i < C ? dw + i : i < 2 * C ? db + (i - C) : dbias + (i - 2 * C);
         *out = (floatX)((float)*out + t);
     }
 }
@@ -221,21 +238,32 @@ inline void layernorm_apply(Context* ctx, floatX* out, const floatX* inp, const 
     launchCheck();
 }
 
-template <int NCH, int MIN_BLOCKS = ln_bwd_min_blocks(NCH)>
-inline void layernorm_backward_launch(Context* ctx, floatX* dinp, float* partials, int* blocks_out, const floatX* dout,
-                                      const floatX* inp, const floatX* w, const float* mean, const float* rstd,
-                                      int N, int C) {
-    const size_t smem = 2 * (size_t)C * sizeof(float);
+template <int NCH, bool PROJ_BIAS, int MIN_BLOCKS>
+inline int layernorm_backward_launch_kernel(Context* ctx, floatX* dinp, float* partials, const floatX* dout,
+                                            const floatX* inp, const floatX* w, const float* mean, const float* rstd,
+                                            int N, int C) {
+    const auto kernel = layernorm_backward_rows_kernel<NCH, PROJ_BIAS, MIN_BLOCKS>;
+    const int nsets = PROJ_BIAS ? 3 : 2;
+    const size_t smem = nsets * (size_t)C * sizeof(float) + (PROJ_BIAS ? (size_t)LN_BWD_WARPS * 32 * NCH * x128::size * sizeof(float) : 0);
+    if (smem > 48 * 1024) cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     int per_sm = 0;
-    cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, layernorm_backward_rows_kernel<NCH, MIN_BLOCKS>,
-                                                            LN_BWD_WARPS * 32, smem));
+    cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, LN_BWD_WARPS * 32, smem));
     // one resident wave: every block loops over rows, so more blocks would only add partial rows
     size_t blocks = std::min<size_t>((size_t)std::max(per_sm, 1) * ctx->props.multiProcessorCount, ceil_div(N, LN_BWD_WARPS));
-    blocks = std::max<size_t>(1, std::min<size_t>(blocks, ctx->scratch_elems / (2 * (size_t)C)));
-    layernorm_backward_rows_kernel<NCH, MIN_BLOCKS><<<(int)blocks, LN_BWD_WARPS * 32, smem, ctx->stream>>>(
-        dinp, partials, dout, inp, w, mean, rstd, N, C);
+    blocks = std::max<size_t>(1, std::min<size_t>(blocks, ctx->scratch_elems / (nsets * (size_t)C)));
+    kernel<<<(int)blocks, LN_BWD_WARPS * 32, smem, ctx->stream>>>(dinp, partials, dout, inp, w, mean, rstd, N, C);
     launchCheck();
-    *blocks_out = (int)blocks;
+    return (int)blocks;
+}
+
+// proj_bias: the kernel also sums dinp's columns (after the add) into a third partial set
+template <int NCH, int MIN_BLOCKS = ln_bwd_min_blocks(NCH)>
+inline void layernorm_backward_launch(Context* ctx, bool proj_bias, floatX* dinp, float* partials, int* blocks_out,
+                                      const floatX* dout, const floatX* inp, const floatX* w, const float* mean,
+                                      const float* rstd, int N, int C) {
+    *blocks_out = proj_bias
+        ? layernorm_backward_launch_kernel<NCH, true, MIN_BLOCKS>(ctx, dinp, partials, dout, inp, w, mean, rstd, N, C)
+        : layernorm_backward_launch_kernel<NCH, false, MIN_BLOCKS>(ctx, dinp, partials, dout, inp, w, mean, rstd, N, C);
 }
 
 // The widths the LayerNorm kernels take: a multiple of x128::size, at most 16 * 32 * x128::size
@@ -245,29 +273,35 @@ inline bool layernorm_supports(int C) { return C > 0 && C % x128::size == 0 && C
 inline int layernorm_max_channels() { return 16 * 32 * x128::size; }
 
 // dinp (N,C) += dLN/dinp; dw (C), db (C) += their gradients. inp is the forward's input (N,C).
-// C as layernorm_supports says.
+// C as layernorm_supports says. dproj_bias (C), when not null, += the column sums of dinp as this
+// call leaves it: dinp is the residual stream's gradient, and where a projection's output was added
+// to the stream that sum is the projection's bias gradient (the stream's gradient is the gradient
+// of everything added to it). Summed here, it costs no separate pass over dinp.
 inline void layernorm_backward(Context* ctx, floatX* dinp, floatX* dw, floatX* db, const floatX* dout,
                                const floatX* inp, const floatX* w, const float* mean, const float* rstd,
-                               int N, int C) {
+                               int N, int C, floatX* dproj_bias = nullptr) {
+    const bool pb = dproj_bias != nullptr;
     const int nch = (int)ceil_div(C, 32 * x128::size);
     int P = 0;
     float* part = ctx->scratch;
     // the chunk counts GPT-2's widths need (768, 1024, 1280, 1600 in 16-bit and fp32), then a few above
-    if (nch <= 1) layernorm_backward_launch<1>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
-    else if (nch <= 2) layernorm_backward_launch<2>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
-    else if (nch <= 3) layernorm_backward_launch<3>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
-    else if (nch <= 4) layernorm_backward_launch<4>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
-    else if (nch <= 5) layernorm_backward_launch<5>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
-    else if (nch <= 6) layernorm_backward_launch<6>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
-    else if (nch <= 7) layernorm_backward_launch<7>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
-    else if (nch <= 8) layernorm_backward_launch<8>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
-    else if (nch <= 10) layernorm_backward_launch<10>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
-    else if (nch <= 13) layernorm_backward_launch<13>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
-    else if (nch <= 16) layernorm_backward_launch<16>(ctx, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    if (nch <= 1) layernorm_backward_launch<1>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 2) layernorm_backward_launch<2>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 3) layernorm_backward_launch<3>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 4) layernorm_backward_launch<4>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 5) layernorm_backward_launch<5>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 6) layernorm_backward_launch<6>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 7) layernorm_backward_launch<7>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 8) layernorm_backward_launch<8>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 10) layernorm_backward_launch<10>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 13) layernorm_backward_launch<13>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 16) layernorm_backward_launch<16>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
     else {
         fprintf(stderr, "layernorm_backward: C=%d is wider than this kernel supports (%d)\n", C, layernorm_max_channels());
         exit(EXIT_FAILURE);
     }
-    layernorm_params_accumulate_kernel<<<ceil_div(2 * (size_t)C, 32), dim3(32, LN_ACC_LANES), 0, ctx->stream>>>(dw, db, part, P, C);
+    const int nsets = pb ? 3 : 2;
+    layernorm_params_accumulate_kernel<<<ceil_div(nsets * (size_t)C, 32), dim3(32, LN_ACC_LANES), 0, ctx->stream>>>(
+        dw, db, dproj_bias, part, P, C, nsets);
     launchCheck();
 }

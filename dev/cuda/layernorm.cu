@@ -87,8 +87,8 @@ constexpr int MINB_768_OTHER = 3 - ln_bwd_min_blocks(NCH_768);
 static void layernorm_backward_768_other_budget(Context* ctx, floatX* dinp, floatX* dw, floatX* db, const floatX* dout,
                                                 const floatX* inp, const floatX* w, const float* mean, const float* rstd, int N) {
     int P = 0;
-    layernorm_backward_launch<NCH_768, MINB_768_OTHER>(ctx, dinp, ctx->scratch, &P, dout, inp, w, mean, rstd, N, 768);
-    layernorm_params_accumulate_kernel<<<ceil_div(2 * 768, 32), dim3(32, LN_ACC_LANES), 0, ctx->stream>>>(dw, db, ctx->scratch, P, 768);
+    layernorm_backward_launch<NCH_768, MINB_768_OTHER>(ctx, false, dinp, ctx->scratch, &P, dout, inp, w, mean, rstd, N, 768);
+    layernorm_params_accumulate_kernel<<<ceil_div(2 * 768, 32), dim3(32, LN_ACC_LANES), 0, ctx->stream>>>(dw, db, nullptr, ctx->scratch, P, 768, 2);
     launchCheck();
 }
 
@@ -148,7 +148,7 @@ static void check_forward(Context* ctx, int N, int C) {
 static void check_backward(Context* ctx, int N, int C) {
     const std::string tag = "layernorm_backward C=" + std::to_string(C);
     std::vector<float> inp = randn((size_t)N * C, 1.0f, 0.3f), w = randn(C, 0.2f, 1.0f), dout = randn((size_t)N * C);
-    std::vector<float> dinp0 = randn((size_t)N * C), dw0 = randn(C), db0 = randn(C);
+    std::vector<float> dinp0 = randn((size_t)N * C), dw0 = randn(C), db0 = randn(C), dpb0 = randn(C);
     round_to_floatX(inp); round_to_floatX(w);
     std::vector<double> out, mean_d, rstd_d;
     std::vector<float> b(C, 0.0f);
@@ -156,9 +156,9 @@ static void check_backward(Context* ctx, int N, int C) {
     // the kernel gets fp32 statistics, as the forward saved them; the reference uses the same ones
     std::vector<float> mean(mean_d.begin(), mean_d.end()), rstd(rstd_d.begin(), rstd_d.end());
     floatX *d_inp = to_device(inp), *d_w = to_device(w), *d_dout = to_device(dout);
-    floatX *d_dinp = to_device(dinp0), *d_dw = to_device(dw0), *d_db = to_device(db0);
+    floatX *d_dinp = to_device(dinp0), *d_dw = to_device(dw0), *d_db = to_device(db0), *d_dpb = to_device(dpb0);
     float *d_mean = to_device_raw(mean), *d_rstd = to_device_raw(rstd);
-    layernorm_backward(ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C);
+    layernorm_backward(ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, d_dpb);
 
     std::vector<double> dinp(dinp0.begin(), dinp0.end()), dw(dw0.begin(), dw0.end()), db(db0.begin(), db0.end());
     std::vector<double> xhat(C), dn(C);
@@ -176,22 +176,37 @@ static void check_backward(Context* ctx, int N, int C) {
         mean_dn /= C; mean_dnx /= C;
         for (int c = 0; c < C; c++) dinp[base + c] += (dn[c] - mean_dn - xhat[c] * mean_dnx) * rstd[r];
     }
+    // the projection bias: column sums of dinp as the kernel left it (the reference sums the
+    // reference dinp; the kernel sums its own rounded values, which differ by floatX's rounding)
+    std::vector<double> dpb(dpb0.begin(), dpb0.end());
+    for (int r = 0; r < N; r++)
+        for (int c = 0; c < C; c++) dpb[c] += dinp[(size_t)r * C + c];
     check_close(tag + " dinp (accumulated)", from_device(d_dinp, (size_t)N * C), dinp, tol_default());
     check_close(tag + " dw (accumulated)", from_device(d_dw, C), dw, tol_for(2e-5, 2e-3, 1.5e-2));
     check_close(tag + " db (accumulated)", from_device(d_db, C), db, tol_for(2e-5, 2e-3, 1.5e-2));
+    check_close(tag + " projection bias = column sums of dinp (accumulated)", from_device(d_dpb, C), dpb, tol_for(2e-5, 2e-3, 1.5e-2));
 
     // bitwise reproducible: the same inputs again give the same bits
-    const auto run_bytes = [&] {
-        upload(d_dinp, dinp0); upload(d_dw, dw0); upload(d_db, db0);
-        layernorm_backward(ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C);
+    const auto run_bytes = [&](bool proj_bias) {
+        upload(d_dinp, dinp0); upload(d_dw, dw0); upload(d_db, db0); upload(d_dpb, dpb0);
+        layernorm_backward(ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, proj_bias ? d_dpb : nullptr);
         std::vector<unsigned char> b = bytes_of(d_dinp, (size_t)N * C * sizeof(floatX)), bw = bytes_of(d_dw, C * sizeof(floatX)),
-                                   bb = bytes_of(d_db, C * sizeof(floatX));
+                                   bb = bytes_of(d_db, C * sizeof(floatX)), bp = bytes_of(d_dpb, C * sizeof(floatX));
         b.insert(b.end(), bw.begin(), bw.end());
         b.insert(b.end(), bb.begin(), bb.end());
+        b.insert(b.end(), bp.begin(), bp.end());
         return b;
     };
-    const std::vector<unsigned char> first = run_bytes(), second = run_bytes();
+    const std::vector<unsigned char> first = run_bytes(true), second = run_bytes(true);
     check_true(tag + " bitwise reproducible", first == second, first == second ? "two runs identical" : "two runs differ");
+    // without the projection bias: dinp, dw, db the same bits, the bias untouched
+    const std::vector<unsigned char> plain = run_bytes(false);
+    const size_t nb = first.size() - C * sizeof(floatX);
+    std::vector<float> dpb0x = dpb0;
+    round_to_floatX(dpb0x);
+    const bool same = std::equal(first.begin(), first.begin() + nb, plain.begin()) &&
+                      from_device(d_dpb, C) == dpb0x;
+    check_true(tag + " without the projection bias: the same dinp, dw, db; bias untouched", same, same ? "as expected" : "differ");
 }
 
 int main() {
@@ -225,6 +240,14 @@ int main() {
             const double bytes = 4 * X * n + stats + 3 * params;
             const float t_new = time_ms(&ctx, ("layernorm_backward" + shape).c_str(), bytes, 0,
                                         [&] { layernorm_backward(&ctx, dinp, dw, db, dout, inp, w, mean, rstd, N, C); });
+            // + the projection bias: the same DRAM traffic, and the separate column-sum pass over dinp
+            // it replaces would read N*C more
+            floatX* dpb = random_device<floatX>(&ctx, C, -1, 1);
+            const float t_pb = time_ms(&ctx, ("layernorm_backward + projection bias" + shape).c_str(), bytes, 0,
+                                       [&] { layernorm_backward(&ctx, dinp, dw, db, dout, inp, w, mean, rstd, N, C, dpb); });
+            const float t_sep = time_ms(&ctx, ("bias_backward, the separate pass" + shape).c_str(), X * n + X * C, 0,
+                                        [&] { bias_backward(&ctx, dpb, dinp, N, C); });
+            printf("PROJ_BIAS layernorm_backward%s: %.4f ms + %.4f ms separate -> %.4f ms fused\n", shape.c_str(), t_new, t_sep, t_pb);
             const float t_old = time_ms(&ctx, ("layernorm_backward (previous kernel)" + shape).c_str(), bytes, 0,
                                         [&] { layernorm_backward_prev(&ctx, dinp, dw, db, dout, inp, w, mean, rstd, N, C); });
             if (C == 768)
