@@ -10,6 +10,7 @@
 #pragma once
 #include <algorithm>
 #include "common.cuh"
+#include "matmul.cuh"  // bias_backward, where the bias sums do not fit layernorm_backward's registers
 
 constexpr int LN_WARPS = 4;  // rows per block of the forward kernels (one warp per row)
 
@@ -51,8 +52,10 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
 
 // dinp (N,C) += LN backward of dout (N,C)   [in place on dinp: read, added to, written back; the
 //                                              residual stream's gradient accumulates]
-// partials (gridDim.x, 2*C) fp32 <- per block: columns [0,C) the block's sums of dout*xhat (dw),
-//                                              columns [C,2C) its sums of dout (db).
+// partials (gridDim.x, NSETS*C) fp32 <- per block: columns [0,C) the block's sums of dout*xhat (dw),
+//                                              columns [C,2C) its sums of dout (db), and with
+//                                              PROJ_BIAS columns [2C,3C) its sums of the dinp it
+//                                              wrote (a projection's bias gradient, layernorm_backward).
 // Reads dout, inp, dinp (N,C) once each, mean/rstd (N), w (C); writes dinp once: 4 * N*C*sizeof(floatX)
 // bytes of HBM traffic is the floor, and this kernel is built to stream at that floor.
 //
@@ -60,12 +63,12 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
 //   - one warp per row, rows strided over the whole grid (row = global warp id + k * total warps);
 //   - lane l of a warp owns the same columns of EVERY row it visits: chunk j (0..NCH-1) is columns
 //     (j*32 + l)*V .. +V-1, V = x128::size. So each row is read with coalesced 16-byte loads and
-//     the lane's dw/db sums for its NCH*V columns live in REGISTERS for the whole kernel: no shared
-//     memory traffic per row, no atomics. (Accumulating them in shared memory per row costs a
-//     read-modify-write per element and, with one lane per 16 bytes, 8-way bank conflicts; and
-//     2*C floats of shared memory per warp caps how many warps an SM can hold.)
+//     the lane's column sums for its NCH*V columns live in REGISTERS for the whole kernel: no
+//     shared memory traffic per row, no atomics. (Accumulating them in shared memory costs a
+//     read-modify-write per element per row: measured, the PROJ_BIAS sums that way cost 0.016 ms
+//     per call at C=768, where in registers they cost nothing, dev/perf_log.md.)
 //   - the row's dout, inp and dinp are all loaded into registers before any arithmetic: 3 row
-//     loads in flight per warp (4.5 KiB at C=768, 16-bit), times ~16 warps per SM, is what it
+//     loads in flight per warp (4.5 KiB at C=768, 16-bit), times 12-16 warps per SM, is what it
 //     takes to keep HBM busy (bytes in flight = bandwidth x latency). Each row is read once: the
 //     two row means the normalization couples (mean of w*dout, mean of w*dout*xhat) are computed
 //     from the registers, then the same registers give dinp.
@@ -74,31 +77,30 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
 //     grid, so results are bitwise reproducible run to run; layernorm_params_accumulate_kernel
 //     adds the partial rows, also in a fixed order.
 // NCH = ceil(C / (32 V)) is a template parameter: per-lane arrays indexed by compile-time
-// constants stay in registers (a runtime-sized loop would put them in local memory).
-// Dynamic shared memory: 2 * C floats.
+// constants stay in registers (a runtime-sized loop would put them in local memory). WARPS per
+// block and MIN_BLOCKS (the blocks per SM the launch bounds cut the registers for) are chosen by
+// the launcher from the register estimate (ln_bwd_registers).
+// Dynamic shared memory: NSETS * C floats.
 constexpr int LN_BWD_WARPS = 8;
-// MIN_BLOCKS: blocks per SM the register budget is cut for (launch bounds). Registers per thread
-// are ~2*NCH*V (the fp32 sums) + 12*NCH (three x128 per chunk) + the row converted to float.
-constexpr int ln_bwd_min_blocks(int nch) { return 2 * nch * x128::size + 12 * nch <= 96 ? 2 : 1; }
+// Registers per thread are ~NSETS*NCH*V (the fp32 sums) + 12*NCH (three x128 per chunk) + ~50
+// (the row's statistics, addresses, temporaries).
+constexpr int ln_bwd_registers(int nch, int nsets) { return nsets * nch * x128::size + 12 * nch; }
+constexpr int ln_bwd_min_blocks(int nch) { return ln_bwd_registers(nch, 2) <= 96 ? 2 : 1; }
 
-template <int NCH, bool PROJ_BIAS, int MIN_BLOCKS = ln_bwd_min_blocks(NCH)>
-__global__ void __launch_bounds__(LN_BWD_WARPS * 32, MIN_BLOCKS)
+template <int NCH, bool PROJ_BIAS, int MIN_BLOCKS = ln_bwd_min_blocks(NCH), int WARPS = LN_BWD_WARPS>
+__global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
 layernorm_backward_rows_kernel(floatX* dinp, float* partials, const floatX* dout, const floatX* inp,
                                const floatX* w, const float* mean, const float* rstd, int N, int C) {
-    constexpr int V = x128::size, NSETS = PROJ_BIAS ? 3 : 2, Q = NCH * V / 4;
-    extern __shared__ float block_sums[];  // (NSETS*C): dw sums, db sums, [the dinp column sums]
+    constexpr int V = x128::size, NSETS = PROJ_BIAS ? 3 : 2;
+    extern __shared__ float block_sums[];  // (NSETS*C): dw sums, db sums[, dinp sums]
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    // PROJ_BIAS: this warp's column sums of the dinp it writes, in shared memory (the registers are
-    // spent), lane-major (float4 q of lane l at [q][l]) so that a warp's accesses never conflict
-    float4* bias_acc = reinterpret_cast<float4*>(block_sums + NSETS * C) + (size_t)warp * Q * 32;
-    if (PROJ_BIAS)
-        for (int q = 0; q < Q; q++) bias_acc[q * 32 + lane] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    float dw_acc[NCH][V], db_acc[NCH][V];
-    for (int j = 0; j < NCH; j++)
-        for (int k = 0; k < V; k++) { dw_acc[j][k] = 0.0f; db_acc[j][k] = 0.0f; }
+    float acc[NSETS][NCH][V];  // [0]: dout*xhat (dw), [1]: dout (db), [2]: dinp (the projection bias)
+    for (int q = 0; q < NSETS; q++)
+        for (int j = 0; j < NCH; j++)
+            for (int k = 0; k < V; k++) acc[q][j][k] = 0.0f;
     const float inv_C = 1.0f / C;
 #pragma unroll 1
-    for (int row = blockIdx.x * LN_BWD_WARPS + warp; row < N; row += gridDim.x * LN_BWD_WARPS) {
+    for (int row = blockIdx.x * WARPS + warp; row < N; row += gridDim.x * WARPS) {
         const size_t base = (size_t)row * C;
         x128 d[NCH], x[NCH], di[NCH];
         // issue every load of the row first (streaming hint: nothing here is read again soon)
@@ -143,34 +145,27 @@ layernorm_backward_rows_kernel(floatX* dinp, float* partials, const floatX* dout
                     const float xhat = ((float)x[j][k] - m) * s, dk = (float)d[j][k];
                     const float dn = (float)wv[k] * dk;
                     o[k] = (floatX)((float)di[j][k] + (dn - mean_d - xhat * mean_dx) * s);
-                    dw_acc[j][k] += dk * xhat;
-                    db_acc[j][k] += dk;
+                    acc[0][j][k] += dk * xhat;
+                    acc[1][j][k] += dk;
+                    // the value stored, as a separate pass over dinp would read it
+                    if constexpr (PROJ_BIAS) acc[NSETS - 1][j][k] += (float)o[k];
                 }
                 store128(dinp + base + c, o);
-                if (PROJ_BIAS)
-                    for (int q = 0; q < V / 4; q++) {
-                        float4& t = bias_acc[(j * (V / 4) + q) * 32 + lane];
-                        t.x += (float)o[4 * q]; t.y += (float)o[4 * q + 1]; t.z += (float)o[4 * q + 2]; t.w += (float)o[4 * q + 3];
-                    }
             }
         }
     }
     // the block's partial: warp 0's sums, plus warp 1's, plus warp 2's... (one barrier per warp:
     // this runs once per block, the order is what matters)
-    for (int wi = 0; wi < LN_BWD_WARPS; wi++) {
+    for (int wi = 0; wi < WARPS; wi++) {
         if (warp == wi) {
             for (int j = 0; j < NCH; j++) {
                 const int c = (j * 32 + lane) * V;
                 if (c < C)
-                    for (int k = 0; k < V; k++) {
-                        block_sums[c + k] = wi == 0 ? dw_acc[j][k] : block_sums[c + k] + dw_acc[j][k];
-                        block_sums[C + c + k] = wi == 0 ? db_acc[j][k] : block_sums[C + c + k] + db_acc[j][k];
-                        if (PROJ_BIAS) {
-                            const float4 t = bias_acc[(j * (V / 4) + k / 4) * 32 + lane];
-                            const float v = k % 4 == 0 ? t.x : k % 4 == 1 ? t.y : k % 4 == 2 ? t.z : t.w;
-                            block_sums[2 * C + c + k] = wi == 0 ? v : block_sums[2 * C + c + k] + v;
+                    for (int q = 0; q < NSETS; q++)
+                        for (int k = 0; k < V; k++) {
+                            float& t = block_sums[q * C + c + k];
+                            t = wi == 0 ? acc[q][j][k] : t + acc[q][j][k];
                         }
-                    }
             }
         }
         __syncthreads();
@@ -238,32 +233,42 @@ inline void layernorm_apply(Context* ctx, floatX* out, const floatX* inp, const 
     launchCheck();
 }
 
-template <int NCH, bool PROJ_BIAS, int MIN_BLOCKS>
+template <int NCH, bool PROJ_BIAS, int MIN_BLOCKS, int WARPS>
 inline int layernorm_backward_launch_kernel(Context* ctx, floatX* dinp, float* partials, const floatX* dout,
                                             const floatX* inp, const floatX* w, const float* mean, const float* rstd,
                                             int N, int C) {
-    const auto kernel = layernorm_backward_rows_kernel<NCH, PROJ_BIAS, MIN_BLOCKS>;
+    const auto kernel = layernorm_backward_rows_kernel<NCH, PROJ_BIAS, MIN_BLOCKS, WARPS>;
     const int nsets = PROJ_BIAS ? 3 : 2;
-    const size_t smem = nsets * (size_t)C * sizeof(float) + (PROJ_BIAS ? (size_t)LN_BWD_WARPS * 32 * NCH * x128::size * sizeof(float) : 0);
-    if (smem > 48 * 1024) cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    const size_t smem = nsets * (size_t)C * sizeof(float);
     int per_sm = 0;
-    cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, LN_BWD_WARPS * 32, smem));
+    cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WARPS * 32, smem));
     // one resident wave: every block loops over rows, so more blocks would only add partial rows
-    size_t blocks = std::min<size_t>((size_t)std::max(per_sm, 1) * ctx->props.multiProcessorCount, ceil_div(N, LN_BWD_WARPS));
+    size_t blocks = std::min<size_t>((size_t)std::max(per_sm, 1) * ctx->props.multiProcessorCount, ceil_div(N, WARPS));
     blocks = std::max<size_t>(1, std::min<size_t>(blocks, ctx->scratch_elems / (nsets * (size_t)C)));
-    kernel<<<(int)blocks, LN_BWD_WARPS * 32, smem, ctx->stream>>>(dinp, partials, dout, inp, w, mean, rstd, N, C);
+    kernel<<<(int)blocks, WARPS * 32, smem, ctx->stream>>>(dinp, partials, dout, inp, w, mean, rstd, N, C);
     launchCheck();
     return (int)blocks;
 }
 
-// proj_bias: the kernel also sums dinp's columns (after the add) into a third partial set
+// Launches the kernel for NCH chunks; *blocks_out = the partial rows written. Returns whether the
+// projection bias was summed: with proj_bias, where the third sum set fits the registers (16-bit
+// C <= 1280, fp32 C <= 1024), the kernel runs 4 warps per block and 3 blocks per SM (2 where the
+// registers are more), 12 or 8 warps per SM, which measured as fast as the kernel without it
+// (0.126 against 0.123 ms at C=768, bf16); wider rows would spill, and the caller sums dinp apart.
 template <int NCH, int MIN_BLOCKS = ln_bwd_min_blocks(NCH)>
-inline void layernorm_backward_launch(Context* ctx, bool proj_bias, floatX* dinp, float* partials, int* blocks_out,
+inline bool layernorm_backward_launch(Context* ctx, bool proj_bias, floatX* dinp, float* partials, int* blocks_out,
                                       const floatX* dout, const floatX* inp, const floatX* w, const float* mean,
                                       const float* rstd, int N, int C) {
-    *blocks_out = proj_bias
-        ? layernorm_backward_launch_kernel<NCH, true, MIN_BLOCKS>(ctx, dinp, partials, dout, inp, w, mean, rstd, N, C)
-        : layernorm_backward_launch_kernel<NCH, false, MIN_BLOCKS>(ctx, dinp, partials, dout, inp, w, mean, rstd, N, C);
+    constexpr int regs = ln_bwd_registers(NCH, 3);
+    if constexpr (regs <= 192)
+        if (proj_bias) {
+            *blocks_out = layernorm_backward_launch_kernel<NCH, true, regs <= 108 ? 3 : 2, 4>(ctx, dinp, partials, dout, inp, w,
+                                                                                             mean, rstd, N, C);
+            return true;
+        }
+    *blocks_out = layernorm_backward_launch_kernel<NCH, false, MIN_BLOCKS, LN_BWD_WARPS>(ctx, dinp, partials, dout, inp, w,
+                                                                                         mean, rstd, N, C);
+    return false;
 }
 
 // The widths the LayerNorm kernels take: a multiple of x128::size, at most 16 * 32 * x128::size
@@ -274,34 +279,37 @@ inline int layernorm_max_channels() { return 16 * 32 * x128::size; }
 
 // dinp (N,C) += dLN/dinp; dw (C), db (C) += their gradients. inp is the forward's input (N,C).
 // C as layernorm_supports says. dproj_bias (C), when not null, += the column sums of dinp as this
-// call leaves it: dinp is the residual stream's gradient, and where a projection's output was added
-// to the stream that sum is the projection's bias gradient (the stream's gradient is the gradient
-// of everything added to it). Summed here, it costs no separate pass over dinp.
+// call leaves it. Why: dinp is the residual stream's gradient, and the stream's gradient is the
+// gradient of every tensor added to it, so where a projection's output was added its column sums
+// are that projection's bias gradient. Summed here while dinp is in registers, it costs no
+// separate pass over dinp (N*C values, 0.03 ms at N=65536, C=768), where the registers allow.
 inline void layernorm_backward(Context* ctx, floatX* dinp, floatX* dw, floatX* db, const floatX* dout,
                                const floatX* inp, const floatX* w, const float* mean, const float* rstd,
                                int N, int C, floatX* dproj_bias = nullptr) {
     const bool pb = dproj_bias != nullptr;
     const int nch = (int)ceil_div(C, 32 * x128::size);
     int P = 0;
+    bool summed = false;
     float* part = ctx->scratch;
     // the chunk counts GPT-2's widths need (768, 1024, 1280, 1600 in 16-bit and fp32), then a few above
-    if (nch <= 1) layernorm_backward_launch<1>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
-    else if (nch <= 2) layernorm_backward_launch<2>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
-    else if (nch <= 3) layernorm_backward_launch<3>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
-    else if (nch <= 4) layernorm_backward_launch<4>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
-    else if (nch <= 5) layernorm_backward_launch<5>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
-    else if (nch <= 6) layernorm_backward_launch<6>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
-    else if (nch <= 7) layernorm_backward_launch<7>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
-    else if (nch <= 8) layernorm_backward_launch<8>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
-    else if (nch <= 10) layernorm_backward_launch<10>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
-    else if (nch <= 13) layernorm_backward_launch<13>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
-    else if (nch <= 16) layernorm_backward_launch<16>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    if (nch <= 1) summed = layernorm_backward_launch<1>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 2) summed = layernorm_backward_launch<2>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 3) summed = layernorm_backward_launch<3>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 4) summed = layernorm_backward_launch<4>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 5) summed = layernorm_backward_launch<5>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 6) summed = layernorm_backward_launch<6>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 7) summed = layernorm_backward_launch<7>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 8) summed = layernorm_backward_launch<8>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 10) summed = layernorm_backward_launch<10>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 13) summed = layernorm_backward_launch<13>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
+    else if (nch <= 16) summed = layernorm_backward_launch<16>(ctx, pb, dinp, part, &P, dout, inp, w, mean, rstd, N, C);
     else {
         fprintf(stderr, "layernorm_backward: C=%d is wider than this kernel supports (%d)\n", C, layernorm_max_channels());
         exit(EXIT_FAILURE);
     }
-    const int nsets = pb ? 3 : 2;
+    const int nsets = summed ? 3 : 2;
     layernorm_params_accumulate_kernel<<<ceil_div(nsets * (size_t)C, 32), dim3(32, LN_ACC_LANES), 0, ctx->stream>>>(
         dw, db, dproj_bias, part, P, C, nsets);
     launchCheck();
+    if (pb && !summed) bias_backward(ctx, dproj_bias, dinp, N, C);  // (after the kernel above: both use ctx->scratch)
 }
