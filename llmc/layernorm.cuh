@@ -66,7 +66,7 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
 //     the lane's column sums for its NCH*V columns live in REGISTERS for the whole kernel: no
 //     shared memory traffic per row, no atomics. (Accumulating them in shared memory costs a
 //     read-modify-write per element per row: measured, the PROJ_BIAS sums that way cost 0.016 ms
-//     per call at C=768, where in registers they cost nothing, dev/perf_log.md.)
+//     per call at C=768, in registers 0.001-0.003 ms, dev/perf_log.md.)
 //   - the row's dout, inp and dinp are all loaded into registers before any arithmetic: 3 row
 //     loads in flight per warp (4.5 KiB at C=768, 16-bit), times 12-16 warps per SM, is what it
 //     takes to keep HBM busy (bytes in flight = bandwidth x latency). Each row is read once: the
@@ -253,8 +253,8 @@ inline int layernorm_backward_launch_kernel(Context* ctx, floatX* dinp, float* p
 // Launches the kernel for NCH chunks; *blocks_out = the partial rows written. Returns whether the
 // projection bias was summed: with proj_bias, where the third sum set fits the registers (16-bit
 // C <= 1280, fp32 C <= 1024), the kernel runs 4 warps per block and 3 blocks per SM (2 where the
-// registers are more), 12 or 8 warps per SM, which measured as fast as the kernel without it
-// (0.126 against 0.123 ms at C=768, bf16); wider rows would spill, and the caller sums dinp apart.
+// registers are more), 12 or 8 warps per SM, which measured about as fast as the kernel without
+// it (0.124 against 0.122 ms at C=768, bf16); wider rows would spill, and the caller sums dinp apart.
 template <int NCH, int MIN_BLOCKS = ln_bwd_min_blocks(NCH)>
 inline bool layernorm_backward_launch(Context* ctx, bool proj_bias, floatX* dinp, float* partials, int* blocks_out,
                                       const floatX* dout, const floatX* inp, const floatX* w, const float* mean,
