@@ -68,7 +68,7 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
 //     read-modify-write per element per row: measured, the PROJ_BIAS sums that way cost 0.016 ms
 //     per call at C=768, in registers 0.001-0.003 ms, dev/perf_log.md.)
 //   - the row's dout, inp and dinp are all loaded into registers before any arithmetic: 3 row
-//     loads in flight per warp (4.5 KiB at C=768, 16-bit), times 12-16 warps per SM, is what it
+//     loads in flight per warp (4.5 KiB at C=768, 16-bit), times 8-16 warps per SM, is what it
 //     takes to keep HBM busy (bytes in flight = bandwidth x latency). Each row is read once: the
 //     two row means the normalization couples (mean of w*dout, mean of w*dout*xhat) are computed
 //     from the registers, then the same registers give dinp.
