@@ -66,12 +66,12 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
 //     the lane's column sums for its NCH*V columns live in REGISTERS for the whole kernel: no
 //     shared memory traffic per row, no atomics. (Accumulating them in shared memory costs a
 //     read-modify-write per element per row: measured, the PROJ_BIAS sums that way cost 0.016 ms
-//     per call at C=768, in registers 0.001-0.003 ms, dev/perf_log.md.)
+//     per call at C=768 in 16-bit, in registers 0.001-0.003 ms, dev/perf_log.md.)
 //   - the row's dout, inp and dinp are all loaded into registers before any arithmetic: 3 row
-//     loads in flight per warp (4.5 KiB at C=768, 16-bit), times 8-16 warps per SM, is what it
-//     takes to keep HBM busy (bytes in flight = bandwidth x latency). Each row is read once: the
-//     two row means the normalization couples (mean of w*dout, mean of w*dout*xhat) are computed
-//     from the registers, then the same registers give dinp.
+//     loads in flight per warp (4.5 KiB at C=768, 16-bit), times 8-16 warps per SM at GPT-2's
+//     widths, is what it takes to keep HBM busy (bytes in flight = bandwidth x latency). Each row
+//     is read once: the two row means the normalization couples (mean of w*dout, mean of
+//     w*dout*xhat) are computed from the registers, then the same registers give dinp.
 //   - at the end the block's warps add their register sums into shared memory in warp order
 //     (0, 1, 2, ...), and the block writes one partial row. Every sum has a fixed order for a given
 //     grid, so results are bitwise reproducible run to run; layernorm_params_accumulate_kernel
@@ -252,9 +252,10 @@ inline int layernorm_backward_launch_kernel(Context* ctx, floatX* dinp, float* p
 
 // Launches the kernel for NCH chunks; *blocks_out = the partial rows written. Returns whether the
 // projection bias was summed: with proj_bias, where the third sum set fits the registers (16-bit
-// C <= 1280, fp32 C <= 1024), the kernel runs 4 warps per block and 3 blocks per SM (2 where the
-// registers are more), 12 or 8 warps per SM, which measured about as fast as the kernel without
-// it (0.124 against 0.122 ms at C=768, bf16); wider rows would spill, and the caller sums dinp apart.
+// C <= 1280, fp32 C <= 1024), the kernel runs 4 warps per block and at least 3 blocks per SM (2
+// where the registers are more): at GPT-2's widths 12 or 8 warps per SM, about as fast as the
+// kernel without it (0.124 against 0.122 ms at C=768, bf16); wider rows would spill, and the
+// caller sums dinp apart.
 template <int NCH, int MIN_BLOCKS = ln_bwd_min_blocks(NCH)>
 inline bool layernorm_backward_launch(Context* ctx, bool proj_bias, floatX* dinp, float* partials, int* blocks_out,
                                       const floatX* dout, const floatX* inp, const floatX* w, const float* mean,

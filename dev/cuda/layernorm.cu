@@ -1,10 +1,10 @@
 // Checks llmc/layernorm.cuh against a float64 CPU reference, for C = 768 and C = 1600 (and the
-// backward also at C = 1024, and at 999 rows):
+// backward also at C = 1024 and 1280, and at 999 rows):
 //   - layernorm_forward: out, mean, rstd;
 //   - layernorm_backward: dinp accumulated onto a non-zero initial dinp, dw/db accumulated onto
 //     non-zero initial values, and a projection's bias gradient (dproj_bias: the column sums of
-//     the dinp it leaves; summed in the kernel at C = 768 and 1024, by bias_backward at 1600);
-//     without dproj_bias the same dinp bits;
+//     the dinp it leaves; summed in the kernel at C = 768, 1024 and (16-bit) 1280, by
+//     bias_backward at 1600); without dproj_bias the same dinp bits and dw/db checked again;
 //   - layernorm_backward is bitwise reproducible (two runs from the same inputs), also for a row
 //     count that is not a multiple of the rows a block takes;
 //   - timing of the forward and backward at N = 65536 rows (GPT-2 124M's B*T = 64*1024), C = 768
@@ -202,10 +202,12 @@ static void check_backward(Context* ctx, int N, int C) {
     };
     const std::vector<unsigned char> first = run_bytes(true), second = run_bytes(true);
     check_true(tag + " bitwise reproducible", first == second, first == second ? "two runs identical" : "two runs differ");
-    // without the projection bias: dinp the same bits (dw and db not: the kernel then runs another
-    // grid, so their partial sums group differently; both are checked against the reference), and
-    // the bias untouched
+    // without the projection bias (the kernel then runs another grid: the launcher's other
+    // configuration): dinp the same bits, dw and db against the reference (not the same bits: their
+    // partial sums group differently), and the bias untouched
     const std::vector<unsigned char> plain = run_bytes(false);
+    check_close(tag + " without the projection bias: dw (accumulated)", from_device(d_dw, C), dw, tol_for(2e-5, 2e-3, 1.5e-2));
+    check_close(tag + " without the projection bias: db (accumulated)", from_device(d_db, C), db, tol_for(2e-5, 2e-3, 1.5e-2));
     const size_t nd = (size_t)N * C * sizeof(floatX);
     std::vector<float> dpb0x = dpb0;
     round_to_floatX(dpb0x);
@@ -224,6 +226,7 @@ int main() {
     }
     check_backward(&ctx, 999, 768);  // fewer rows than warps in the grid, and not a multiple of 8
     check_backward(&ctx, 1000, 1024);
+    check_backward(&ctx, N, 1280);  // d36's width: the widest whose bias sums fit the registers in 16-bit
 
     // ---- timing: N = B*T = 65536 rows (GPT-2 124M at B=64, T=1024) of C = 768, then C = 1600
     if (timing_enabled()) {
