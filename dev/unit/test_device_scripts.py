@@ -77,11 +77,25 @@ def ab_run(root, script, binary, fail_calls):
     return out, err
 
 
-# trainer_ab.sh: tok/s = 1000 x the call number (calls alternate: round 1 entry 1, entry 2, round 2 ...)
-COUNTING_TRAINER = """#!/usr/bin/env bash
+# The stand-ins of the two A/B tests: c = this call's number (COUNTER), and a failure with `msg`
+# on the calls listed in FAIL_CALLS.
+COUNT_CALL = """#!/usr/bin/env bash
 c=$(cat "$COUNTER" 2>/dev/null || echo 0); c=$((c + 1)); echo $c > "$COUNTER"
-if [[ " $FAIL_CALLS " == *" $c "* ]]; then echo "error: cudaMalloc failed (call $c)"; exit 1; fi
-echo "step 1/20 | loss 11.0"
+"""
+def fail_on_listed_calls(msg):
+    return f"""if [[ " $FAIL_CALLS " == *" $c "* ]]; then echo "{msg}"; exit 1; fi
+"""
+
+
+def check_ab_failures(out, script, case, fail_calls):
+    """The A/B script reported one 'round N: failed (' line per failed call."""
+    nfail = len(fail_calls.split())
+    check(len([x for x in out.splitlines() if re.search(r"round \d+: failed \(", x)]) == nfail,
+          f"{script} {case}: {nfail} failed run(s) reported")
+
+
+# trainer_ab.sh: tok/s = 1000 x the call number (calls alternate: round 1 entry 1, entry 2, round 2 ...)
+COUNTING_TRAINER = COUNT_CALL + fail_on_listed_calls("error: cudaMalloc failed (call $c)") + """echo "step 1/20 | loss 11.0"
 echo "RESULT precision=bf16 model=L12C768 gpus=1 B=64 T=1024 tok_per_s=$((c * 1000)) tok_per_s_mean=$((c * 1000 + 1)) fwd_ms=1.0 bwd_ms=2.0"
 """
 root = tree("trainer_ab.sh")
@@ -96,19 +110,14 @@ for case, fail_calls, want in [
     out, err = ab_run(root, "trainer_ab.sh", "fake/trainer", fail_calls)
     out_dir = os.path.join(root, "out")
     check(lines_with(out, "MEAN ") == want, f"trainer_ab.sh {case}: MEAN per entry over its successful runs", out + err)
-    nfail = len(fail_calls.split())
-    check(len([x for x in out.splitlines() if re.search(r"round \d+: failed \(", x)]) == nfail, f"trainer_ab.sh {case}: {nfail} failed run(s) reported")
+    check_ab_failures(out, "trainer_ab.sh", case, fail_calls)
     logs = sorted(os.listdir(out_dir)) if os.path.isdir(out_dir) else []
     check([x for x in logs if x.endswith(".log")] == ["ab_1_fake_trainer_1.log", "ab_1_fake_trainer_2.log",
                                                        "ab_2_fake_trainer_1.log", "ab_2_fake_trainer_2.log"],
           f"trainer_ab.sh {case}: a log per entry and round (by position)")
 
 # attn_ab.sh: forward B=64 TFLOP/s = 100 x the call number
-COUNTING_ATTN = """#!/usr/bin/env bash
-c=$(cat "$COUNTER" 2>/dev/null || echo 0); c=$((c + 1)); echo $c > "$COUNTER"
-echo "PASS attention forward"
-if [[ " $FAIL_CALLS " == *" $c "* ]]; then echo "CUDA error: an illegal memory access"; exit 1; fi
-echo "TIME  attention_forward B=8 T=1024 NH=12: 0.100 ms 50.0 TFLOP/s"
+COUNTING_ATTN = COUNT_CALL + 'echo "PASS attention forward"\n' + fail_on_listed_calls("CUDA error: an illegal memory access") + """echo "TIME  attention_forward B=8 T=1024 NH=12: 0.100 ms 50.0 TFLOP/s"
 echo "TIME  attention_forward B=64 T=1024 NH=12: 0.500 ms $((c * 100)).0 TFLOP/s"
 echo "TIME  attention_backward B=64 T=1024 NH=12: 1.000 ms 200.0 TFLOP/s"
 echo "1 passed, 0 failed"
@@ -124,7 +133,7 @@ for case, fail_calls, want in [
                                               "MEAN fake/attention_check: forward B=64 - TFLOP/s (all 2 rounds FAILED)"])]:
     out, err = ab_run(root, "attn_ab.sh", "fake/attention_check", fail_calls)
     check(lines_with(out, "MEAN ") == want, f"attn_ab.sh {case}: MEAN per entry over its successful runs", out + err)
-    check(len([x for x in out.splitlines() if re.search(r"round \d+: failed \(", x)]) == len(fail_calls.split()), f"attn_ab.sh {case}: failed runs reported")
+    check_ab_failures(out, "attn_ab.sh", case, fail_calls)
     check(len([x for x in os.listdir(os.path.join(root, "out")) if x.startswith("ab_")]) == 4, f"attn_ab.sh {case}: 4 logs")
 
 # ---------------------------------------------------------------------------------------------
