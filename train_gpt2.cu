@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <unistd.h>  // access()
 #include <cuda_profiler_api.h>
 #include "llmc/common.cuh"
 #include "llmc/gpt2.cuh"
@@ -54,7 +55,11 @@ struct Run {
 // false + one line if this build's kernels cannot run it or --seq-len exceeds it.
 bool model_config(const TrainConfig& tc, GPT2Config* cfg, bool* fresh, std::string* err) {
     *fresh = config_from_descriptor(tc.model, cfg);
-    if (!*fresh && !model_file_read_header(tc.model, cfg, err)) return false;
+    if (!*fresh && !model_file_read_header(tc.model, cfg, err)) {
+        if (access(tc.model.c_str(), F_OK) != 0)  // a mistyped descriptor, most likely: name both readings
+            *err = "option --model: '" + tc.model + "' is neither d12, d24, d36, d48 nor an existing model file";
+        return false;
+    }
     const std::string what = "model " + tc.model + ": ";
     if (!attention_supports(cfg->channels, cfg->num_heads)) {
         *err = what + "head size " + std::to_string(cfg->channels) + "/" + std::to_string(cfg->num_heads) +

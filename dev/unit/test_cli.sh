@@ -50,6 +50,7 @@ if [ "$(md5sum "$tmp/run/log.jsonl")" = "$before" ]; then passed=$((passed + 1))
 else failed=$((failed + 1)); echo "FAIL used --out was modified"; fi
 expect "tokenize --val-fraction ''" "--val-fraction must be a number in [0, 1), not ''" -- data/tokenize "$tmp/text.txt" --val-fraction "" -o "$tmp/vf"
 expect "--seq-len above the model's" "option --seq-len: 2048 exceeds the model's maximum sequence length 1024" -- $bin $d -t 2048
+expect "unknown model descriptor" "option --model: 'd13' is neither d12, d24, d36, d48 nor an existing model file" -- $bin $d -e d13
 expect "-x 0" "option --max-steps: 0 is not a step count" -- $bin -x 0
 expect "--beta2 1" "option --beta2: must be below 1" -- $bin --beta2 1
 # --resume continues with the kept options (options.txt of the newest complete checkpoint), and
