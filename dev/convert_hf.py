@@ -19,19 +19,12 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model_file import HEADER_INTS, PARAM_ORDER, padded_vocab, param_shapes, read_model, \
+from model_file import HEADER_INTS, HF_BLOCK_MAP, PARAM_ORDER, padded_vocab, param_shapes, read_model, \
     write_model, write_tensors
 
 STATE_MAGIC, STATE_VERSION = 20240327, 3
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json",
                 "pytorch_model.bin", "pytorch_model.bin.index.json")
-# our name <- HF name inside transformer.h.{l}, and whether it is a Conv1D weight to transpose
-BLOCK_MAP = [("ln1w", "ln_1.weight", False), ("ln1b", "ln_1.bias", False),
-             ("qkvw", "attn.c_attn.weight", True), ("qkvb", "attn.c_attn.bias", False),
-             ("attprojw", "attn.c_proj.weight", True), ("attprojb", "attn.c_proj.bias", False),
-             ("ln2w", "ln_2.weight", False), ("ln2b", "ln_2.bias", False),
-             ("fcw", "mlp.c_fc.weight", True), ("fcb", "mlp.c_fc.bias", False),
-             ("fcprojw", "mlp.c_proj.weight", True), ("fcprojb", "mlp.c_proj.bias", False)]
 
 
 class ConvertError(Exception):  # a one-line reason; main prints it and exits 1
@@ -93,7 +86,7 @@ def hf_to_params(sd, config):
     wte = torch.zeros(padded_vocab(V), C)
     wte[:V] = get("wte.weight")   # rows V..Vp-1 are never a token: zero, as in our own init
     p = {"wte": wte, "wpe": get("wpe.weight"), "lnfw": get("ln_f.weight"), "lnfb": get("ln_f.bias")}
-    for ours, hf, transpose in BLOCK_MAP:
+    for ours, hf, transpose in HF_BLOCK_MAP:
         layers = [get(f"h.{l}.{hf}") for l in range(L)]
         p[ours] = torch.stack([t.t() if transpose else t for t in layers]).contiguous()
     return p
@@ -193,7 +186,7 @@ def selftest():
         check(ok, "wte (padded to Vp with zero rows)")
         for ours, hf_name in [("wpe", "wpe.weight"), ("lnfw", "ln_f.weight"), ("lnfb", "ln_f.bias")]:
             check(np.array_equal(p[ours], sd["transformer." + hf_name]), ours)
-        for ours, hf_name, tr in BLOCK_MAP:
+        for ours, hf_name, tr in HF_BLOCK_MAP:
             hf_layers = [sd[f"transformer.h.{l}.{hf_name}"] for l in range(2)]
             check(all(np.array_equal(p[ours][l], a.T if tr else a) for l, a in enumerate(hf_layers)),
                   f"{ours} (all layers{', transposed' if tr else ''})")

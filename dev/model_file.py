@@ -19,6 +19,17 @@ HEADER_INTS = 256
 PARAM_ORDER = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
                "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
 
+# Hugging Face's GPT-2 names: ours <- HF's inside transformer.h.{l}, and whether it is a Conv1D
+# weight, which HF stores (in, out) and we store (out, in) (dev/convert_hf.py, dev/export_hf.py)
+HF_BLOCK_MAP = [("ln1w", "ln_1.weight", False), ("ln1b", "ln_1.bias", False),
+                ("qkvw", "attn.c_attn.weight", True), ("qkvb", "attn.c_attn.bias", False),
+                ("attprojw", "attn.c_proj.weight", True), ("attprojb", "attn.c_proj.bias", False),
+                ("ln2w", "ln_2.weight", False), ("ln2b", "ln_2.bias", False),
+                ("fcw", "mlp.c_fc.weight", True), ("fcb", "mlp.c_fc.bias", False),
+                ("fcprojw", "mlp.c_proj.weight", True), ("fcprojb", "mlp.c_proj.bias", False)]
+# and outside the blocks (transformer.{name}); wte is (V, C) in HF, (Vp, C) with zero rows here
+HF_HEAD_MAP = [("wte", "wte.weight"), ("wpe", "wpe.weight"), ("lnfw", "ln_f.weight"), ("lnfb", "ln_f.bias")]
+
 
 def padded_vocab(V, multiple=128):
     """V rounded up to a multiple of 128 (50257 -> 50304), so the vocab matmuls tile evenly."""
@@ -72,10 +83,11 @@ def read_model(path):
     """Returns (config, params) with params a dict name -> float32 numpy array.
     Raises ValueError with a one-line message when the file is not a valid fp32 model file."""
     with open(path, "rb") as f:
-        header = np.frombuffer(f.read(HEADER_INTS * 4), dtype="<i4")
+        head = f.read(HEADER_INTS * 4)
         data = f.read()
-    if header.size != HEADER_INTS:
+    if len(head) != HEADER_INTS * 4:
         raise ValueError(f"{path}: too short for the {HEADER_INTS}-int32 header")
+    header = np.frombuffer(head, dtype="<i4")
     if header[0] != MODEL_MAGIC:
         raise ValueError(f"{path}: bad magic {header[0]} (expected {MODEL_MAGIC}, a model file)")
     if header[1] != MODEL_VERSION:

@@ -41,9 +41,10 @@ TEST_TEXT = (
 )
 
 
-def gpt2_encoding():
+def gpt2_encoding(vocab_dir=VOCAB):
+    """tiktoken's gpt2 encoding from the local vocabulary files (tiktoken would download them)."""
     ranks = tiktoken.load.data_gym_to_mergeable_bpe_ranks(
-        os.path.join(VOCAB, "vocab.bpe"), os.path.join(VOCAB, "encoder.json"))
+        os.path.join(vocab_dir, "vocab.bpe"), os.path.join(vocab_dir, "encoder.json"))
     return tiktoken.Encoding(name="gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
                              special_tokens={"<|endoftext|>": 50256})
 

@@ -11,6 +11,8 @@
 #      is refused;
 #   4. val: B=64 on tinyshakespeare, whose validation data is smaller than one batch;
 #      zero1 (not in the default set): --zero 1 on one GPU, killed, resumed, vs DDP, bitwise;
+#      export (not in the default set): a checkpoint written as a Hugging Face folder
+#      (dev/export_hf.py), loaded by transformers, checked against dev/reference.py;
 #   5. memory and speed with --recompute 0/1/2 at B=64.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -104,6 +106,41 @@ if has val; then
     # B=64 on tinyshakespeare: its validation data holds fewer tokens than one batch of 64 rows
     build/bf16/train_gpt2cu $common -b 64 -d 65536 -x 2 -v 1 -g 0 > "$OUT/val_small.log" 2>&1
     summary+=("B=64, small validation set: rc=$? $(grep -m1 '^note: validation' "$OUT/val_small.log") $(grep 'val loss' "$OUT/val_small.log" | tr '\n' ' ')$ref_note")
+fi
+if has export; then
+    # a model trained here, in transformers: a 10-step FP16 run's checkpoint -> dev/export_hf.py (with
+    # GPT-2's tokenizer files, carried in dev_data/gpt2) -> GPT2LMHeadModel.from_pretrained: its
+    # logits against dev/reference.py's forward on the same model file, its tokenizer against
+    # tiktoken, and a greedy continuation; also the exporter's self-test with torch installed
+    python3 dev/export_hf.py --selftest --vocab-dir dev_data/gpt2 > "$OUT/export_selftest.log" 2>&1
+    summary+=("export_hf --selftest: rc=$? $(grep -c ^PASS "$OUT/export_selftest.log") PASS, $(grep -c ^FAIL "$OUT/export_selftest.log") FAIL$(grep ^FAIL "$OUT/export_selftest.log" | head -n 3 | sed 's/^/; /' | tr -d '\n')")
+    rm -rf runs/ex /tmp/hf_ex
+    build/fp16/train_gpt2cu $common -x 10 -o runs/ex > "$OUT/export_train.log" 2>&1
+    python3 dev/export_hf.py runs/ex/step_00000010/model.bin /tmp/hf_ex --vocab-dir dev_data/gpt2 > "$OUT/export.log" 2>&1
+    summary+=("export of a 10-step checkpoint: rc=$? $(tail -n 1 "$OUT/export.log")")
+    python3 - > "$OUT/export_check.log" 2>&1 <<'PY'
+import sys, numpy as np, torch
+sys.path.insert(0, "dev")
+import reference
+from tokenizer_fixture import gpt2_encoding
+from model_file import read_model, map_tokens
+from transformers import GPT2LMHeadModel, AutoTokenizer
+cfg, p = read_model("runs/ex/step_00000010/model.bin")
+hf = GPT2LMHeadModel.from_pretrained("/tmp/hf_ex", attn_implementation="eager").float().eval()
+tok = AutoTokenizer.from_pretrained("/tmp/hf_ex")
+x = torch.from_numpy(map_tokens("dev_data/tinyshakespeare_val.bin")[:4 * 256].astype(np.int64)).view(4, 256)
+with torch.no_grad():
+    ours = reference.forward({n: torch.from_numpy(a) for n, a in p.items()}, cfg, x)
+    theirs = hf(x).logits
+    err = (ours - theirs).abs().max().item()
+    loss = torch.nn.functional.cross_entropy(theirs[:, :-1].reshape(-1, cfg["V"]), x[:, 1:].reshape(-1)).item()
+text = "First Citizen:\nBefore we proceed any further, hear me speak."
+same = tok.encode(text) == gpt2_encoding("dev_data/gpt2").encode_ordinary(text)
+out = hf.generate(torch.tensor([tok.encode("ROMEO:")]), max_new_tokens=16, do_sample=False, pad_token_id=50256)
+print(f"{'PASS' if err < 1e-3 else 'FAIL'} HF logits vs reference.py on the model file: max abs err {err:.2e}; "
+      f"HF val loss (4x256 tokens) {loss:.4f}; tokenizer == tiktoken: {same}; greedy: {tok.decode(out[0])!r}")
+PY
+    summary+=("checkpoint in transformers: rc=$? $(tail -n 1 "$OUT/export_check.log")")
 fi
 if has recompute; then
     for rc in 0 1 2; do

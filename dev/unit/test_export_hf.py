@@ -1,0 +1,40 @@
+"""Unit test of dev/export_hf.py (no GPU; numpy only): its self-test (a random model file exported,
+read back, every tensor's name, shape and layout checked; the refusals), with GPT-2's tokenizer
+files from $GPT2_VOCAB_DIR (default ../shared/data/gpt2) when they are there, and the command
+line: one "wrote" line on success, one error line and exit 1 on a bad input. transformers' own
+loading of the export is checked on the GPU machine (dev/device/loop_run.sh tests), where torch is."""
+import os
+import subprocess
+import sys
+import tempfile
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, here)
+sys.path.insert(0, os.path.join(here, ".."))
+from check import check, finish  # noqa: E402
+import export_hf  # noqa: E402
+from model_file import param_shapes, padded_vocab, write_model  # noqa: E402
+import numpy as np  # noqa: E402
+
+vocab = os.environ.get("GPT2_VOCAB_DIR", os.path.join(here, "..", "..", "..", "shared", "data", "gpt2"))
+if not os.path.isfile(os.path.join(vocab, "encoder.json")):
+    print(f"note: {vocab}: no GPT-2 vocabulary, the tokenizer files are not checked")
+    vocab = None
+export_hf.selftest(vocab, report=check)
+
+script = os.path.join(here, "..", "export_hf.py")
+with tempfile.TemporaryDirectory() as tmp:
+    config = dict(maxT=16, V=300, L=1, NH=2, C=32)
+    shapes = param_shapes(dict(config, Vp=padded_vocab(config["V"])))
+    write_model(os.path.join(tmp, "m.bin"), {n: np.ones(s, dtype="<f4") for n, s in shapes.items()}, config)
+    r = subprocess.run([sys.executable, script, os.path.join(tmp, "m.bin"), os.path.join(tmp, "out")],
+                       capture_output=True, text=True)
+    check(r.returncode == 0 and r.stdout.startswith("wrote ") and "V=300" in r.stdout, f"export of a tiny model: {r.stdout.strip()}")
+    r = subprocess.run([sys.executable, script, os.path.join(tmp, "m.bin"), os.path.join(tmp, "o2"), "--vocab-dir", tmp],
+                       capture_output=True, text=True)
+    check(r.returncode == 1 and r.stderr.count("\n") == 1 and "300 tokens" in r.stderr and not os.path.exists(os.path.join(tmp, "o2")),
+          f"--vocab-dir with a non-GPT-2 vocabulary: one line, exit 1, nothing written: {r.stderr.strip()}")
+    r = subprocess.run([sys.executable, script, os.path.join(tmp, "none.bin"), os.path.join(tmp, "o3")],
+                       capture_output=True, text=True)
+    check(r.returncode == 1 and r.stderr.count("\n") == 1 and r.stderr.startswith("error: "), f"missing model file: {r.stderr.strip()}")
+finish()
