@@ -98,7 +98,7 @@ dev/power_probe: dev/power_probe.cu llmc/common.cuh
 	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
 
 data/tokenize: data/tokenize.cpp $(wildcard data/*.h) llmc/tokenizer.h llmc/shards.h
-	$(CXX) $(CXXFLAGS) $(PCRE2_CFLAGS) $< $(PCRE2_LIBS) -o $@
+	$(CXX) $(CXXFLAGS) $(PCRE2_CFLAGS) $< $(PCRE2_LIBS) -pthread -o $@
 
 build/unit/%: dev/unit/%.cpp dev/unit/check.h $(LLMC_HEADERS) $(wildcard data/*.h)
 	@mkdir -p build/unit

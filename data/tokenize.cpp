@@ -2,10 +2,12 @@
 // Turns text files into token shards for the trainer, and exports the decode table.
 // Run with --help for the modes.
 #include "bpe.h"
+#include "corpus.h"
 #include "../llmc/shards.h"
 #include "../llmc/tokenizer.h"
 
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 
@@ -14,12 +16,23 @@ R"(usage:
   data/tokenize FILE [FILE...] -o OUT_PREFIX [--val-fraction F]
       Tokenizes the FILEs, each one document prefixed by <|endoftext|>, and writes the
       shards OUT_PREFIX_train.bin and OUT_PREFIX_val.bin. The first F of the tokens
-      (default 0.1) go to val, the rest to train.
+      (default 0.1) go to val, the rest to train (all tokens are held in memory).
+  data/tokenize FILE [FILE...] -o OUT_PREFIX --shard-tokens N [--val-tokens M]
+      The same, for corpora of any size, written as it is read: the first M tokens
+      (default N) go to OUT_PREFIX_val.bin, the rest to OUT_PREFIX_train_000000.bin,
+      _000001.bin, ... of N tokens each, the last one N to 2N-1 (N at most 2^30: no
+      shard shorter than a training step of N tokens); train on them with
+      -i 'OUT_PREFIX_train_*.bin'.
   data/tokenize --ids FILE             prints FILE's token ids
   data/tokenize --decode               reads ids from stdin, writes their bytes to stdout
   data/tokenize --export-decoder OUT   writes the id -> bytes table that the trainer loads
   data/tokenize --bench FILE           measures encoding speed on FILE (one thread)
 options:
+  --jsonl       the FILEs are JSON Lines: each line an object whose "text" field is one
+                document (as Hugging Face datasets export them); blank lines are skipped
+  --field NAME  with --jsonl: the field that holds the text (default "text")
+  --threads N   documents encoded on N threads (default: the CPU count, at most 64); the
+                shards are the same bytes for any N (a single document uses one thread)
   --vocab DIR   where encoder.json and vocab.bpe are
                 (default: $GPT2_VOCAB_DIR, else ../shared/data/gpt2)
   --help        this text
@@ -31,6 +44,13 @@ struct Options {
     std::string out;                  // -o prefix or --export-decoder file
     std::string vocab;
     double val_fraction = 0.1;
+    bool val_fraction_given = false;
+    bool jsonl = false;
+    std::string field = "text";
+    bool field_given = false;
+    size_t shard_tokens = 0;          // 0: one train and one val shard, split by val_fraction
+    long long val_tokens = -1;        // -1: shard_tokens
+    size_t threads = 0;               // 0: the CPU count
 };
 
 static int fail(const std::string& msg) {
@@ -49,6 +69,11 @@ static std::string check_inputs(const Options& o) {
     if (one_input && o.inputs.size() != 1) return "--" + o.mode + " takes exactly one FILE";
     if (o.mode == "shards" && o.inputs.empty()) return "-o needs at least one input FILE";
     if (!one_input && o.mode != "shards" && !o.inputs.empty()) return "unexpected argument '" + o.inputs[0] + "'";
+    if (o.field_given && !o.jsonl) return "--field needs --jsonl";
+    if (o.val_tokens >= 0 && o.shard_tokens == 0) return "--val-tokens needs --shard-tokens";
+    if (o.val_fraction_given && o.shard_tokens > 0)
+        return "--val-fraction needs the whole corpus in memory; with --shard-tokens, --val-tokens sets the validation size";
+    if (o.mode != "shards" && (o.jsonl || o.shard_tokens > 0)) return "--jsonl and --shard-tokens go with -o";
     return "";
 }
 
@@ -64,7 +89,20 @@ static bool parse_args(int argc, char** argv, Options* o, std::string* err) {
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         bool has_value = a == "-o" || a == "--ids" || a == "--bench" || a == "--export-decoder" ||
-                         a == "--vocab" || a == "--val-fraction";
+                         a == "--vocab" || a == "--val-fraction" || a == "--field" || a == "--shard-tokens" ||
+                         a == "--val-tokens" || a == "--threads";
+        // a whole number in [lo, hi], or one line saying what is wrong
+        auto count = [&](long long lo, long long hi, long long* v) {
+            const char* s = argv[++i];
+            char* end = nullptr;
+            errno = 0;
+            *v = strtoll(s, &end, 10);
+            if (end == s || *end != '\0' || errno || *v < lo || *v > hi) {
+                *err = a + " must be a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], not '" + s + "'";
+                return false;
+            }
+            return true;
+        };
         if (has_value && i + 1 >= argc) { *err = a + " needs a value"; return false; }
         if (a == "--help" || a == "-h") { o->mode = "help"; return true; }
         if (a == "--ids" || a == "--bench") {
@@ -77,9 +115,21 @@ static bool parse_args(int argc, char** argv, Options* o, std::string* err) {
             o->out = argv[++i];
         } else if (a == "--vocab") {
             o->vocab = argv[++i];
+        } else if (a == "--jsonl") {
+            o->jsonl = true;
+        } else if (a == "--field") {
+            o->field = argv[++i];
+            o->field_given = true;
+        } else if (a == "--shard-tokens" || a == "--val-tokens" || a == "--threads") {
+            long long v;
+            if (a == "--threads" ? !count(1, 64, &v) : !count(a == "--val-tokens" ? 0 : 1, a == "--val-tokens" ? INT32_MAX : 1 << 30, &v)) return false;
+            if (a == "--shard-tokens") o->shard_tokens = (size_t)v;
+            else if (a == "--val-tokens") o->val_tokens = v;
+            else o->threads = (size_t)v;
         } else if (a == "--val-fraction") {
             char* end = nullptr;
             o->val_fraction = strtod(argv[++i], &end);
+            o->val_fraction_given = true;
             if (end == argv[i] || *end != '\0' || !(o->val_fraction >= 0 && o->val_fraction < 1)) {
                 *err = std::string("--val-fraction must be a number in [0, 1), not '") + argv[i] + "'";
                 return false;
@@ -146,36 +196,65 @@ static int bench(Gpt2Encoder& enc, const std::string& path) {
     return 0;
 }
 
-// Writes the shards. The whole token stream stays in memory, 2 bytes a token, because the
-// val split is a fraction of the final count; each file's ids are narrowed once it is done.
-static int write_shards(Gpt2Encoder& enc, const Options& o) {
-    if (enc.vocab_size() > 65536) return fail("token ids do not fit the shards' uint16");
-    const size_t kReportEvery = 16u << 20;
+// Writes the shards: documents read a batch at a time (DocumentReader), encoded on the threads,
+// then either kept (default: the val split is a fraction of the final count, so the whole token
+// stream stays in memory, 2 bytes a token) or cut into shards as they come (--shard-tokens).
+static int write_shards(const std::string& vocab, const Options& o) {
+    const size_t n_threads = o.threads ? o.threads : std::min<size_t>(64, std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::unique_ptr<Gpt2Encoder>> encoders(n_threads);
+    std::vector<std::string> errors(n_threads);
+    {   // one encoder per thread, loaded in parallel (each reads the vocabulary files)
+        std::vector<std::thread> loaders;
+        for (size_t t = 0; t < n_threads; t++)
+            loaders.emplace_back([&, t] { encoders[t] = std::make_unique<Gpt2Encoder>(); encoders[t]->load(vocab, &errors[t]); });
+        for (auto& l : loaders) l.join();
+        for (const std::string& e : errors) if (!e.empty()) return fail(e);
+    }
+    if (encoders[0]->vocab_size() > 65536) return fail("token ids do not fit the shards' uint16");
+    const size_t kReportEvery = 64u << 20, kBatchBytes = n_threads * (8u << 20);
     auto t0 = std::chrono::steady_clock::now();
+    DocumentReader reader(o.inputs, o.jsonl, o.field);
+    ShardStream stream(o.out, o.val_tokens < 0 ? o.shard_tokens : (size_t)o.val_tokens, o.shard_tokens);
+    if (o.shard_tokens) {
+        const std::string old = stream.existing();
+        if (!old.empty()) return fail(old + ": shards with this prefix exist; remove them first (a glob would mix the two corpora)");
+    }
+    // in shard mode, a failure removes the shards already written: no partial corpus is left
+    auto failed = [&](const std::string& e) { stream.remove_written(); return fail(e); };
+    std::vector<Document> docs;
     std::vector<uint16_t> tokens;
     std::string err;
-    size_t bytes_before = 0, next_report = kReportEvery;
-    for (const std::string& path : o.inputs) {
-        std::vector<int> ids = {enc.eot()};  // each document starts with <|endoftext|>, as in llm.c
-        auto progress = [&](size_t done) {
-            size_t bytes = bytes_before + done, n = tokens.size() + ids.size();
-            if (bytes < next_report) return;
-            next_report = bytes + kReportEvery;
-            fprintf(stderr, "tokenized %zu MiB, %zu tokens, %.1f Mtok/s\n", bytes >> 20, n, n / seconds_since(t0) / 1e6);
-        };
-        std::string text;
-        if (!read_file(path, &text, &err) || !enc.encode(text, &ids, &err, path, progress)) return fail(err);
-        tokens.insert(tokens.end(), ids.begin(), ids.end());
-        bytes_before += text.size();
+    size_t n_tokens = 0, next_report = kReportEvery;
+    while (reader.next_batch(&docs, kBatchBytes, &err)) {
+        const size_t before = tokens.size();
+        if (!encode_documents(encoders, docs, &tokens, &err)) return failed(err);
+        n_tokens += tokens.size() - before;
+        if (o.shard_tokens && !stream.add(&tokens, &err)) return failed(err);
+        if (reader.bytes_read() >= next_report) {
+            next_report = reader.bytes_read() + kReportEvery;
+            fprintf(stderr, "tokenized %zu MiB, %zu documents, %zu tokens, %.1f Mtok/s\n", reader.bytes_read() >> 20,
+                    reader.documents(), n_tokens, n_tokens / seconds_since(t0) / 1e6);
+        }
+    }
+    if (!err.empty()) return failed(err);
+    const double s = seconds_since(t0), mib = reader.bytes_read() / 1048576.0;
+    if (o.shard_tokens) {
+        if (!stream.finish(&tokens, &err)) return failed(err);
+        if (stream.train_shards() == 0)
+            return failed("all " + std::to_string(n_tokens) + " tokens went to " + stream.val_name() +
+                        "; no training shard written (lower --val-tokens)");
+        fprintf(stderr, "wrote %s (%zu tokens) and %zu training shard(s) %s .. %s (%zu tokens) from %zu document(s), "
+                "%.1f MiB in %.2f s, %.2f Mtok/s on %zu thread(s)\n", stream.val_name().c_str(), stream.val_tokens(),
+                stream.train_shards(), stream.train_name(0).c_str(), stream.train_name(stream.train_shards() - 1).c_str(),
+                stream.train_tokens(), reader.documents(), mib, s, n_tokens / s / 1e6, n_threads);
+        return 0;
     }
     size_t n_val = (size_t)(o.val_fraction * (double)tokens.size());
     const std::string val = o.out + "_val.bin", train = o.out + "_train.bin";
     if (!shard_write(val, tokens.data(), n_val, &err) ||
         !shard_write(train, tokens.data() + n_val, tokens.size() - n_val, &err)) return fail(err);
-    double s = seconds_since(t0);
-    fprintf(stderr, "wrote %s (%zu tokens) and %s (%zu tokens) from %zu file(s), %.1f MiB in %.2f s, %.2f Mtok/s\n",
-            train.c_str(), tokens.size() - n_val, val.c_str(), n_val, o.inputs.size(),
-            bytes_before / 1048576.0, s, tokens.size() / s / 1e6);
+    fprintf(stderr, "wrote %s (%zu tokens) and %s (%zu tokens) from %zu document(s), %.1f MiB in %.2f s, %.2f Mtok/s on %zu thread(s)\n",
+            train.c_str(), tokens.size() - n_val, val.c_str(), n_val, reader.documents(), mib, s, tokens.size() / s / 1e6, n_threads);
     return 0;
 }
 
@@ -186,11 +265,11 @@ int main(int argc, char** argv) {
     if (o.mode == "help") { fputs(kUsage, stdout); return 0; }
     const char* env = getenv("GPT2_VOCAB_DIR");
     std::string vocab = !o.vocab.empty() ? o.vocab : env && *env ? env : "../shared/data/gpt2";
+    if (o.mode == "shards") return write_shards(vocab, o);  // loads one encoder per thread
     Gpt2Encoder enc;
     if (!enc.load(vocab, &err)) return fail(err);
     if (o.mode == "ids") return print_ids(enc, o.inputs[0]);
     if (o.mode == "decode") return decode_stdin(enc);
     if (o.mode == "bench") return bench(enc, o.inputs[0]);
-    if (o.mode == "export") return tokenizer_write(o.out, enc.decoder(), enc.eot(), &err) ? 0 : fail(err);
-    return write_shards(enc, o);
+    return tokenizer_write(o.out, enc.decoder(), enc.eot(), &err) ? 0 : fail(err);  // "export"
 }

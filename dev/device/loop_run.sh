@@ -13,6 +13,8 @@
 #      zero1 (not in the default set): --zero 1 on one GPU, killed, resumed, vs DDP, bitwise;
 #      export (not in the default set): a checkpoint written as a Hugging Face folder
 #      (dev/export_hf.py), loaded by transformers, checked against dev/reference.py;
+#      corpus (not in the default set): data/tokenize on JSON Lines into shards, 1 thread vs all,
+#      and 10 training steps from them (needs dev_data/tinyshakespeare.txt and dev_data/gpt2/);
 #   5. memory and speed with --recompute 0/1/2 at B=64.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -141,6 +143,30 @@ print(f"{'PASS' if err < 1e-3 else 'FAIL'} HF logits vs reference.py on the mode
       f"HF val loss (4x256 tokens) {loss:.4f}; tokenizer == tiktoken: {same}; greedy: {tok.decode(out[0])!r}")
 PY
     summary+=("checkpoint in transformers: rc=$? $(tail -n 1 "$OUT/export_check.log")")
+fi
+if has corpus; then
+    # data/tokenize's corpus mode on this machine's cores, then training from its shards:
+    # tinyshakespeare's paragraphs 40 times over as JSON Lines (~50 MB; the text carried in
+    # dev_data/tinyshakespeare.txt, the vocabulary in dev_data/gpt2), 1 thread against all of them
+    # (the same shard bytes), then 10 steps of d12 from the train_*.bin glob, validated on its val shard
+    cp build/tokenize data/tokenize
+    python3 - <<'PY'
+import json
+paras = [p for p in open("dev_data/tinyshakespeare.txt", encoding="utf-8").read().split("\n\n") if p.strip()]
+with open("/tmp/corpus.jsonl", "w") as f:
+    for r in range(40):
+        f.writelines(json.dumps({"id": r * 100000 + i, "text": p}) + "\n" for i, p in enumerate(paras))
+PY
+    for th in 1 $(nproc); do
+        rm -rf /tmp/corpus_$th && mkdir /tmp/corpus_$th
+        GPT2_VOCAB_DIR=dev_data/gpt2 data/tokenize /tmp/corpus.jsonl --jsonl -o /tmp/corpus_$th/c --shard-tokens 1000000 --threads $th 2> "$OUT/corpus_$th.log"
+        summary+=("tokenize --jsonl --shard-tokens 1000000 --threads $th: rc=$? $(tail -n 1 "$OUT/corpus_$th.log")")
+    done
+    same=$(cd /tmp/corpus_1 && for f in *; do cmp -s "$f" "/tmp/corpus_$(nproc)/$f" || echo "$f"; done)
+    summary+=("   1 thread vs $(nproc): $(ls /tmp/corpus_1 | wc -l) files, differing: ${same:-none}")
+    build/fp16/train_gpt2cu -i "/tmp/corpus_$(nproc)/c_train_*.bin" -j "/tmp/corpus_$(nproc)/c_val.bin" -b 8 -t 1024 -x 10 -v 5 --val-batches 4 -g 0 \
+        --tokenizer dev_data/gpt2_tokenizer.bin > "$OUT/corpus_train.log" 2>&1
+    summary+=("   10 steps of d12 from the shards: rc=$? $(grep '^step *10/' "$OUT/corpus_train.log" | cut -d'|' -f1-2) $(grep 'val loss' "$OUT/corpus_train.log" | tr '\n' ' ')")
 fi
 if has recompute; then
     for rc in 0 1 2; do
