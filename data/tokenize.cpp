@@ -32,7 +32,8 @@ options:
                 document (as Hugging Face datasets export them); blank lines are skipped
   --field NAME  with --jsonl: the field that holds the text (default "text")
   --threads N   documents encoded on N threads (default: the CPU count, at most 64); the
-                shards are the same bytes for any N (a single document uses one thread)
+                shards are the same bytes for any N (a single document uses one thread);
+                each thread's cache of encoded words grows to at most 256 MiB
   --vocab DIR   where encoder.json and vocab.bpe are
                 (default: $GPT2_VOCAB_DIR, else ../shared/data/gpt2)
   --help        this text
@@ -243,8 +244,10 @@ static int write_shards(const std::string& vocab, const Options& o) {
         if (stream.train_shards() == 0)
             return failed("all " + std::to_string(n_tokens) + " tokens went to " + stream.val_name() +
                         "; no training shard written (lower --val-tokens)");
-        fprintf(stderr, "wrote %s (%zu tokens) and %zu training shard(s) %s .. %s (%zu tokens) from %zu document(s), "
-                "%.1f MiB in %.2f s, %.2f Mtok/s on %zu thread(s)\n", stream.val_name().c_str(), stream.val_tokens(),
+        const std::string val = stream.val_tokens() ? stream.val_name() + " (" + std::to_string(stream.val_tokens()) + " tokens)"
+                                                    : std::string("no validation shard (--val-tokens 0)");
+        fprintf(stderr, "wrote %s and %zu training shard(s) %s .. %s (%zu tokens) from %zu document(s), "
+                "%.1f MiB in %.2f s, %.2f Mtok/s on %zu thread(s)\n", val.c_str(),
                 stream.train_shards(), stream.train_name(0).c_str(), stream.train_name(stream.train_shards() - 1).c_str(),
                 stream.train_tokens(), reader.documents(), mib, s, n_tokens / s / 1e6, n_threads);
         return 0;

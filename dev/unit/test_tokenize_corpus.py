@@ -95,6 +95,10 @@ with tempfile.TemporaryDirectory() as tmp:
           "shards with 1 and 3 threads: the same bytes")
     rc, _ = run(jl, "--jsonl", "-o", os.path.join(out, "dflt"), "--shard-tokens", "5000")
     check(rc == 0 and len(map_tokens(os.path.join(out, "dflt_val.bin"))) == 5000, "--val-tokens defaults to --shard-tokens")
+    rc, err = run(jl, "--jsonl", "-o", os.path.join(out, "noval"), "--shard-tokens", "5000", "--val-tokens", "0")
+    check(rc == 0 and not os.path.exists(os.path.join(out, "noval_val.bin")) and "no validation shard" in err and
+          np.array_equal(np.concatenate([map_tokens(p) for p in sorted(glob.glob(os.path.join(out, "noval_train_*.bin")))]),
+                         stream(os.path.join(out, "files"), False)), "--val-tokens 0: every token in the train shards")
     # refusals
     bad = os.path.join(tmp, "bad.jsonl")
     with open(bad, "w") as f:
