@@ -7,7 +7,8 @@
 //                   document order, so the shards are the same bytes for any thread count;
 //   ShardStream     the token stream cut into shards as it arrives: the first val_tokens into
 //                   PREFIX_val.bin, then PREFIX_train_000000.bin, _000001, ... of shard_tokens each,
-//                   the last one taking the tail (shard_tokens to 2*shard_tokens - 1 tokens);
+//                   the last one taking the tail (shard_tokens to 2*shard_tokens - 1 tokens, or all
+//                   of train when it is shorter), at most 999,999 of them;
 //                   it refuses a prefix that already has shards (a glob would mix two corpora) and
 //                   removes what it wrote when the run fails.
 // Documents are never split to encode them (BPE depends on the neighbouring text); the stream
@@ -17,6 +18,7 @@
 #include "../llmc/shards.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <glob.h>
 #include <memory>
 #include <thread>
@@ -49,7 +51,7 @@ public:
         : paths_(std::move(paths)), jsonl_(jsonl), field_(std::move(field)) {}
     DocumentReader(const DocumentReader&) = delete;
     DocumentReader& operator=(const DocumentReader&) = delete;
-    ~DocumentReader() { if (file_) fclose(file_); }
+    ~DocumentReader() { if (file_) fclose(file_); free(buf_); }
 
     // Replaces *docs with the next documents: at least one, then more while their text stays
     // under max_bytes. False at the end of the input, or on an error (one line in *err, naming
@@ -99,6 +101,10 @@ private:
             }
             line_++;
             bytes_ += line.size() + 1;
+            if (line.find('\0') != std::string::npos) {  // JSON text never holds one: a binary file?
+                *err = path_ + ":" + std::to_string(line_) + ": a NUL byte (not JSON text)";
+                return false;
+            }
             if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines
             doc->text = std::move(line);
             doc->origin = path_ + ":" + std::to_string(line_);
@@ -107,21 +113,21 @@ private:
             return true;
         }
     }
+    // The next line without its '\n' (the last line may lack it); false at the end of the file.
     bool read_line(std::string* line) {
-        line->clear();
-        char buf[1 << 16];
-        while (fgets(buf, sizeof(buf), file_)) {
-            size_t n = strlen(buf);   // (a NUL byte inside a line is not valid JSON text anyway)
-            if (n && buf[n - 1] == '\n') { line->append(buf, n - 1); return true; }
-            line->append(buf, n);
-        }
-        return !line->empty();  // the last line may lack its newline
+        ssize_t n = getline(&buf_, &cap_, file_);  // POSIX: NUL bytes included, any length
+        if (n < 0) return false;
+        if (n > 0 && buf_[n - 1] == '\n') n--;
+        line->assign(buf_, (size_t)n);
+        return true;
     }
     std::vector<std::string> paths_;
     bool jsonl_;
     std::string field_, path_;
     size_t next_path_ = 0, line_ = 0, bytes_ = 0, docs_ = 0;
     FILE* file_ = nullptr;
+    char* buf_ = nullptr;  // getline's buffer
+    size_t cap_ = 0;
 };
 
 // Encodes docs on encoders.size() threads (documents taken in turn from a shared counter; a JSON
@@ -171,7 +177,8 @@ public:
         tokens->erase(tokens->begin(), tokens->begin() + used);
         return true;
     }
-    // At the end of the data: the rest as the last shard, of shard_tokens to 2*shard_tokens - 1 tokens.
+    // At the end of the data: the rest as the last shard, of shard_tokens to 2*shard_tokens - 1
+    // tokens (fewer only when it is the only train shard).
     bool finish(std::vector<uint16_t>* tokens, std::string* err) {
         if (!add(tokens, err)) return false;
         if (!tokens->empty() && !write(tokens->data(), tokens->size(), err)) return false;
@@ -182,7 +189,11 @@ public:
     size_t train_tokens() const { return train_tokens_; }
     size_t val_tokens() const { return val_tokens_; }
     std::string val_name() const { return prefix_ + "_val.bin"; }
-    std::string train_glob() const { return prefix_ + "_train_*.bin"; }
+    std::string train_glob() const {  // the prefix's own glob characters escaped
+        std::string g;
+        for (char c : prefix_) { if (c == '*' || c == '?' || c == '[' || c == '\\') g += '\\'; g += c; }
+        return g + "_train_*.bin";
+    }
     // The shards of an earlier run with this prefix, which a training glob would mix with ours:
     // "" if there are none, else one of them.
     std::string existing() const {
@@ -206,6 +217,10 @@ public:
 
 private:
     bool write(const uint16_t* t, size_t n, std::string* err) {
+        if (!val_pending_ && train_shards_ == kMaxShards) {  // train_name's 6 digits: the glob's order
+            *err = "more than " + std::to_string(kMaxShards) + " training shards; raise --shard-tokens";
+            return false;
+        }
         const std::string name = val_pending_ ? val_name() : train_name(train_shards_);
         if (!shard_write(name, t, n, err)) return false;
         written_.push_back(name);
@@ -213,6 +228,7 @@ private:
         else { train_shards_++; train_tokens_ += n; }
         return true;
     }
+    static constexpr size_t kMaxShards = 999999;
     std::string prefix_;
     size_t val_want_, shard_tokens_;
     bool val_pending_;

@@ -20,9 +20,9 @@ R"(usage:
   data/tokenize FILE [FILE...] -o OUT_PREFIX --shard-tokens N [--val-tokens M]
       The same, for corpora of any size, written as it is read: the first M tokens
       (default N) go to OUT_PREFIX_val.bin, the rest to OUT_PREFIX_train_000000.bin,
-      _000001.bin, ... of N tokens each, the last one N to 2N-1 (N at most 2^30: no
-      shard shorter than a training step of N tokens); train on them with
-      -i 'OUT_PREFIX_train_*.bin'.
+      _000001.bin, ... of N tokens each, the last one N to 2N-1 (N at most 2^30);
+      train on them with -i 'OUT_PREFIX_train_*.bin'. The trainer needs every shard
+      to hold more than one step (B*T*GPUs*accumulation tokens): choose N above it.
   data/tokenize --ids FILE             prints FILE's token ids
   data/tokenize --decode               reads ids from stdin, writes their bytes to stdout
   data/tokenize --export-decoder OUT   writes the id -> bytes table that the trainer loads
@@ -74,7 +74,7 @@ static std::string check_inputs(const Options& o) {
     if (o.val_tokens >= 0 && o.shard_tokens == 0) return "--val-tokens needs --shard-tokens";
     if (o.val_fraction_given && o.shard_tokens > 0)
         return "--val-fraction needs the whole corpus in memory; with --shard-tokens, --val-tokens sets the validation size";
-    if (o.mode != "shards" && (o.jsonl || o.shard_tokens > 0)) return "--jsonl and --shard-tokens go with -o";
+    if (o.mode != "shards" && (o.jsonl || o.shard_tokens > 0 || o.threads > 0)) return "--jsonl, --shard-tokens and --threads go with -o";
     return "";
 }
 
@@ -201,7 +201,14 @@ static int bench(Gpt2Encoder& enc, const std::string& path) {
 // then either kept (default: the val split is a fraction of the final count, so the whole token
 // stream stays in memory, 2 bytes a token) or cut into shards as they come (--shard-tokens).
 static int write_shards(const std::string& vocab, const Options& o) {
-    const size_t n_threads = o.threads ? o.threads : std::min<size_t>(64, std::max(1u, std::thread::hardware_concurrency()));
+    ShardStream stream(o.out, o.val_tokens < 0 ? o.shard_tokens : (size_t)o.val_tokens, o.shard_tokens);
+    if (o.shard_tokens) {
+        const std::string old = stream.existing();
+        if (!old.empty()) return fail(old + ": shards with this prefix exist; remove them first (a glob would mix the two corpora)");
+    }
+    // text files are one document each: no more threads than files
+    size_t n_threads = o.threads ? o.threads : std::min<size_t>(64, std::max(1u, std::thread::hardware_concurrency()));
+    if (!o.jsonl) n_threads = std::min(n_threads, o.inputs.size());
     std::vector<std::unique_ptr<Gpt2Encoder>> encoders(n_threads);
     std::vector<std::string> errors(n_threads);
     {   // one encoder per thread, loaded in parallel (each reads the vocabulary files)
@@ -215,11 +222,6 @@ static int write_shards(const std::string& vocab, const Options& o) {
     const size_t kReportEvery = 64u << 20, kBatchBytes = n_threads * (8u << 20);
     auto t0 = std::chrono::steady_clock::now();
     DocumentReader reader(o.inputs, o.jsonl, o.field);
-    ShardStream stream(o.out, o.val_tokens < 0 ? o.shard_tokens : (size_t)o.val_tokens, o.shard_tokens);
-    if (o.shard_tokens) {
-        const std::string old = stream.existing();
-        if (!old.empty()) return fail(old + ": shards with this prefix exist; remove them first (a glob would mix the two corpora)");
-    }
     // in shard mode, a failure removes the shards already written: no partial corpus is left
     auto failed = [&](const std::string& e) { stream.remove_written(); return fail(e); };
     std::vector<Document> docs;
@@ -238,6 +240,7 @@ static int write_shards(const std::string& vocab, const Options& o) {
         }
     }
     if (!err.empty()) return failed(err);
+    if (reader.documents() == 0) return fail("no documents in the input (empty JSON Lines files, or only blank lines)");
     const double s = seconds_since(t0), mib = reader.bytes_read() / 1048576.0;
     if (o.shard_tokens) {
         if (!stream.finish(&tokens, &err)) return failed(err);
@@ -253,7 +256,7 @@ static int write_shards(const std::string& vocab, const Options& o) {
         return 0;
     }
     size_t n_val = (size_t)(o.val_fraction * (double)tokens.size());
-    const std::string val = o.out + "_val.bin", train = o.out + "_train.bin";
+    const std::string val = stream.val_name(), train = o.out + "_train.bin";
     if (!shard_write(val, tokens.data(), n_val, &err) ||
         !shard_write(train, tokens.data() + n_val, tokens.size() - n_val, &err)) return fail(err);
     fprintf(stderr, "wrote %s (%zu tokens) and %s (%zu tokens) from %zu document(s), %.1f MiB in %.2f s, %.2f Mtok/s on %zu thread(s)\n",

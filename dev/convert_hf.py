@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model_file import HEADER_INTS, HF_BLOCK_MAP, PARAM_ORDER, padded_vocab, param_shapes, read_model, \
+from model_file import HEADER_INTS, HF_BLOCK_MAP, HF_HEAD_MAP, PARAM_ORDER, padded_vocab, param_shapes, read_model, \
     write_model, write_tensors
 
 STATE_MAGIC, STATE_VERSION = 20240327, 3
@@ -83,9 +83,10 @@ def hf_to_params(sd, config):
     """HF state dict (name -> tensor) -> our params (name -> tensor in model-file shapes)."""
     L, V, C = config["L"], config["V"], config["C"]
     get = lambda name: sd["transformer." + name].detach().float().cpu()
+    p = {ours: get(hf) for ours, hf in HF_HEAD_MAP}
     wte = torch.zeros(padded_vocab(V), C)
-    wte[:V] = get("wte.weight")   # rows V..Vp-1 are never a token: zero, as in our own init
-    p = {"wte": wte, "wpe": get("wpe.weight"), "lnfw": get("ln_f.weight"), "lnfb": get("ln_f.bias")}
+    wte[:V] = p["wte"]   # rows V..Vp-1 are never a token: zero, as in our own init
+    p["wte"] = wte
     for ours, hf, transpose in HF_BLOCK_MAP:
         layers = [get(f"h.{l}.{hf}") for l in range(L)]
         p[ours] = torch.stack([t.t() if transpose else t for t in layers]).contiguous()
@@ -184,7 +185,7 @@ def selftest():
         sd = {k: v.detach().numpy() for k, v in hf.state_dict().items()}
         ok = np.array_equal(p["wte"][:50257], sd["transformer.wte.weight"]) and not p["wte"][50257:].any()
         check(ok, "wte (padded to Vp with zero rows)")
-        for ours, hf_name in [("wpe", "wpe.weight"), ("lnfw", "ln_f.weight"), ("lnfb", "ln_f.bias")]:
+        for ours, hf_name in HF_HEAD_MAP[1:]:  # wpe, ln_f
             check(np.array_equal(p[ours], sd["transformer." + hf_name]), ours)
         for ours, hf_name, tr in HF_BLOCK_MAP:
             hf_layers = [sd[f"transformer.h.{l}.{hf_name}"] for l in range(2)]

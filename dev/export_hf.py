@@ -50,7 +50,9 @@ def hf_config(config):
         "layer_norm_epsilon": 1e-5, "initializer_range": 0.02,
         "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,  # trained without dropout
         "scale_attn_weights": True, "tie_word_embeddings": True,
-        "bos_token_id": 50256, "eos_token_id": 50256, "torch_dtype": "float32",
+        # <|endoftext|>, where the vocabulary is GPT-2's (or larger)
+        "bos_token_id": 50256 if config["V"] > 50256 else None,
+        "eos_token_id": 50256 if config["V"] > 50256 else None, "torch_dtype": "float32",
     }
 
 
@@ -68,7 +70,7 @@ def write_safetensors(path, tensors):
         f.write(struct.pack("<Q", len(h)))
         f.write(h)
         for a in tensors.values():
-            f.write(a.tobytes())
+            a.tofile(f)  # no copy (a d48 model is 6 GB in fp32)
 
 
 def read_safetensors(path):
@@ -120,6 +122,9 @@ def export(model_path, out_dir, vocab_dir=None):
                 json.dump({"tokenizer_class": "GPT2Tokenizer", "model_max_length": config["maxT"],
                            "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>",
                            "unk_token": "<|endoftext|>", "add_prefix_space": False}, f, indent=2)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 would keep the model from other users
         if os.path.isdir(out_dir):
             os.rmdir(out_dir)  # empty (checked above)
         os.rename(tmp, out_dir)
@@ -178,6 +183,24 @@ def selftest(vocab_dir=None, report=None):
             except ExportError as e:
                 check(expect in str(e) and "\n" not in str(e), f"refuses {what}: {e}")
         check(sorted(os.listdir(tmp)) == ["hf", "model.bin"], "nothing left behind by the refusals")
+        global write_safetensors
+        saved = write_safetensors
+        def failing(path, tensors):
+            with open(path, "wb") as f:
+                f.write(b"partial")
+            raise OSError(28, "No space left on device")
+        write_safetensors = failing  # a write that fails halfway
+        try:
+            export(model, os.path.join(tmp, "w"))
+            check(False, "a failed write raises")
+        except OSError:
+            check(sorted(os.listdir(tmp)) == ["hf", "model.bin"], "a write failing halfway leaves no folder behind")
+        finally:
+            write_safetensors = saved
+        mode = os.stat(out).st_mode & 0o777
+        umask = os.umask(0)
+        os.umask(umask)
+        check(mode == 0o777 & ~umask, f"the folder's mode follows the umask ({oct(mode)})")
         try:
             import torch
             from transformers import GPT2LMHeadModel

@@ -109,13 +109,19 @@ def read_model(path):
     return config, params
 
 
+def read_shard_header(f, path):
+    """The token count from an open shard's header; ValueError (one line naming path) if it is none."""
+    head = f.read(HEADER_INTS * 4)
+    header = np.frombuffer(head, dtype="<i4") if len(head) == HEADER_INTS * 4 else None
+    if header is None or header[0] != TOKENS_MAGIC or header[1] != TOKENS_VERSION:
+        raise ValueError(f"{path}: not a token shard (magic {TOKENS_MAGIC}, version {TOKENS_VERSION})")
+    return int(header[2])
+
+
 def read_tokens(path, count=None):
     """Reads an llm.c token shard; returns the first `count` tokens (all when None) as int32."""
     with open(path, "rb") as f:
-        header = np.frombuffer(f.read(HEADER_INTS * 4), dtype="<i4")
-        if header.size != HEADER_INTS or header[0] != TOKENS_MAGIC or header[1] != TOKENS_VERSION:
-            raise ValueError(f"{path}: not a token shard (magic {TOKENS_MAGIC}, version {TOKENS_VERSION})")
-        n = int(header[2])
+        n = read_shard_header(f, path)
         if count is not None and count > n:
             raise ValueError(f"{path}: has {n} tokens, need {count}")
         tokens = np.frombuffer(f.read(2 * (n if count is None else count)), dtype="<u2")
@@ -128,12 +134,9 @@ def map_tokens(path):
     """Memory-maps a whole llm.c token shard: returns its tokens as a read-only uint16 array.
     Checks the header and that the file size matches it exactly, as llmc/shards.h does."""
     with open(path, "rb") as f:
-        header = np.frombuffer(f.read(HEADER_INTS * 4), dtype="<i4")
+        n = read_shard_header(f, path)
         f.seek(0, 2)
         size = f.tell()
-    if header.size != HEADER_INTS or header[0] != TOKENS_MAGIC or header[1] != TOKENS_VERSION:
-        raise ValueError(f"{path}: not a token shard (magic {TOKENS_MAGIC}, version {TOKENS_VERSION})")
-    n = int(header[2])
     if n < 0 or size != HEADER_INTS * 4 + 2 * n:
         raise ValueError(f"{path}: header says {n} tokens, file holds {(size - HEADER_INTS * 4) // 2}")
     if n == 0:

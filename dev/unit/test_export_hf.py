@@ -2,7 +2,7 @@
 read back, every tensor's name, shape and layout checked; the refusals), with GPT-2's tokenizer
 files from $GPT2_VOCAB_DIR (default ../shared/data/gpt2) when they are there, and the command
 line: one "wrote" line on success, one error line and exit 1 on a bad input. transformers' own
-loading of the export is checked on the GPU machine (dev/device/loop_run.sh tests), where torch is."""
+loading of the export is checked on the GPU machine (dev/device/loop_run.sh export), where torch is."""
 import os
 import subprocess
 import sys
