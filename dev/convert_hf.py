@@ -13,14 +13,14 @@ logits, loss and gradients come from HF's own model on seeded random tokens, so
   ./test_gpt2cu OUT.bin STATE.bin
 checks the CUDA forward and backward against transformers directly.
 """
-import argparse, json, os, sys, tempfile
+import json, os, sys, tempfile
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model_file import HEADER_INTS, HF_BLOCK_MAP, HF_HEAD_MAP, PARAM_ORDER, padded_vocab, param_shapes, read_model, \
-    write_model, write_tensors
+from model_file import HEADER_INTS, HF_BLOCK_MAP, HF_HEAD_MAP, PARAM_ORDER, SelfTest, doc_parser, padded_vocab, \
+    param_shapes, read_model, write_model, write_tensors
 
 STATE_MAGIC, STATE_VERSION = 20240327, 3
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json",
@@ -162,10 +162,7 @@ def selftest():
     """Small random HF GPT-2 -> safetensors -> model file -> compare; returns the failure count."""
     from transformers import GPT2Config, GPT2LMHeadModel
     import reference
-    failures = []
-    def check(ok, what):
-        failures.extend([] if ok else [what])
-        print(f"{'PASS' if ok else 'FAIL'} {what}")
+    check = SelfTest()
     torch.manual_seed(0)
     hf_cfg = GPT2Config(n_layer=2, n_head=4, n_embd=64, n_positions=64, vocab_size=50257,
                         activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
@@ -223,14 +220,11 @@ def selftest():
                 check(False, f"refuses {what}")
             except ConvertError as e:
                 check(True, f"refuses {what}: {e}")
-    print(f"{'FAIL' if failures else 'PASS'} convert_hf self-test ({len(failures)} failed)")
-    return len(failures)
+    return check.summary("convert_hf")
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="\n".join(__doc__.splitlines()[2:]))
+    ap = doc_parser(__doc__)
     ap.add_argument("hf_dir", nargs="?", help="save_pretrained folder (config.json + weights)")
     ap.add_argument("out", nargs="?", help="model file to write")
     ap.add_argument("--check-state", metavar="STATE.bin", help="also write HF's reference state here")

@@ -15,11 +15,11 @@ without it. numpy only; the safetensors file is written by hand (an 8-byte heade
 header, the raw tensors). OUT_DIR must not exist or be empty: nothing is overwritten; the folder
 is written under a temporary name and renamed when complete.
 """
-import argparse, json, os, shutil, struct, sys, tempfile
+import json, os, shutil, struct, sys, tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model_file import HF_BLOCK_MAP, HF_HEAD_MAP, read_model, write_model, param_shapes, padded_vocab
+from model_file import HF_BLOCK_MAP, HF_HEAD_MAP, SelfTest, doc_parser, padded_vocab, param_shapes, read_model, write_model
 
 GPT2_VOCAB = 50257  # the tokenizer files only describe GPT-2's own vocabulary
 
@@ -139,13 +139,7 @@ def selftest(vocab_dir=None, report=None):
     GPT2LMHeadModel.from_pretrained against dev/reference.py's forward on the same file, and the
     round trip through dev/convert_hf.py (bitwise the same model file). Each check goes to
     report(ok, what) (dev/unit/check.py's check in CI) or is printed. Returns the failure count."""
-    failures = []
-    def check(ok, what):
-        failures.extend([] if ok else [what])
-        if report:
-            report(ok, what)
-        else:
-            print(f"{'PASS' if ok else 'FAIL'} {what}")
+    check = SelfTest(report)
     rng = np.random.default_rng(0)
     config = dict(maxT=64, V=GPT2_VOCAB, L=2, NH=4, C=64)
     shapes = param_shapes(dict(config, Vp=padded_vocab(config["V"])))
@@ -227,14 +221,11 @@ def selftest(vocab_dir=None, report=None):
                     check(ids == gpt2_encoding(vocab_dir).encode_ordinary(text), f"AutoTokenizer(OUT_DIR) = tiktoken gpt2 ({len(ids)} ids)")
                 except ImportError:
                     check(len(ids) > 0, "AutoTokenizer(OUT_DIR) loads (tiktoken not installed)")
-    print(f"{'FAIL' if failures else 'PASS'} export_hf self-test ({len(failures)} failed)")
-    return len(failures)
+    return check.summary("export_hf")
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="\n".join(__doc__.splitlines()[2:]))
+    ap = doc_parser(__doc__)
     ap.add_argument("model", nargs="?", help="model file (e.g. a checkpoint's model.bin)")
     ap.add_argument("out_dir", nargs="?", help="folder to write (must not exist or be empty)")
     ap.add_argument("--vocab-dir", help="folder with GPT-2's encoder.json and vocab.bpe: also write the tokenizer")

@@ -142,3 +142,32 @@ def map_tokens(path):
     if n == 0:
         return np.zeros(0, dtype="<u2")
     return np.memmap(path, dtype="<u2", mode="r", offset=HEADER_INTS * 4, shape=(n,))
+
+
+# --- shared by the two converters (convert_hf.py, export_hf.py): their command line and self-test
+
+def doc_parser(doc):
+    """An ArgumentParser whose description is the docstring's first line and whose epilog is the
+    rest (from its third line), printed as written."""
+    import argparse
+    return argparse.ArgumentParser(description=doc.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                                   epilog="\n".join(doc.splitlines()[2:]))
+
+
+class SelfTest:
+    """A --selftest's checks: check(ok, what) prints PASS/FAIL (or hands them to report, e.g.
+    dev/unit/check.py's check in CI) and counts the failures; summary(name) prints the last line
+    and returns that count."""
+    def __init__(self, report=None):
+        self.failures, self.report = 0, report
+
+    def __call__(self, ok, what):
+        self.failures += 0 if ok else 1
+        if self.report:
+            self.report(ok, what)
+        else:
+            print(f"{'PASS' if ok else 'FAIL'} {what}")
+
+    def summary(self, name):
+        print(f"{'FAIL' if self.failures else 'PASS'} {name} self-test ({self.failures} failed)")
+        return self.failures

@@ -87,11 +87,16 @@ def fail_on_listed_calls(msg):
 """
 
 
-def check_ab_failures(out, script, case, fail_calls):
-    """The A/B script reported one 'round N: failed (' line per failed call."""
-    nfail = len(fail_calls.split())
-    check(len([x for x in out.splitlines() if re.search(r"round \d+: failed \(", x)]) == nfail,
-          f"{script} {case}: {nfail} failed run(s) reported")
+def check_ab_cases(root, script, binary, cases, check_logs):
+    """Runs the A/B script per case (name, FAIL_CALLS, the MEAN lines wanted): its MEAN lines, one
+    'round N: failed (' line per failed call, then check_logs(case) on what it wrote."""
+    for case, fail_calls, want in cases:
+        out, err = ab_run(root, script, binary, fail_calls)
+        check(lines_with(out, "MEAN ") == want, f"{script} {case}: MEAN per entry over its successful runs", out + err)
+        nfail = len(fail_calls.split())
+        check(len([x for x in out.splitlines() if re.search(r"round \d+: failed \(", x)]) == nfail,
+              f"{script} {case}: {nfail} failed run(s) reported")
+        check_logs(case)
 
 
 # trainer_ab.sh: tok/s = 1000 x the call number (calls alternate: round 1 entry 1, entry 2, round 2 ...)
@@ -100,21 +105,19 @@ echo "RESULT precision=bf16 model=L12C768 gpus=1 B=64 T=1024 tok_per_s=$((c * 10
 """
 root = tree("trainer_ab.sh")
 write(os.path.join(root, "fake/trainer"), COUNTING_TRAINER, exe=True)
-for case, fail_calls, want in [
+def trainer_ab_logs(case):
+    out_dir = os.path.join(root, "out")
+    logs = sorted(os.listdir(out_dir)) if os.path.isdir(out_dir) else []
+    check([x for x in logs if x.endswith(".log")] == ["ab_1_fake_trainer_1.log", "ab_1_fake_trainer_2.log",
+                                                       "ab_2_fake_trainer_1.log", "ab_2_fake_trainer_2.log"],
+          f"trainer_ab.sh {case}: a log per entry and round (by position)")
+check_ab_cases(root, "trainer_ab.sh", "fake/trainer", [
         ("A/A, all runs succeed", "", ["MEAN fake/trainer: 2000 tok/s (median tok/s, mean over rounds)",
                                        "MEAN fake/trainer: 3000 tok/s (median tok/s, mean over rounds)"]),
         ("A/A, entry 1's round 2 fails", "3", ["MEAN fake/trainer: 1000 tok/s (median tok/s, mean over the 1 successful of 2 rounds; 1 FAILED)",
                                                "MEAN fake/trainer: 3000 tok/s (median tok/s, mean over rounds)"]),
         ("A/A, entry 1 always fails", "1 3", ["MEAN fake/trainer: - tok/s (median tok/s; all 2 rounds FAILED)",
-                                              "MEAN fake/trainer: 3000 tok/s (median tok/s, mean over rounds)"])]:
-    out, err = ab_run(root, "trainer_ab.sh", "fake/trainer", fail_calls)
-    out_dir = os.path.join(root, "out")
-    check(lines_with(out, "MEAN ") == want, f"trainer_ab.sh {case}: MEAN per entry over its successful runs", out + err)
-    check_ab_failures(out, "trainer_ab.sh", case, fail_calls)
-    logs = sorted(os.listdir(out_dir)) if os.path.isdir(out_dir) else []
-    check([x for x in logs if x.endswith(".log")] == ["ab_1_fake_trainer_1.log", "ab_1_fake_trainer_2.log",
-                                                       "ab_2_fake_trainer_1.log", "ab_2_fake_trainer_2.log"],
-          f"trainer_ab.sh {case}: a log per entry and round (by position)")
+                                              "MEAN fake/trainer: 3000 tok/s (median tok/s, mean over rounds)"])], trainer_ab_logs)
 
 # attn_ab.sh: forward B=64 TFLOP/s = 100 x the call number
 COUNTING_ATTN = COUNT_CALL + 'echo "PASS attention forward"\n' + fail_on_listed_calls("CUDA error: an illegal memory access") + """echo "TIME  attention_forward B=8 T=1024 NH=12: 0.100 ms 50.0 TFLOP/s"
@@ -124,17 +127,15 @@ echo "1 passed, 0 failed"
 """
 root = tree("attn_ab.sh")
 write(os.path.join(root, "fake/attention_check"), COUNTING_ATTN, exe=True)
-for case, fail_calls, want in [
+check_ab_cases(root, "attn_ab.sh", "fake/attention_check", [
         ("A/A", "", ["MEAN fake/attention_check: forward B=64 200.0 TFLOP/s",
                      "MEAN fake/attention_check: forward B=64 300.0 TFLOP/s"]),
         ("A/A, entry 2's round 1 fails", "2", ["MEAN fake/attention_check: forward B=64 200.0 TFLOP/s",
                                                "MEAN fake/attention_check: forward B=64 400.0 TFLOP/s (mean over the 1 successful of 2 rounds; 1 FAILED)"]),
         ("A/A, entry 2 always fails", "2 4", ["MEAN fake/attention_check: forward B=64 200.0 TFLOP/s",
-                                              "MEAN fake/attention_check: forward B=64 - TFLOP/s (all 2 rounds FAILED)"])]:
-    out, err = ab_run(root, "attn_ab.sh", "fake/attention_check", fail_calls)
-    check(lines_with(out, "MEAN ") == want, f"attn_ab.sh {case}: MEAN per entry over its successful runs", out + err)
-    check_ab_failures(out, "attn_ab.sh", case, fail_calls)
-    check(len([x for x in os.listdir(os.path.join(root, "out")) if x.startswith("ab_")]) == 4, f"attn_ab.sh {case}: 4 logs")
+                                              "MEAN fake/attention_check: forward B=64 - TFLOP/s (all 2 rounds FAILED)"])],
+    lambda case: check(len([x for x in os.listdir(os.path.join(root, "out")) if x.startswith("ab_")]) == 4,
+                       f"attn_ab.sh {case}: 4 logs"))
 
 # ---------------------------------------------------------------------------------------------
 # graphs_ab.sh exactness: the timings differ between --cuda-graphs 0 and 1, the losses do not;
