@@ -97,7 +97,7 @@ dev/interconnect: dev/interconnect.cu llmc/common.cuh
 dev/power_probe: dev/power_probe.cu llmc/common.cuh
 	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
 
-data/tokenize: data/tokenize.cpp $(wildcard data/*.h) llmc/tokenizer.h llmc/shards.h
+data/tokenize: data/tokenize.cpp $(wildcard data/*.h) llmc/tokenizer.h llmc/shards.h llmc/choices.h
 	$(CXX) $(CXXFLAGS) $(PCRE2_CFLAGS) $< $(PCRE2_LIBS) -pthread -o $@
 
 build/unit/%: dev/unit/%.cpp dev/unit/check.h $(LLMC_HEADERS) $(wildcard data/*.h)

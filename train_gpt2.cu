@@ -25,6 +25,7 @@
 #include "llmc/gpt2.cuh"
 #include "llmc/gpt2_step.cuh"
 #include "llmc/checkpoint.h"
+#include "llmc/choices.h"
 #include "llmc/comm.cuh"
 #include "llmc/dataloader.h"
 #include "llmc/logger.h"
@@ -43,6 +44,8 @@ struct Run {
     GradReducer reducer;
     bool reduce = false;             // several GPUs: the reducer is in use
     DataLoader train, val;
+    ChoiceSet choices;               // --hellaswag's examples (none: empty)
+    int choice_T = 0;                // the rows they are evaluated in: the longest example, rounded up to 64, at most T
     TokenizerDecoder tok;            // rank 0's, for printing samples
     int sample_eot = -1;             // <|endoftext|>, where samples start; -1: no samples
     Logger log;
@@ -116,6 +119,36 @@ float evaluate(Run* r) {
     cudaCheck(cudaStreamSynchronize(r->ctx.stream));
     comm_unwatch(&r->comm);
     return sum / ((float)batches * r->val.B * m->T * r->comm.world);
+}
+
+// --hellaswag's accuracy (llmc/choices.h): each rank scores a contiguous slice of the examples,
+// as many per forward pass as B*T tokens hold (K rows of choice_T tokens each), and the tallies are
+// summed over the ranks. Nothing collective happens inside the loop, so the ranks' slices may
+// differ by one example.
+ChoiceTally evaluate_choices(Run* r) {
+    GPT2* m = &r->model;
+    const ChoiceSet& s = r->choices;
+    const int K = s.K, Tc = r->choice_T, per_pass = (int)((size_t)m->B * m->T / Tc / K);
+    const size_t n = s.examples.size(), lo = n * r->comm.rank / r->comm.world, hi = n * (r->comm.rank + 1) / r->comm.world;
+    std::vector<int> inputs((size_t)per_pass * K * Tc), targets(inputs.size());
+    std::vector<float> losses(inputs.size());
+    ChoiceTally t;
+    for (size_t e = lo; e < hi; e += per_pass) {
+        comm_watch(&r->comm, r->step, "evaluation (--hellaswag)");
+        const size_t count = std::min<size_t>(per_pass, hi - e);
+        const int rows = (int)count * K;
+        choices_fill_rows(s, e, count, Tc, r->sample_eot >= 0 ? r->sample_eot : 0, inputs.data(), targets.data());
+        gpt2_set_batch(m, &r->ctx, inputs.data(), targets.data(), rows, Tc);
+        gpt2_forward(m, &r->ctx, rows, Tc, true, 0.0f);
+        cudaCheck(cudaMemcpyAsync(losses.data(), m->acts.losses, (size_t)rows * Tc * sizeof(float), cudaMemcpyDeviceToHost, r->ctx.stream));
+        cudaCheck(cudaStreamSynchronize(r->ctx.stream));
+        choices_score(s, e, count, Tc, losses.data(), &t);
+    }
+    std::vector<float> sums = {(float)t.examples, (float)t.correct, (float)t.correct_norm, (float)t.loss_sum, (float)t.loss_tokens};
+    comm_watch(&r->comm, r->step, "evaluation (--hellaswag: summing over the ranks)");
+    comm_sum_host_floats(&r->comm, &sums, r->ctx.stream);
+    comm_unwatch(&r->comm);
+    return ChoiceTally{sums[0], sums[1], sums[2], sums[3], sums[4]};
 }
 
 // A text sampled token by token from <|endoftext|> (B=1 forwards of growing length, the last T
@@ -298,6 +331,29 @@ bool choose_gemm_algorithms(Run* r, std::string* err) {
     return true;
 }
 
+// --hellaswag: every rank reads the examples (the file must be where all ranks see it) and
+// checks that one example's K rows fit a forward pass of B*T tokens.
+bool open_choices(Run* r, const GPT2Config& cfg, std::string* err) {
+    const TrainConfig& tc = r->tc;
+    if (!choices_read(tc.hellaswag, cfg.vocab_size, &r->choices, err)) { *err = "option --hellaswag: " + *err; return false; }
+    const ChoiceSet& s = r->choices;
+    const std::string what = "option --hellaswag: " + tc.hellaswag + ": ";
+    if (s.longest > (size_t)tc.T) {
+        *err = what + "the longest example (context + ending) is " + std::to_string(s.longest) + " tokens, more than --seq-len " + std::to_string(tc.T);
+        return false;
+    }
+    r->choice_T = (int)std::min<size_t>(tc.T, (s.longest + 63) / 64 * 64);  // rows of a whole number of 64-token tiles
+    if ((size_t)tc.B * tc.T < (size_t)s.K * r->choice_T) {
+        *err = what + "one example is " + std::to_string(s.K) + " rows of " + std::to_string(r->choice_T) + " tokens, more than B*T = " +
+               std::to_string((size_t)tc.B * tc.T) + " (raise -b)";
+        return false;
+    }
+    if (r->comm.rank == 0)
+        printf("hellaswag: %zu examples of %d endings from %s, rows of %d tokens, %zu examples per forward pass\n", s.examples.size(), s.K,
+               tc.hellaswag.c_str(), r->choice_T, (size_t)tc.B * tc.T / r->choice_T / s.K);
+    return true;
+}
+
 // Everything before the first step. false + one line in *err on any problem.
 bool setup(Run* r, std::string* err) {
     TrainConfig& tc = r->tc;
@@ -307,11 +363,11 @@ bool setup(Run* r, std::string* err) {
     bool fresh;
     if (!model_config(tc, &cfg, &fresh, err)) return false;
     if (!tc.bench) {
-        if (!dataloader_open(&r->train, tc.train, tc.B, tc.T, r->comm.rank, r->comm.world, r->accum, cfg.vocab_size, tc.shuffle, tc.seed, err)) {
+        if (!tc.eval_only && !dataloader_open(&r->train, tc.train, tc.B, tc.T, r->comm.rank, r->comm.world, r->accum, cfg.vocab_size, tc.shuffle, tc.seed, err)) {
             if (tc.train == TrainConfig().train && !file_exists(tc.train)) *err += " (prepare the default dataset with: make data)";
             return false;
         }
-        if (tc.max_steps < 0 && dataloader_steps_per_epoch(&r->train) > (size_t)INT32_MAX) {
+        if (!tc.eval_only && tc.max_steps < 0 && dataloader_steps_per_epoch(&r->train) > (size_t)INT32_MAX) {
             *err = tc.train + ": one epoch is " + std::to_string(dataloader_steps_per_epoch(&r->train)) + " steps, more than 2^31-1: set --max-steps";
             return false;
         }
@@ -322,6 +378,7 @@ bool setup(Run* r, std::string* err) {
             return false;
         if (val_rows < tc.B && rank0)
             printf("note: validation batches of %d rows of %d tokens per GPU: %s is too small for %d\n", val_rows, tc.T, tc.val.c_str(), tc.B);
+        if (!tc.hellaswag.empty() && !open_choices(r, cfg, err)) return false;
         std::string latest, none;
         if (!tc.out.empty() && !tc.resume && (file_exists(tc.out + "/log.jsonl") || checkpoint_find_latest(tc.out, &latest, &none))) {
             *err = tc.out + ": already holds a run (log.jsonl or checkpoints); use --resume to continue it, or another --out";
@@ -340,8 +397,9 @@ bool setup(Run* r, std::string* err) {
     }
     r->scaler = LossScaler::make(USES_LOSS_SCALING);
     r->sample_rng = rng_seed(tc.seed);
-    r->steps = tc.bench ? tc.bench_warmup + tc.bench_steps
-                        : tc.max_steps > 0 ? tc.max_steps : (int)std::max<size_t>(1, dataloader_steps_per_epoch(&r->train));
+    r->steps = tc.eval_only ? 0
+               : tc.bench ? tc.bench_warmup + tc.bench_steps
+                          : tc.max_steps > 0 ? tc.max_steps : (int)std::max<size_t>(1, dataloader_steps_per_epoch(&r->train));
     // samples: rank 0 reads the decoder and tells every rank where samples start (-1: none)
     std::vector<float> eot = {-1.0f};
     if (!tc.bench && tc.sample_len > 0 && rank0) {
@@ -381,6 +439,19 @@ void after_step(Run* r, bool last) {
         if (r->comm.rank == 0) {
             printf("step %d: val loss %.6f\n", r->step, v);
             r->log.line("{\"type\":\"eval\",\"step\":" + std::to_string(r->step) + ",\"val_loss\":" + json_number(v, "%.9g") + "}");
+        }
+        if (!r->choices.examples.empty()) {
+            const double t0 = steady_ms();
+            const ChoiceTally t = evaluate_choices(r);
+            const double acc = t.correct / t.examples, acc_norm = t.correct_norm / t.examples, loss = t.loss_sum / t.loss_tokens,
+                         seconds = (steady_ms() - t0) / 1e3;
+            if (r->comm.rank == 0) {
+                printf("step %d: hellaswag acc %.6f acc_norm %.6f completion loss %.6f (%.0f examples, %.2f s)\n", r->step, acc, acc_norm,
+                       loss, t.examples, seconds);
+                r->log.line("{\"type\":\"hellaswag\",\"step\":" + std::to_string(r->step) + ",\"acc\":" + json_number(acc, "%.9g") +
+                            ",\"acc_norm\":" + json_number(acc_norm, "%.9g") + ",\"completion_loss\":" + json_number(loss, "%.9g") +
+                            ",\"examples\":" + std::to_string((long long)t.examples) + ",\"seconds\":" + json_number(seconds) + "}");
+            }
         }
     }
     if (due(tc.sample_every) && r->sample_eot >= 0) {
@@ -485,6 +556,7 @@ int run_loop(Run* r) {
         }
         next(i, in, tg);
     };
+    if (tc.eval_only) { after_step(r, true); return 0; }   // the evaluations and the sample of a last step
     if (!tc.bench && r->step >= r->steps && r->comm.rank == 0)
         printf("note: the run is at step %d of %d: no steps to run (a larger --max-steps extends it)\n", r->step, r->steps);
     int bad_in_a_row = 0;

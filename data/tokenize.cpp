@@ -3,6 +3,7 @@
 // Run with --help for the modes.
 #include "bpe.h"
 #include "corpus.h"
+#include "../llmc/choices.h"
 #include "../llmc/shards.h"
 #include "../llmc/tokenizer.h"
 
@@ -23,6 +24,12 @@ R"(usage:
       _000001.bin, ... of N tokens each, the last one N to 2N-1 (N at most 2^30);
       train on them with -i 'OUT_PREFIX_train_*.bin'. The trainer needs every shard
       to hold more than one step (B*T*GPUs*accumulation tokens): choose N above it.
+  data/tokenize --hellaswag FILE [FILE...] -o OUT.bin
+      A multiple-choice evaluation set for the trainer's --hellaswag: JSON Lines, one
+      example per line with "ctx" (a string), "endings" (K strings, the same K on every
+      line) and "label" (the right ending's index, a number or a string of digits), as
+      HellaSwag's hellaswag_val.jsonl and its Hugging Face export have them. Each ending is
+      encoded with a space before it, after the context, as llm.c does; no other cleanup.
   data/tokenize --ids FILE             prints FILE's token ids
   data/tokenize --decode               reads ids from stdin, writes their bytes to stdout
   data/tokenize --export-decoder OUT   writes the id -> bytes table that the trainer loads
@@ -40,13 +47,14 @@ options:
 )";
 
 struct Options {
-    std::string mode;                 // "shards", "ids", "decode", "export", "bench", "help"
+    std::string mode;                 // "shards", "choices", "ids", "decode", "export", "bench", "help"
     std::vector<std::string> inputs;  // text files
     std::string out;                  // -o prefix or --export-decoder file
     std::string vocab;
     double val_fraction = 0.1;
     bool val_fraction_given = false;
     bool jsonl = false;
+    bool hellaswag = false;           // -o writes a multiple-choice file (mode "choices")
     std::string field = "text";
     bool field_given = false;
     size_t shard_tokens = 0;          // 0: one train and one val shard, split by val_fraction
@@ -65,16 +73,21 @@ static double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // Whether the mode got the input files it needs: "" if so, else what is wrong.
 static std::string check_inputs(const Options& o) {
-    if (o.mode.empty()) return o.inputs.empty() ? "nothing to do (see --help)" : "missing -o OUT_PREFIX";
+    if (o.mode.empty()) return o.hellaswag ? "--hellaswag needs -o OUT.bin" : o.inputs.empty() ? "nothing to do (see --help)" : "missing -o OUT_PREFIX";
+    if (o.hellaswag && o.mode != "choices") return "--hellaswag goes with -o OUT.bin, not with --" + (o.mode == "export" ? std::string("export-decoder") : o.mode);
+    if (o.mode == "choices" && (o.jsonl || o.field_given || o.shard_tokens > 0 || o.val_tokens >= 0 || o.val_fraction_given || o.threads > 0))
+        return "--hellaswag reads JSON Lines of its own fields and writes one file: no --jsonl, --field, --shard-tokens, --val-tokens, --val-fraction or --threads";
     bool one_input = o.mode == "ids" || o.mode == "bench";
     if (one_input && o.inputs.size() != 1) return "--" + o.mode + " takes exactly one FILE";
-    if (o.mode == "shards" && o.inputs.empty()) return "-o needs at least one input FILE";
-    if (!one_input && o.mode != "shards" && !o.inputs.empty()) return "unexpected argument '" + o.inputs[0] + "'";
+    const bool writes = o.mode == "shards" || o.mode == "choices";
+    if (writes && o.inputs.empty()) return "-o needs at least one input FILE";
+    if (!one_input && !writes && !o.inputs.empty()) return "unexpected argument '" + o.inputs[0] + "'";
     if (o.field_given && !o.jsonl) return "--field needs --jsonl";
     if (o.val_tokens >= 0 && o.shard_tokens == 0) return "--val-tokens needs --shard-tokens";
     if (o.val_fraction_given && o.shard_tokens > 0)
         return "--val-fraction needs the whole corpus in memory; with --shard-tokens, --val-tokens sets the validation size";
-    if (o.mode != "shards" && (o.jsonl || o.shard_tokens > 0 || o.threads > 0)) return "--jsonl, --shard-tokens and --threads go with -o";
+    if (o.mode != "shards" && o.mode != "choices" && (o.jsonl || o.shard_tokens > 0 || o.threads > 0))
+        return "--jsonl, --shard-tokens and --threads go with -o";
     return "";
 }
 
@@ -118,6 +131,8 @@ static bool parse_args(int argc, char** argv, Options* o, std::string* err) {
             o->vocab = argv[++i];
         } else if (a == "--jsonl") {
             o->jsonl = true;
+        } else if (a == "--hellaswag") {
+            o->hellaswag = true;
         } else if (a == "--field") {
             o->field = argv[++i];
             o->field_given = true;
@@ -142,6 +157,7 @@ static bool parse_args(int argc, char** argv, Options* o, std::string* err) {
             o->inputs.push_back(a);
         }
     }
+    if (o->hellaswag && o->mode == "shards") o->mode = "choices";
     *err = check_inputs(*o);
     return err->empty();
 }
@@ -264,6 +280,71 @@ static int write_shards(const std::string& vocab, const Options& o) {
     return 0;
 }
 
+// One line of a HellaSwag-style JSON Lines file as an example: "ctx", K "endings", "label".
+// *K is set by the first example and held for the rest. false + "FILE:LINE: why" on a bad line.
+static bool choice_example(const Document& doc, Gpt2Encoder& enc, int* K, ChoiceExample* x, std::string* err) {
+    nlohmann::json j;
+    try { j = nlohmann::json::parse(doc.text); }
+    catch (const nlohmann::json::exception& e) { *err = doc.origin + ": not JSON (" + e.what() + ")"; return false; }
+    auto bad = [&](const std::string& why) { *err = doc.origin + ": " + why; return false; };
+    if (!j.is_object()) return bad("not a JSON object");
+    auto ctx = j.find("ctx"), endings = j.find("endings"), label = j.find("label");
+    if (ctx == j.end() || !ctx->is_string()) return bad("no string field \"ctx\"");
+    if (endings == j.end() || !endings->is_array() || endings->empty()) return bad("no array field \"endings\"");
+    for (const auto& e : *endings) if (!e.is_string()) return bad("an ending that is not a string");
+    long long lab = -1;
+    if (label != j.end() && label->is_number_integer()) lab = label->get<long long>();
+    else if (label != j.end() && label->is_string()) {
+        const std::string t = label->get<std::string>();
+        if (!t.empty() && t.size() < 19 && t.find_first_not_of("0123456789") == std::string::npos) lab = std::stoll(t);
+    }
+    if (lab < 0) return bad("no field \"label\" holding a whole number >= 0");
+    if (*K == 0) {
+        if (endings->size() < 2 || endings->size() > (size_t)CHOICES_MAX_K)
+            return bad(std::to_string(endings->size()) + " endings (2.." + std::to_string(CHOICES_MAX_K) + ")");
+        *K = (int)endings->size();
+    }
+    std::vector<int> ids;
+    if (!enc.encode(ctx->get<std::string>(), &ids, err, doc.origin)) return false;
+    x->context.assign(ids.begin(), ids.end());
+    x->endings.clear();
+    for (const auto& e : *endings) {
+        ids.clear();
+        if (!enc.encode(" " + e.get<std::string>(), &ids, err, doc.origin)) return false;
+        x->endings.emplace_back(ids.begin(), ids.end());
+    }
+    if (lab >= *K) return bad("label " + std::to_string(lab) + " is not in 0.." + std::to_string(*K - 1));
+    x->label = (int)lab;
+    const std::string problem = choice_example_problem(*x, *K);
+    return problem.empty() || bad(problem);
+}
+
+// --hellaswag: the examples of the JSON Lines FILEs, in order, as one multiple-choice file.
+static int write_choices(const std::string& vocab, const Options& o) {
+    Gpt2Encoder enc;
+    std::string err;
+    if (!enc.load(vocab, &err)) return fail(err);
+    if (enc.vocab_size() > 65536) return fail("token ids do not fit the file's uint16");
+    const auto t0 = std::chrono::steady_clock::now();
+    DocumentReader reader(o.inputs, /*jsonl=*/true, "ctx");
+    ChoiceSet set;
+    std::vector<Document> docs;
+    while (reader.next_batch(&docs, 8u << 20, &err))
+        for (const Document& d : docs) {
+            set.examples.emplace_back();
+            if (!choice_example(d, enc, &set.K, &set.examples.back(), &err)) return fail(err);
+        }
+    if (!err.empty()) return fail(err);
+    if (set.examples.empty()) return fail("no examples in the input (empty files, or only blank lines)");
+    if (!choices_write(o.out, set, &err)) return fail(err);
+    size_t tokens = 0, longest = 0;
+    for (const ChoiceExample& x : set.examples)
+        for (const auto& e : x.endings) { tokens += x.context.size() + e.size(); longest = std::max(longest, x.context.size() + e.size()); }
+    fprintf(stderr, "wrote %s: %zu examples of %d endings (%zu tokens in all rows, the longest %zu) in %.2f s\n", o.out.c_str(),
+            set.examples.size(), set.K, tokens, longest, seconds_since(t0));
+    return 0;
+}
+
 int main(int argc, char** argv) {
     Options o;
     std::string err;
@@ -272,6 +353,7 @@ int main(int argc, char** argv) {
     const char* env = getenv("GPT2_VOCAB_DIR");
     std::string vocab = !o.vocab.empty() ? o.vocab : env && *env ? env : "../shared/data/gpt2";
     if (o.mode == "shards") return write_shards(vocab, o);  // loads one encoder per thread
+    if (o.mode == "choices") return write_choices(vocab, o);
     Gpt2Encoder enc;
     if (!enc.load(vocab, &err)) return fail(err);
     if (o.mode == "ids") return print_ids(enc, o.inputs[0]);

@@ -23,12 +23,14 @@
 #include "comm.cuh"
 #include "gpt2.cuh"
 
-// Uploads a micro-batch (inputs/targets in pageable host memory, rows*T each, rows = m->B unless
-// given: the validation batches may have fewer; see TokenBuckets for why pageable) and groups the
-// tokens for the deterministic embedding backward. Stream-ordered: the previous micro-step's
-// kernels finish before these buffers change on the device.
-void gpt2_set_batch(GPT2* m, Context* ctx, const int* inputs, const int* targets, int rows = 0) {
-    const size_t bt = (size_t)(rows > 0 ? rows : m->B) * m->T;
+// Uploads a micro-batch (inputs/targets in pageable host memory, rows*T each, rows = m->B and
+// T = m->T unless given: the validation batches may have fewer rows, the multiple-choice
+// evaluation shorter ones, never more than B*T tokens; see TokenBuckets for why pageable) and
+// groups the tokens for the deterministic embedding backward. Stream-ordered: the previous
+// micro-step's kernels finish before these buffers change on the device.
+void gpt2_set_batch(GPT2* m, Context* ctx, const int* inputs, const int* targets, int rows = 0, int T = 0) {
+    const size_t bt = (size_t)(rows > 0 ? rows : m->B) * (T > 0 ? T : m->T);
+    if (bt > (size_t)m->B * m->T) { fprintf(stderr, "gpt2_set_batch: %zu tokens exceed B*T = %d*%d\n", bt, m->B, m->T); exit(EXIT_FAILURE); }
     cudaCheck(cudaMemcpyAsync(m->d_inputs, inputs, bt * sizeof(int), cudaMemcpyHostToDevice, ctx->stream));
     if (targets) cudaCheck(cudaMemcpyAsync(m->d_targets, targets, bt * sizeof(int), cudaMemcpyHostToDevice, ctx->stream));
     token_buckets_build(&m->buckets, inputs, (int)bt, ctx->stream);

@@ -35,6 +35,8 @@ struct TrainConfig {
     int cuda_graphs = 1;                            // replay each micro-step's forward and backward as CUDA graphs
     // evaluation, samples, outputs
     int val_every = 0, val_batches = 0;             // 0 batches: one pass over the validation data
+    std::string hellaswag;                          // multiple-choice file (data/tokenize --hellaswag), "" = none
+    bool eval_only = false;                         // evaluate, sample, exit: no training
     int sample_every = 0, sample_len = 64, top_k = 50;
     float temperature = 1.0f;
     std::string out;                                // run directory: log.jsonl + checkpoints ("" = none)
@@ -84,6 +86,8 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"gemm-algos", 0, OPT_STRING, &c->gemm_algos, "use the GEMM algorithm choices in this file (a run's <out>/gemm_algos.txt): bitwise-repeatable runs"},
         {"val-every", 'v', OPT_INT, &c->val_every, "validation loss every N steps (0: only at the end)", 0, 1e9},
         {"val-batches", 0, OPT_INT, &c->val_batches, "validation batches over all GPUs together, a multiple of the GPU count (0: one pass over --val); a batch is B sequences, fewer where --val is small", 0, 1e9},
+        {"hellaswag", 0, OPT_STRING, &c->hellaswag, "HellaSwag-style multiple-choice file (data/tokenize --hellaswag writes it): its accuracy with every validation loss (empty: none)"},
+        {"eval-only", 0, OPT_FLAG, &c->eval_only, "no training: the validation loss, --hellaswag and a sample of the model (-e), then exit (writes nothing: no --out)"},
         {"sample-every", 's', OPT_INT, &c->sample_every, "print a sampled text every N steps (0: only at the end)", 0, 1e9},
         {"sample-len", 'g', OPT_INT, &c->sample_len, "tokens per sample (0: no samples)", 0, 65536},
         {"top-k", 0, OPT_INT, &c->top_k, "sample from the k most likely tokens (0: all)", 0, 1000000},
@@ -140,6 +144,11 @@ inline bool check_train_config(TrainConfig* c, int world, std::string* err) {
         return false;
     }
     if (c->resume && c->out.empty()) { *err = "option --resume needs --out (the run directory to resume from)"; return false; }
+    if (c->eval_only && (!c->out.empty() || c->resume || c->bench)) {
+        *err = std::string("option --eval-only: only evaluates -e's model and writes nothing; not with ") +
+               (c->bench ? "--bench" : c->resume ? "--resume" : "--out");
+        return false;
+    }
     const long long bt = (long long)c->B * c->T * world;
     if (c->total_batch == 0) { c->total_batch = bt; c->total_batch_derived = true; }
     if (c->total_batch % bt != 0) {
@@ -179,7 +188,7 @@ inline OnResume option_on_resume(const std::string& name) {
     static const char* const same[] = {"train", "shuffle", "seq-len", "total-batch-tokens", "lr", "warmup", "lr-schedule",
                                        "lr-final", "beta1", "beta2", "eps", "weight-decay", "grad-clip", "seed"};
     static const char* const not_kept[] = {"out", "resume", "rendezvous", "bench", "bench-warmup", "bench-steps", "bench-profile",
-                                           "debug-exit-after", "debug-nan"};
+                                           "debug-exit-after", "debug-nan", "eval-only"};
     for (const char* n : same) if (name == n) return OnResume::same;
     for (const char* n : not_kept) if (name == n) return OnResume::not_kept;
     return OnResume::kept;
@@ -215,7 +224,7 @@ inline std::vector<std::string> glob_files(const std::string& pattern) {
 inline std::string train_options_text(TrainConfig c) {
     for (std::string* p : {&c.train, &c.val}) *p = absolute_path(*p, true);
     if (c.total_batch_derived) c.total_batch = 0;
-    for (std::string* p : {&c.tokenizer, &c.gemm_algos}) *p = absolute_path(*p);
+    for (std::string* p : {&c.tokenizer, &c.gemm_algos, &c.hellaswag}) *p = absolute_path(*p);
     if (access(c.model.c_str(), F_OK) == 0) c.model = absolute_path(c.model);
     return options_text(train_options(&c), [](const char* name) { return option_on_resume(name) != OnResume::not_kept; });
 }

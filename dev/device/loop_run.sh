@@ -15,6 +15,8 @@
 #      (dev/export_hf.py), loaded by transformers, checked against dev/reference.py;
 #      corpus (not in the default set): data/tokenize on JSON Lines into shards, 1 thread vs all,
 #      and 10 training steps from them (needs dev_data/tinyshakespeare.txt and dev_data/gpt2/);
+#      hellaswag (not in the default set): --hellaswag / --eval-only against
+#      dev/hellaswag_reference.py on a synthetic HellaSwag-format set (needs the same files);
 #   5. memory and speed with --recompute 0/1/2 at B=64.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -167,6 +169,30 @@ PY
     build/fp16/train_gpt2cu -i "/tmp/corpus_$(nproc)/c_train_*.bin" -j "/tmp/corpus_$(nproc)/c_val.bin" -b 8 -t 1024 -x 10 -v 5 --val-batches 4 -g 0 \
         --tokenizer dev_data/gpt2_tokenizer.bin > "$OUT/corpus_train.log" 2>&1
     summary+=("   10 steps of d12 from the shards: rc=$? $(grep '^step *10/' "$OUT/corpus_train.log" | cut -d'|' -f1-2) $(grep 'val loss' "$OUT/corpus_train.log" | tr '\n' ' ')")
+fi
+if has hellaswag; then
+    # the multiple-choice evaluation (--hellaswag) against its PyTorch reference: a synthetic
+    # HellaSwag-format set from tinyshakespeare (dev/hellaswag_fixture.py; the real HellaSwag is not on
+    # these machines), tokenized by data/tokenize (checked against tiktoken), scored by a 60-step
+    # model with --eval-only in FP32 (B=8 and B=1: the same counts), BF16 and FP16, and once inside a
+    # run (log.jsonl); the reference is dev/hellaswag_reference.py in fp32
+    python3 dev/hellaswag_fixture.py /tmp/hs.jsonl --text dev_data/tinyshakespeare.txt --examples 400 > "$OUT/hs_tokenize.log" 2>&1
+    build/tokenize --hellaswag /tmp/hs.jsonl -o dev_data/hs.bin --vocab dev_data/gpt2 >> "$OUT/hs_tokenize.log" 2>&1
+    summary+=("hellaswag fixture + tokenize: rc=$? $(tail -n 1 "$OUT/hs_tokenize.log")")
+    rm -rf runs/hs
+    build/bf16/train_gpt2cu $common -x 60 -o runs/hs -v 30 --hellaswag dev_data/hs.bin -g 0 > "$OUT/hs_train.log" 2>&1
+    summary+=("60 steps with --hellaswag -v 30: rc=$? $(grep -c '"type":"hellaswag"' runs/hs/log.jsonl 2>/dev/null) hellaswag lines in log.jsonl; $(grep 'hellaswag acc' "$OUT/hs_train.log" | tail -n 1)")
+    model=runs/hs/step_00000060/model.bin
+    python3 dev/hellaswag_reference.py $model dev_data/hs.bin --jsonl /tmp/hs.jsonl --vocab-dir dev_data/gpt2 > "$OUT/hs_ref.log" 2>&1
+    summary+=("hellaswag_reference (fp32 torch): rc=$? $(grep -E '^(hellaswag_reference|PASS|FAIL)' "$OUT/hs_ref.log" | tr '\n' ' ')")
+    for v in "fp32 8 1e-5 1" "fp32 1 1e-5 1" "bf16 8 2e-2 12" "fp16 8 2e-2 12"; do
+        set -- $v
+        build/$1/train_gpt2cu -e $model --eval-only --hellaswag dev_data/hs.bin -b $2 -t 1024 -j dev_data/tinyshakespeare_val.bin \
+            -g 0 > "$OUT/hs_eval_$1_b$2.log" 2>&1
+        rc=$?
+        python3 dev/hellaswag_reference.py $model dev_data/hs.bin --compare "$OUT/hs_eval_$1_b$2.log" --loss-tol $3 --max-flips $4 > "$OUT/hs_cmp_$1_b$2.log" 2>&1
+        summary+=("   --eval-only $1 -b $2: rc=$rc cmp rc=$? $(grep 'hellaswag acc' "$OUT/hs_eval_$1_b$2.log") | $(grep -E '^(PASS|FAIL)' "$OUT/hs_cmp_$1_b$2.log" | tr '\n' ' ')")
+    done
 fi
 if has recompute; then
     for rc in 0 1 2; do

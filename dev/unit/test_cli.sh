@@ -51,6 +51,15 @@ else failed=$((failed + 1)); echo "FAIL used --out was modified"; fi
 expect "tokenize --val-fraction ''" "--val-fraction must be a number in [0, 1), not ''" -- data/tokenize "$tmp/text.txt" --val-fraction "" -o "$tmp/vf"
 expect "--seq-len above the model's" "option --seq-len: 2048 exceeds the model's maximum sequence length 1024" -- $bin $d -t 2048
 expect "unknown model descriptor" "option --model: 'd13' is neither d12, d24, d36, d48 nor an existing model file" -- $bin $d -e d13
+# --hellaswag: the file is read and checked before any GPU work; --eval-only writes nothing
+printf '%s\n' '{"ctx": "To be, or not to be", "endings": ["that is the question.", "a horse.", "the sea.", "no."], "label": 0}' > "$tmp/hs.jsonl"
+data/tokenize --hellaswag "$tmp/hs.jsonl" -o "$tmp/hs.bin" >/dev/null 2>&1
+expect "--hellaswag missing file" "option --hellaswag: $tmp/none.bin: cannot open" -- $bin $d --hellaswag "$tmp/none.bin"
+expect "--hellaswag not a choices file" "bad magic" -- $bin $d --hellaswag "$tmp/d_val.bin"
+expect "--hellaswag longer than -t" "the longest example (context + ending) is" -- $bin $d --hellaswag "$tmp/hs.bin"
+expect "--hellaswag rows above B*T" "one example is 4 rows of 16 tokens, more than B*T = 16 (raise -b)" -- $bin -i $tmp/d_train.bin -j $tmp/d_val.bin -b 1 -t 16 --hellaswag "$tmp/hs.bin"
+expect "--eval-only with --out" "option --eval-only: only evaluates -e's model and writes nothing; not with --out" -- $bin $d --eval-only -o "$tmp/ev"
+expect "--eval-only with --bench" "not with --bench" -- $bin --eval-only --bench
 expect "-x 0" "option --max-steps: 0 is not a step count" -- $bin -x 0
 expect "--beta2 1" "option --beta2: must be below 1" -- $bin --beta2 1
 # --resume continues with the kept options (options.txt of the newest complete checkpoint), and
