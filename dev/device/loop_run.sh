@@ -193,6 +193,14 @@ if has hellaswag; then
         python3 dev/hellaswag_reference.py $model dev_data/hs.bin --compare "$OUT/hs_eval_$1_b$2.log" --loss-tol $3 --max-flips $4 > "$OUT/hs_cmp_$1_b$2.log" 2>&1
         summary+=("   --eval-only $1 -b $2: rc=$rc cmp rc=$? $(grep 'hellaswag acc' "$OUT/hs_eval_$1_b$2.log") | $(grep -E '^(PASS|FAIL)' "$OUT/hs_cmp_$1_b$2.log" | tr '\n' ' ')")
     done
+    # the time of one evaluation at HellaSwag's size (10,042 examples; these rows are shorter than
+    # HellaSwag's, which make rows of 192 tokens where these make 128)
+    python3 dev/hellaswag_fixture.py /tmp/hs10k.jsonl --text dev_data/tinyshakespeare.txt --examples 10042 > /dev/null 2>&1 &&
+        build/tokenize --hellaswag /tmp/hs10k.jsonl -o dev_data/hs10k.bin --vocab dev_data/gpt2 > /dev/null 2>&1
+    for b in 8 64; do
+        build/bf16/train_gpt2cu -e $model --eval-only --hellaswag dev_data/hs10k.bin -b $b -t 1024 -g 0 > "$OUT/hs10k_b$b.log" 2>&1
+        summary+=("   10,042 examples, bf16 -b $b: rc=$? $(grep -E '^hellaswag:|hellaswag acc' "$OUT/hs10k_b$b.log" | tr '\n' ' ')")
+    done
 fi
 if has recompute; then
     for rc in 0 1 2; do
