@@ -15,18 +15,14 @@ import tempfile
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 sys.path.insert(0, os.path.join(here, ".."))
-from check import check, finish  # noqa: E402
+from check import check, finish, tokenize_and_vocab  # noqa: E402
 from hellaswag_reference import (compare, ending_sums, fill_rows, parse_trainer_line, read_choices,  # noqa: E402
                                  score, CHOICES_MAGIC, CHOICES_VERSION)
 import numpy as np  # noqa: E402
 
 root = os.path.join(here, "..", "..")
-TOKENIZE = os.path.join(root, "data", "tokenize")
 FIXTURE = os.path.join(root, "dev", "hellaswag_fixture.py")
-vocab = os.environ.get("GPT2_VOCAB_DIR") or os.path.join(root, "..", "shared", "data", "gpt2")
-if not os.access(TOKENIZE, os.X_OK):
-    check(False, "data/tokenize is built (make data/tokenize)")
-    finish()
+TOKENIZE, vocab = tokenize_and_vocab()
 N = 40  # examples: the non-ASCII one (3) and string labels (4, 9, ...) among them
 FIELDS = {"ind", "activity_label", "ctx_a", "ctx_b", "ctx", "endings", "source_id", "split", "split_type", "label"}
 

@@ -14,16 +14,11 @@ import tempfile
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 sys.path.insert(0, os.path.join(here, ".."))
-from check import check, finish  # noqa: E402
+from check import check, finish, tokenize_and_vocab  # noqa: E402
 from model_file import map_tokens  # noqa: E402
 import numpy as np  # noqa: E402
 
-root = os.path.join(here, "..", "..")
-TOKENIZE = os.path.join(root, "data", "tokenize")
-vocab = os.environ.get("GPT2_VOCAB_DIR") or os.path.join(root, "..", "shared", "data", "gpt2")
-if not os.access(TOKENIZE, os.X_OK):
-    check(False, "data/tokenize is built (make data/tokenize)")
-    finish()
+TOKENIZE, vocab = tokenize_and_vocab()
 
 
 def run(*args):
