@@ -182,6 +182,10 @@ if has hellaswag; then
     rm -rf runs/hs
     build/bf16/train_gpt2cu $common -x 60 -o runs/hs -v 30 --hellaswag dev_data/hs.bin -g 0 > "$OUT/hs_train.log" 2>&1
     summary+=("60 steps with --hellaswag -v 30: rc=$? $(grep -c '"type":"hellaswag"' runs/hs/log.jsonl 2>/dev/null) hellaswag lines in log.jsonl; $(grep 'hellaswag acc' "$OUT/hs_train.log" | tail -n 1)")
+    # the evaluations between steps leave the training as it was: the same run without them, bitwise
+    rm -rf runs/hs_none
+    build/bf16/train_gpt2cu $common -x 60 -o runs/hs_none -g 0 > "$OUT/hs_train_none.log" 2>&1
+    summary+=("   its losses vs the same 60 steps without --hellaswag and -v: $(python3 dev/compare_losses.py runs/hs/log.jsonl runs/hs_none/log.jsonl --tol 0)")
     model=runs/hs/step_00000060/model.bin
     python3 dev/hellaswag_reference.py $model dev_data/hs.bin --jsonl /tmp/hs.jsonl --vocab-dir dev_data/gpt2 > "$OUT/hs_ref.log" 2>&1
     summary+=("hellaswag_reference (fp32 torch): rc=$? $(grep -E '^(hellaswag_reference|PASS|FAIL)' "$OUT/hs_ref.log" | tr '\n' ' ')")
