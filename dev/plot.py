@@ -1,4 +1,5 @@
-"""Plots loss curves (and the learning rate) of one or more training runs into a PNG.
+"""Plots loss curves (the learning rate, and HellaSwag accuracy when logged) of one or more training
+runs into a PNG.
 
   python3 dev/plot.py RUN_DIR_OR_LOG [MORE ...] -o curves.png
 
@@ -6,15 +7,18 @@ Each input is a run directory (its log.jsonl is read), a log.jsonl, or the train
 stdout log. log.jsonl holds one JSON object per line:
   {"type":"step","step":N,"loss":L,"norm":G,"lr":R,"ms":M,"tok_s":S}   one per optimizer step
   {"type":"eval","step":N,"val_loss":V}                                one per evaluation
+  {"type":"hellaswag","step":N,"acc":A,"acc_norm":B,...}               with --hellaswag
   {"type":"sample",...}                                                 (ignored)
-From a stdout log the lines `step   12/100 | loss 3.21 | norm ... | lr 6.00e-04 ...` and
-`step 100: val loss 3.05` are read. Top panel: train loss (lines) and val loss (markers) per
-run; bottom panel: the learning rate.
+From a stdout log the lines `step   12/100 | loss 3.21 | norm ... | lr 6.00e-04 ...`,
+`step 100: val loss 3.05` and `step 100: hellaswag acc 0.29 acc_norm 0.30 ...` are read. Top
+panel: train loss (lines) and val loss (markers) per run; then, when any run has them, HellaSwag's
+acc_norm (solid) and acc (dotted); last: the learning rate.
 """
 import argparse, json, math, os, re, sys
 
 STEP_RE = re.compile(r"^step\s+(\d+)/\d+ \| loss (\S+) \| norm (\S+) \| lr (\S+)")
 VAL_RE = re.compile(r"^step\s+(\d+): val loss (\S+)")
+HS_RE = re.compile(r"^step\s+(\d+): hellaswag acc (\S+) acc_norm (\S+)")
 
 
 class PlotError(Exception):
@@ -37,10 +41,11 @@ def resolve(path):
 
 
 def read_run(path):
-    """Returns {"step": [(step, loss, lr)], "eval": [(step, val_loss)]} from either log format."""
+    """Returns {"step": [(step, loss, lr)], "eval": [(step, val_loss)], "hellaswag": [(step, acc,
+    acc_norm)]} from either log format."""
     with open(path, errors="replace") as f:
         lines = f.read().splitlines()
-    run = {"step": [], "eval": []}
+    run = {"step": [], "eval": [], "hellaswag": []}
     first = next((l.strip() for l in lines if l.strip()), "")
     if first.startswith("{"):                       # JSONL
         for i, line in enumerate(lines):
@@ -58,6 +63,8 @@ def read_run(path):
                     run["step"].append((int(rec["step"]), float(rec["loss"]), float(rec.get("lr", math.nan))))
                 elif kind == "eval":
                     run["eval"].append((int(rec["step"]), float(rec["val_loss"])))
+                elif kind == "hellaswag":
+                    run["hellaswag"].append((int(rec["step"]), float(rec["acc"]), float(rec["acc_norm"])))
             except (KeyError, TypeError, ValueError):
                 raise PlotError(f"{path}:{i + 1}: a {kind} record without its fields")
     else:                                           # the trainer's stdout
@@ -68,11 +75,14 @@ def read_run(path):
             m = VAL_RE.match(line)
             if m:
                 run["eval"].append((int(m.group(1)), float(m.group(2))))
+            m = HS_RE.match(line)
+            if m:
+                run["hellaswag"].append((int(m.group(1)), float(m.group(2)), float(m.group(3))))
     # a resumed run appends to log.jsonl and may repeat steps: the later record of a step wins
     for key in run:
         run[key] = sorted({r[0]: r for r in run[key]}.values())
-    if not run["step"] and not run["eval"]:
-        raise PlotError(f"{path}: no step or eval records (not a trainer log?)")
+    if not any(run.values()):
+        raise PlotError(f"{path}: no step, eval or hellaswag records (not a trainer log?)")
     return run
 
 
@@ -80,8 +90,10 @@ def plot(runs, out, title=None, logy=False):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, (ax_loss, ax_lr) = plt.subplots(2, 1, figsize=(10, 7), sharex=True,
-                                         gridspec_kw={"height_ratios": [3, 1]})
+    hs = any(run["hellaswag"] for _, run in runs)
+    fig, axes = plt.subplots(3 if hs else 2, 1, figsize=(10, 9 if hs else 7), sharex=True,
+                             gridspec_kw={"height_ratios": [3, 1.5, 1] if hs else [3, 1]})
+    ax_loss, ax_lr = axes[0], axes[-1]
     for i, (label, run) in enumerate(runs):
         color = f"C{i % 10}"
         if run["step"]:
@@ -91,6 +103,10 @@ def plot(runs, out, title=None, logy=False):
         if run["eval"]:
             steps, vals = zip(*run["eval"])
             ax_loss.plot(steps, vals, "o--", color=color, ms=5, lw=0.8, label=f"{label} val")
+        if run["hellaswag"]:
+            steps, acc, acc_norm = zip(*run["hellaswag"])
+            axes[1].plot(steps, acc_norm, "o-", color=color, ms=4, lw=1.2, label=f"{label} acc_norm")
+            axes[1].plot(steps, acc, "o:", color=color, ms=3, lw=0.8, label=f"{label} acc")
     ax_loss.set_ylabel("loss")
     if logy:
         ax_loss.set_yscale("log")
@@ -98,6 +114,10 @@ def plot(runs, out, title=None, logy=False):
     ax_loss.legend(fontsize=8)
     if title:
         ax_loss.set_title(title)
+    if hs:
+        axes[1].set_ylabel("HellaSwag")
+        axes[1].grid(alpha=0.3)
+        axes[1].legend(fontsize=8)
     ax_lr.set_ylabel("learning rate")
     ax_lr.set_xlabel("step")
     ax_lr.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
@@ -123,7 +143,7 @@ def main():
             run = read_run(log)
             runs.append((label, run))
             last = f"last loss {run['step'][-1][1]:.4f} at step {run['step'][-1][0]}" if run["step"] else "no steps"
-            print(f"{label}: {len(run['step'])} steps, {len(run['eval'])} evals, {last}")
+            print(f"{label}: {len(run['step'])} steps, {len(run['eval'])} evals, {len(run['hellaswag'])} hellaswag, {last}")
         plot(runs, args.out, args.title, args.logy)
     except (PlotError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -1,0 +1,57 @@
+"""Unit test of dev/plot.py's log reader (no matplotlib needed; the drawing is checked only where
+matplotlib is installed): log.jsonl and the trainer's stdout give the same steps, validation
+losses and HellaSwag scores; a resumed run's repeated step keeps its later record; a log without
+records, or with a broken line before the last, is one error."""
+import os
+import sys
+import tempfile
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, here)
+sys.path.insert(0, os.path.join(here, ".."))
+from check import check, finish  # noqa: E402
+from plot import PlotError, plot, read_run  # noqa: E402
+
+JSONL = """{"type":"step","step":1,"loss":10.5,"norm":1.0,"lr":6e-05}
+{"type":"step","step":2,"loss":9.25,"norm":1.0,"lr":0.00012}
+{"type":"eval","step":2,"val_loss":9.5}
+{"type":"hellaswag","step":2,"acc":0.25,"acc_norm":0.2675,"completion_loss":7.1,"examples":400,"seconds":0.1}
+{"type":"sample","step":2,"text":"x"}
+{"type":"step","step":2,"loss":9.125,"norm":1.0,"lr":0.00012}
+"""
+STDOUT = """GPT-2 L=12 NH=12 C=768 (124475904 parameters), bf16, 1 GPU(s)
+step    1/2 | loss 10.500000 | norm 1.0000 | lr 6.00e-05 | scale 1 | 100.00 ms (fwd 1 bwd 1 exposed comm 0 opt 1) | 1 tok/s | MFU 1% | ETA 0s
+step    2/2 | loss 9.125000 | norm 1.0000 | lr 1.20e-04 | scale 1 | 100.00 ms (fwd 1 bwd 1 exposed comm 0 opt 1) | 1 tok/s | MFU 1% | ETA 0s
+step 2: val loss 9.500000
+step 2: hellaswag acc 0.250000 acc_norm 0.267500 completion loss 7.100000 (400 examples, 0.10 s)
+"""
+
+with tempfile.TemporaryDirectory() as tmp:
+    def write(name, text):
+        path = os.path.join(tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    a, b = read_run(write("log.jsonl", JSONL)), read_run(write("stdout.log", STDOUT))
+    check(a["step"] == [(1, 10.5, 6e-05), (2, 9.125, 0.00012)], f"jsonl: the steps, a repeated step's later record ({a['step']})")
+    check(a["eval"] == [(2, 9.5)] and a["hellaswag"] == [(2, 0.25, 0.2675)], f"jsonl: eval and hellaswag ({a['eval']}, {a['hellaswag']})")
+    check(b == a, f"stdout log: the same records as log.jsonl ({b})")
+    only_hs = read_run(write("hs.log", STDOUT.splitlines()[-1] + "\n"))
+    check(only_hs["hellaswag"] == [(2, 0.25, 0.2675)] and not only_hs["step"], "an --eval-only log (a hellaswag line alone) is a run")
+    for name, text, what in [("empty.log", "nothing here\n", "no step, eval or hellaswag records"),
+                             ("broken.jsonl", '{"type":"step","step":1,"loss":1}\n{broken\n{"type":"step","step":2,"loss":1}\n', "broken.jsonl:2: not a JSON object"),
+                             ("fields.jsonl", '{"type":"hellaswag","step":1,"acc":0.5}\n', "fields.jsonl:1: a hellaswag record without its fields")]:
+        try:
+            read_run(write(name, text))
+            check(False, f"{name}: refused")
+        except PlotError as e:
+            check(what in str(e) and "\n" not in str(e), f"{name}: one error line ({e})")
+    try:
+        import matplotlib  # noqa: F401
+        out = os.path.join(tmp, "curves.png")
+        plot([("a", a), ("b", read_run(write("nohs.jsonl", JSONL.replace('"type":"hellaswag"', '"type":"other"'))))], out)
+        check(os.path.getsize(out) > 1000, "a PNG with the HellaSwag panel")
+    except ImportError:
+        print("note: matplotlib not installed: the drawing is not checked")
+finish()
