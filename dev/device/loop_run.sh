@@ -197,6 +197,11 @@ if has hellaswag; then
         python3 dev/hellaswag_reference.py $model dev_data/hs.bin --compare "$OUT/hs_eval_$1_b$2.log" --loss-tol $3 --max-flips $4 > "$OUT/hs_cmp_$1_b$2.log" 2>&1
         summary+=("   --eval-only $1 -b $2: rc=$rc cmp rc=$? $(grep 'hellaswag acc' "$OUT/hs_eval_$1_b$2.log") | $(grep -E '^(PASS|FAIL)' "$OUT/hs_cmp_$1_b$2.log" | tr '\n' ' ')")
     done
+    # --eval-only's sample, and the run's curves with the HellaSwag panel (dev/plot.py, matplotlib)
+    build/bf16/train_gpt2cu -e $model --eval-only -g 32 --tokenizer dev_data/gpt2_tokenizer.bin > "$OUT/hs_eval_sample.log" 2>&1
+    summary+=("   --eval-only with a sample: rc=$? $(grep -c 'sample ---' "$OUT/hs_eval_sample.log") sample(s), $(grep 'val loss' "$OUT/hs_eval_sample.log")")
+    python3 dev/plot.py runs/hs -o "$OUT/hs_curves.png" > "$OUT/hs_plot.log" 2>&1
+    summary+=("   plot.py runs/hs: rc=$? $(head -n 1 "$OUT/hs_plot.log"); test_plot.py: $(python3 dev/unit/test_plot.py | tail -n 1)")
     # the time of one evaluation at HellaSwag's size (10,042 examples; these rows are shorter than
     # HellaSwag's, which make rows of 192 tokens where these make 128)
     python3 dev/hellaswag_fixture.py /tmp/hs10k.jsonl --text dev_data/tinyshakespeare.txt --examples 10042 > /dev/null 2>&1 &&
