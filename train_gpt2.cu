@@ -342,7 +342,9 @@ bool open_choices(Run* r, const GPT2Config& cfg, std::string* err) {
         *err = what + "the longest example (context + ending) is " + std::to_string(s.longest) + " tokens, more than --seq-len " + std::to_string(tc.T);
         return false;
     }
-    r->choice_T = (int)std::min<size_t>(tc.T, (s.longest + 63) / 64 * 64);  // rows of a whole number of 64-token tiles
+    // rows of a whole number of 64-token tiles, or just the longest example where B*T is that tight
+    r->choice_T = (int)std::min<size_t>(tc.T, (s.longest + 63) / 64 * 64);
+    if ((size_t)tc.B * tc.T < (size_t)s.K * r->choice_T) r->choice_T = (int)s.longest;
     if ((size_t)tc.B * tc.T < (size_t)s.K * r->choice_T) {
         *err = what + "one example is " + std::to_string(s.K) + " rows of " + std::to_string(r->choice_T) + " tokens, more than B*T = " +
                std::to_string((size_t)tc.B * tc.T) + " (raise -b)";
@@ -362,6 +364,7 @@ bool setup(Run* r, std::string* err) {
     GPT2Config cfg;
     bool fresh;
     if (!model_config(tc, &cfg, &fresh, err)) return false;
+    if (tc.eval_only && fresh && rank0) printf("note: --eval-only of a new, randomly initialized %s (-e names no model file)\n", tc.model.c_str());
     if (!tc.bench) {
         if (!tc.eval_only && !dataloader_open(&r->train, tc.train, tc.B, tc.T, r->comm.rank, r->comm.world, r->accum, cfg.vocab_size, tc.shuffle, tc.seed, err)) {
             if (tc.train == TrainConfig().train && !file_exists(tc.train)) *err += " (prepare the default dataset with: make data)";

@@ -298,12 +298,14 @@ static bool choice_example(const Document& doc, Gpt2Encoder& enc, int* K, Choice
         const std::string t = label->get<std::string>();
         if (!t.empty() && t.size() < 19 && t.find_first_not_of("0123456789") == std::string::npos) lab = std::stoll(t);
     }
-    if (lab < 0) return bad("no field \"label\" holding a whole number >= 0");
     if (*K == 0) {
         if (endings->size() < 2 || endings->size() > (size_t)CHOICES_MAX_K)
             return bad(std::to_string(endings->size()) + " endings (2.." + std::to_string(CHOICES_MAX_K) + ")");
         *K = (int)endings->size();
     }
+    if (endings->size() != (size_t)*K)
+        return bad(std::to_string(endings->size()) + " endings where the first example has " + std::to_string(*K));
+    if (lab < 0) return bad("no field \"label\" holding a whole number >= 0");
     std::vector<int> ids;
     if (!enc.encode(ctx->get<std::string>(), &ids, err, doc.origin)) return false;
     x->context.assign(ids.begin(), ids.end());

@@ -189,13 +189,14 @@ if has hellaswag; then
     model=runs/hs/step_00000060/model.bin
     python3 dev/hellaswag_reference.py $model dev_data/hs.bin --jsonl /tmp/hs.jsonl --vocab-dir dev_data/gpt2 > "$OUT/hs_ref.log" 2>&1
     summary+=("hellaswag_reference (fp32 torch): rc=$? $(grep -E '^(hellaswag_reference|PASS|FAIL)' "$OUT/hs_ref.log" | tr '\n' ' ')")
-    for v in "fp32 8 1e-5 1" "fp32 1 1e-5 1" "bf16 8 2e-2 12" "fp16 8 2e-2 12"; do
+    # (-b 3 -t 128: 4 rows of 128 exceed B*T, so the rows are the longest example's 69 tokens)
+    for v in "fp32 8 1e-5 1 1024" "fp32 1 1e-5 1 1024" "fp32 3 1e-5 1 128" "bf16 8 2e-2 12 1024" "fp16 8 2e-2 12 1024"; do
         set -- $v
-        build/$1/train_gpt2cu -e $model --eval-only --hellaswag dev_data/hs.bin -b $2 -t 1024 -j dev_data/tinyshakespeare_val.bin \
+        build/$1/train_gpt2cu -e $model --eval-only --hellaswag dev_data/hs.bin -b $2 -t $5 -j dev_data/tinyshakespeare_val.bin \
             -g 0 > "$OUT/hs_eval_$1_b$2.log" 2>&1
         rc=$?
         python3 dev/hellaswag_reference.py $model dev_data/hs.bin --compare "$OUT/hs_eval_$1_b$2.log" --loss-tol $3 --max-flips $4 > "$OUT/hs_cmp_$1_b$2.log" 2>&1
-        summary+=("   --eval-only $1 -b $2: rc=$rc cmp rc=$? $(grep 'hellaswag acc' "$OUT/hs_eval_$1_b$2.log") | $(grep -E '^(PASS|FAIL)' "$OUT/hs_cmp_$1_b$2.log" | tr '\n' ' ')")
+        summary+=("   --eval-only $1 -b $2 -t $5: rc=$rc cmp rc=$? $(grep -E 'rows of|hellaswag acc' "$OUT/hs_eval_$1_b$2.log" | cut -c1-150 | tr '\n' ' ') | $(grep -E '^(PASS|FAIL)' "$OUT/hs_cmp_$1_b$2.log" | tr '\n' ' ')")
     done
     # --eval-only's sample, and the run's curves with the HellaSwag panel (dev/plot.py, matplotlib)
     build/bf16/train_gpt2cu -e $model --eval-only -g 32 --tokenizer dev_data/gpt2_tokenizer.bin > "$OUT/hs_eval_sample.log" 2>&1

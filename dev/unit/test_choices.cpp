@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <unistd.h>
 
@@ -140,6 +141,12 @@ static void test_read_refusals() {
     with(b, "uint16 left after the last example", "fewer examples in the header than in the body");
     b = bytes; b[8] = 5;
     with(b, "example 4: the body ends inside it", "more examples in the header than in the body");
+    // a header that claims more examples than the body could hold is refused before anything is
+    // allocated for them (2^31-1 examples would be ~120 GB of vectors)
+    b = std::vector<char>(bytes.begin(), bytes.begin() + 1024);
+    const int32_t huge = INT32_MAX, none = 0;
+    memcpy(b.data() + 8, &huge, 4); memcpy(b.data() + 20, &none, 4);
+    with(b, "bad header: 2147483647 examples of 4 endings need at least", "2^31-1 examples in an empty body");
     b = bytes; b[1024] = 9; b[1025] = 0;  // example 0's label
     with(b, "example 0: label 9 is not in 0..3", "label out of range");
     with(bytes, "is not below the model's vocabulary of 10", "token beyond the vocabulary", 10);

@@ -57,7 +57,7 @@ data/tokenize --hellaswag "$tmp/hs.jsonl" -o "$tmp/hs.bin" >/dev/null 2>&1
 expect "--hellaswag missing file" "option --hellaswag: $tmp/none.bin: cannot open" -- $bin $d --hellaswag "$tmp/none.bin"
 expect "--hellaswag not a choices file" "bad magic" -- $bin $d --hellaswag "$tmp/d_val.bin"
 expect "--hellaswag longer than -t" "the longest example (context + ending) is" -- $bin $d --hellaswag "$tmp/hs.bin"
-expect "--hellaswag rows above B*T" "one example is 4 rows of 16 tokens, more than B*T = 16 (raise -b)" -- $bin -i $tmp/d_train.bin -j $tmp/d_val.bin -b 1 -t 16 --hellaswag "$tmp/hs.bin"
+expect "--hellaswag rows above B*T" "one example is 4 rows of 12 tokens, more than B*T = 16 (raise -b)" -- $bin -i $tmp/d_train.bin -j $tmp/d_val.bin -b 1 -t 16 --hellaswag "$tmp/hs.bin"
 expect "--eval-only with --out" "option --eval-only: only evaluates -e's model and writes nothing; not with --out" -- $bin $d --eval-only -o "$tmp/ev"
 expect "--eval-only with --bench" "not with --bench" -- $bin --eval-only --bench
 expect "-x 0" "option --max-steps: 0 is not a step count" -- $bin -x 0
