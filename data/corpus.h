@@ -30,12 +30,18 @@ struct Document {
     const std::string* field = nullptr;  // JSON Lines: the field that holds the text
 };
 
+// A JSON Lines document's line, parsed; false and "FILE:LINE: not JSON (why)" in *err if it is not JSON.
+inline bool parse_json_line(const Document& doc, nlohmann::json* j, std::string* err) {
+    try { *j = nlohmann::json::parse(doc.text); }
+    catch (const nlohmann::json::exception& e) { *err = doc.origin + ": not JSON (" + e.what() + ")"; return false; }
+    return true;
+}
+
 // A JSON Lines document's text: the string `*doc.field` of the line's object. On a bad line,
 // false and "FILE:LINE: why" in *err.
 inline bool document_text(const Document& doc, std::string* text, std::string* err) {
     nlohmann::json j;
-    try { j = nlohmann::json::parse(doc.text); }
-    catch (const nlohmann::json::exception& e) { *err = doc.origin + ": not JSON (" + e.what() + ")"; return false; }
+    if (!parse_json_line(doc, &j, err)) return false;
     auto it = j.is_object() ? j.find(*doc.field) : j.end();
     if (it == j.end() || !it->is_string()) {
         *err = doc.origin + ": no string field \"" + *doc.field + "\"" + (j.is_object() ? "" : " (not a JSON object)");

@@ -284,8 +284,7 @@ static int write_shards(const std::string& vocab, const Options& o) {
 // *K is set by the first example and held for the rest. false + "FILE:LINE: why" on a bad line.
 static bool choice_example(const Document& doc, Gpt2Encoder& enc, int* K, ChoiceExample* x, std::string* err) {
     nlohmann::json j;
-    try { j = nlohmann::json::parse(doc.text); }
-    catch (const nlohmann::json::exception& e) { *err = doc.origin + ": not JSON (" + e.what() + ")"; return false; }
+    if (!parse_json_line(doc, &j, err)) return false;
     auto bad = [&](const std::string& why) { *err = doc.origin + ": " + why; return false; };
     if (!j.is_object()) return bad("not a JSON object");
     auto ctx = j.find("ctx"), endings = j.find("endings"), label = j.find("label");

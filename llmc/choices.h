@@ -22,20 +22,12 @@
 // aborting; the reader checks every length against the file, so a damaged file is refused whole.
 #pragma once
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
-#include <cstdio>
-#include <cstring>
 #include <string>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <vector>
+#include "shards.h"   // the layout's reading and atomic writing (a 256-int32 header, then uint16)
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "choices.h reads and writes the little-endian format with plain fread/fwrite"
-#endif
-
-constexpr int CHOICES_MAGIC = 20261202, CHOICES_VERSION = 1, CHOICES_HEADER_INTS = 256;
+constexpr int CHOICES_MAGIC = 20261202, CHOICES_VERSION = 1, CHOICES_HEADER_INTS = SHARD_HEADER_INTS;
 constexpr int CHOICES_MAX_K = 64;   // endings per example (HellaSwag: 4)
 
 struct ChoiceExample {
@@ -49,13 +41,6 @@ struct ChoiceSet {
     size_t longest = 0;                             // the longest context + ending, tokens
     std::vector<ChoiceExample> examples;
 };
-
-namespace choices_detail {
-inline bool fail(std::string* err, const std::string& path, const std::string& what) {
-    *err = path + ": " + what;
-    return false;
-}
-}  // namespace choices_detail
 
 // What is wrong with example e of a set with K endings ("" when nothing is); the writer and the
 // reader hold every example to the same rules.
@@ -74,7 +59,7 @@ inline std::string choice_example_problem(const ChoiceExample& x, int K) {
 // Writes the set to `path` (a .tmp file, fsync'ed, renamed into place: a crash leaves no half
 // file under the name). Checks every example first (choice_example_problem).
 inline bool choices_write(const std::string& path, const ChoiceSet& s, std::string* err) {
-    using choices_detail::fail;
+    using shard_detail::fail;
     if (s.examples.empty()) return fail(err, path, "no examples");
     if (s.K < 2 || s.K > CHOICES_MAX_K) return fail(err, path, std::to_string(s.K) + " endings per example (2.." + std::to_string(CHOICES_MAX_K) + ")");
     if (s.examples.size() > (size_t)INT32_MAX) return fail(err, path, "more than 2^31-1 examples");
@@ -96,35 +81,19 @@ inline bool choices_write(const std::string& path, const ChoiceSet& s, std::stri
     }
     int32_t header[CHOICES_HEADER_INTS] = {CHOICES_MAGIC, CHOICES_VERSION, (int32_t)s.examples.size(), s.K,
                                            (int32_t)longest, (int32_t)body.size()};
-    const std::string tmp = path + ".tmp";
-    FILE* f = fopen(tmp.c_str(), "wb");
-    if (!f) return fail(err, path, std::string("cannot create the .tmp file: ") + strerror(errno));
-    bool ok = fwrite(header, sizeof(int32_t), CHOICES_HEADER_INTS, f) == (size_t)CHOICES_HEADER_INTS &&
-              fwrite(body.data(), sizeof(uint16_t), body.size(), f) == body.size() && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int saved = ok ? 0 : errno;
-    if (fclose(f) != 0 && ok) { ok = false; saved = errno; }
-    if (!ok) { remove(tmp.c_str()); return fail(err, path, std::string("write failed: ") + strerror(saved)); }
-    if (rename(tmp.c_str(), path.c_str()) != 0) {
-        saved = errno;
-        remove(tmp.c_str());
-        return fail(err, path, std::string("cannot rename the .tmp file into place: ") + strerror(saved));
-    }
-    return true;
+    return shard_detail::write_with_header(path, header, body.data(), body.size(), err);
 }
 
 // Reads a file choices_write wrote; every token must be below vocab_size (the model's).
 inline bool choices_read(const std::string& path, int vocab_size, ChoiceSet* s, std::string* err) {
-    using choices_detail::fail;
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f) return fail(err, path, std::string("cannot open: ") + strerror(errno));
-    struct stat st;
+    using shard_detail::fail;
     int32_t h[CHOICES_HEADER_INTS];
+    size_t size = 0;
+    shard_detail::File f = shard_detail::open_with_header(path, h, &size, err);
+    if (!f) return false;
     std::vector<uint16_t> body;
     std::string problem;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) problem = "not a regular file";
-    else if ((size_t)st.st_size < sizeof h) problem = "file too small for the 1024-byte header (" + std::to_string(st.st_size) + " bytes)";
-    else if (fread(h, sizeof(int32_t), CHOICES_HEADER_INTS, f) != (size_t)CHOICES_HEADER_INTS) problem = "cannot read the header";
-    else if (h[0] != CHOICES_MAGIC)
+    if (h[0] != CHOICES_MAGIC)
         problem = "bad magic " + std::to_string(h[0]) + " (expected " + std::to_string(CHOICES_MAGIC) +
                   ": a multiple-choice file from data/tokenize --hellaswag)";
     else if (h[1] != CHOICES_VERSION) problem = "unsupported version " + std::to_string(h[1]);
@@ -133,14 +102,13 @@ inline bool choices_read(const std::string& path, int vocab_size, ChoiceSet* s, 
     else if ((size_t)h[2] * (2 + 2 * (size_t)h[3]) > (size_t)h[5])  // each example: label, K+1 lengths, >= K+1 tokens
         problem = "bad header: " + std::to_string(h[2]) + " examples of " + std::to_string(h[3]) + " endings need at least " +
                   std::to_string((size_t)h[2] * (2 + 2 * (size_t)h[3])) + " uint16, the body holds " + std::to_string(h[5]);
-    else if ((size_t)st.st_size != sizeof h + (size_t)h[5] * sizeof(uint16_t))
+    else if (size != SHARD_HEADER_BYTES + (size_t)h[5] * sizeof(uint16_t))
         problem = "size mismatch: the header says " + std::to_string(h[5]) + " uint16 after it, the file holds " +
-                  std::to_string(((size_t)st.st_size - sizeof h) / sizeof(uint16_t));
+                  std::to_string((size - SHARD_HEADER_BYTES) / sizeof(uint16_t));
     else {
         body.resize((size_t)h[5]);
-        if (!body.empty() && fread(body.data(), sizeof(uint16_t), body.size(), f) != body.size()) problem = "read failed";
+        if (!body.empty() && fread(body.data(), sizeof(uint16_t), body.size(), f.get()) != body.size()) problem = "read failed";
     }
-    fclose(f);
     if (!problem.empty()) return fail(err, path, problem);
     ChoiceSet out;
     out.K = h[3];

@@ -50,9 +50,10 @@ inline std::string header_problem(const int32_t* h, size_t size) {
            (body % sizeof(uint16_t) ? " and a stray byte" : "");
 }
 
-// Opens `path` and checks its header against its size, leaving the file at the first token.
-// Returns nullptr (and sets *err) on any problem.
-inline File open_checked(const std::string& path, size_t* num_tokens, std::string* err) {
+// Opens a file of this layout (a 256-int32 header, then uint16 values: shards, and llmc/choices.h's
+// multiple-choice sets) and reads its header into `header`, leaving the file after it; *size: the
+// file's bytes. Checks only that it is a regular file with a whole header. nullptr + *err on a problem.
+inline File open_with_header(const std::string& path, int32_t* header, size_t* size, std::string* err) {
     File f(fopen(path.c_str(), "rb"));
     struct stat st;
     if (!f || fstat(fileno(f.get()), &st) != 0) {
@@ -60,16 +61,50 @@ inline File open_checked(const std::string& path, size_t* num_tokens, std::strin
         return nullptr;
     }
     if (!S_ISREG(st.st_mode)) { fail(err, path, "not a regular file"); return nullptr; }
-    size_t size = (size_t)st.st_size;
-    if (size < SHARD_HEADER_BYTES) {
-        fail(err, path, "file too small for the 1024-byte header (" + std::to_string(size) + " bytes)");
+    *size = (size_t)st.st_size;
+    if (*size < SHARD_HEADER_BYTES) {
+        fail(err, path, "file too small for the 1024-byte header (" + std::to_string(*size) + " bytes)");
         return nullptr;
     }
-    int32_t header[SHARD_HEADER_INTS];
     if (fread(header, sizeof(int32_t), SHARD_HEADER_INTS, f.get()) != (size_t)SHARD_HEADER_INTS) {
         fail(err, path, "cannot read the header");
         return nullptr;
     }
+    return f;
+}
+
+// Writes a file of this layout atomically: header and body go to "<path>.tmp", are flushed to
+// disk, and only then renamed over `path`. rename() is atomic, so a reader (or a rerun after a
+// crash) sees either the old file or the complete new one, never a half-written one.
+inline bool write_with_header(const std::string& path, const int32_t* header, const uint16_t* body, size_t n,
+                              std::string* err) {
+    const std::string tmp = path + ".tmp";
+    FILE* f = fopen(tmp.c_str(), "wb");
+    if (!f) return fail(err, path, std::string("cannot create the .tmp file: ") + strerror(errno));
+    bool ok = fwrite(header, sizeof(int32_t), SHARD_HEADER_INTS, f) == (size_t)SHARD_HEADER_INTS &&
+              (n == 0 || fwrite(body, sizeof(uint16_t), n, f) == n) &&
+              fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int saved_errno = ok ? 0 : errno;
+    if (fclose(f) != 0 && ok) { ok = false; saved_errno = errno; }  // delayed write errors show here
+    if (!ok) {
+        remove(tmp.c_str());
+        return fail(err, path, std::string("write failed: ") + strerror(saved_errno));
+    }
+    if (rename(tmp.c_str(), path.c_str()) != 0) {
+        saved_errno = errno;
+        remove(tmp.c_str());
+        return fail(err, path, std::string("cannot rename the .tmp file into place: ") + strerror(saved_errno));
+    }
+    return true;
+}
+
+// Opens a shard and checks its header against its size, leaving the file at the first token.
+// Returns nullptr (and sets *err) on any problem.
+inline File open_checked(const std::string& path, size_t* num_tokens, std::string* err) {
+    int32_t header[SHARD_HEADER_INTS];
+    size_t size = 0;
+    File f = open_with_header(path, header, &size, err);
+    if (!f) return nullptr;
     std::string problem = header_problem(header, size);
     if (!problem.empty()) { fail(err, path, problem); return nullptr; }
     *num_tokens = (size_t)header[2];
@@ -99,31 +134,11 @@ inline bool shard_read_tokens(const std::string& path, size_t start, size_t coun
     return true;
 }
 
-// Writes a complete shard atomically: the data goes to "<path>.tmp", is flushed to disk, and
-// only then renamed over `path`. rename() is atomic, so a reader (or a rerun after a crash)
-// sees either the old file or the complete new one, never a half-written shard.
+// Writes a complete shard atomically (shard_detail::write_with_header).
 inline bool shard_write(const std::string& path, const uint16_t* tokens, size_t n, std::string* err) {
     if (n > (size_t)INT32_MAX)
         return shard_detail::fail(err, path, std::to_string(n) +
                                   " tokens do not fit the header's int32 count; split the data");
-    const std::string tmp = path + ".tmp";
     int32_t header[SHARD_HEADER_INTS] = {SHARD_MAGIC, SHARD_VERSION, (int32_t)n};
-    FILE* f = fopen(tmp.c_str(), "wb");
-    if (!f) return shard_detail::fail(err, path, std::string("cannot create the .tmp file: ") + strerror(errno));
-    bool ok = fwrite(header, sizeof(int32_t), SHARD_HEADER_INTS, f) == (size_t)SHARD_HEADER_INTS &&
-              (n == 0 || fwrite(tokens, sizeof(uint16_t), n, f) == n) &&
-              fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int saved_errno = ok ? 0 : errno;
-    if (fclose(f) != 0 && ok) { ok = false; saved_errno = errno; }  // delayed write errors show here
-    if (!ok) {
-        remove(tmp.c_str());
-        return shard_detail::fail(err, path, std::string("write failed: ") + strerror(saved_errno));
-    }
-    if (rename(tmp.c_str(), path.c_str()) != 0) {
-        saved_errno = errno;
-        remove(tmp.c_str());
-        return shard_detail::fail(err, path, std::string("cannot rename the .tmp file into place: ") +
-                                  strerror(saved_errno));
-    }
-    return true;
+    return shard_detail::write_with_header(path, header, tokens, n, err);
 }
