@@ -28,6 +28,7 @@
 #include "llmc/choices.h"
 #include "llmc/comm.cuh"
 #include "llmc/dataloader.h"
+#include "llmc/evaluate.cuh"
 #include "llmc/logger.h"
 #include "llmc/sampler.h"
 #include "llmc/timing.h"
@@ -95,78 +96,6 @@ bool build_model(Run* r, const GPT2Config& cfg, bool fresh, std::string* err) {
     r->model.use_graphs = tc.cuda_graphs != 0;
     if (fresh) { gpt2_init_random(&r->model, &r->ctx, tc.seed); return true; }
     return gpt2_init_from_file(&r->model, &r->ctx, tc.model, err);
-}
-
-// Mean validation loss over --val-batches batches of the validation loader's rows (those of all
-// ranks together, each rank its slice), the same batches every time. The watchdog's deadline is
-// renewed for every batch: a long pass is not a hang.
-float evaluate(Run* r) {
-    GPT2* m = &r->model;
-    dataloader_reset(&r->val);
-    const size_t batches = r->tc.val_batches > 0 ? (size_t)(r->tc.val_batches / r->comm.world) : dataloader_steps_per_epoch(&r->val);
-    cudaCheck(cudaMemsetAsync(m->d_loss_sum, 0, sizeof(float), r->ctx.stream));
-    std::string err;
-    for (size_t i = 0; i < batches; i++) {
-        comm_watch(&r->comm, r->step, "evaluation (validation loss)");
-        if (!dataloader_next(&r->val, &err)) comm_fail(&r->comm, err);
-        gpt2_set_batch(m, &r->ctx, r->val.inputs.data(), r->val.targets.data(), r->val.B);
-        gpt2_forward(m, &r->ctx, r->val.B, m->T, true, 0.0f);
-        cudaCheck(cudaStreamSynchronize(r->ctx.stream));
-    }
-    comm_sum_floats(&r->comm, m->d_loss_sum, 1, r->ctx.stream);
-    float sum;
-    cudaCheck(cudaMemcpyAsync(&sum, m->d_loss_sum, sizeof sum, cudaMemcpyDeviceToHost, r->ctx.stream));
-    cudaCheck(cudaStreamSynchronize(r->ctx.stream));
-    comm_unwatch(&r->comm);
-    return sum / ((float)batches * r->val.B * m->T * r->comm.world);
-}
-
-// --hellaswag's accuracy (llmc/choices.h): each rank scores a contiguous slice of the examples,
-// as many per forward pass as B*T tokens hold (K rows of choice_T tokens each), and the tallies are
-// summed over the ranks. Nothing collective happens inside the loop, so the ranks' slices may
-// differ by one example.
-ChoiceTally evaluate_choices(Run* r) {
-    GPT2* m = &r->model;
-    const ChoiceSet& s = r->choices;
-    const int K = s.K, Tc = r->choice_T, per_pass = (int)((size_t)m->B * m->T / Tc / K);
-    const size_t n = s.examples.size(), lo = n * r->comm.rank / r->comm.world, hi = n * (r->comm.rank + 1) / r->comm.world;
-    std::vector<int> inputs((size_t)per_pass * K * Tc), targets(inputs.size());
-    std::vector<float> losses(inputs.size());
-    ChoiceTally t;
-    for (size_t e = lo; e < hi; e += per_pass) {
-        comm_watch(&r->comm, r->step, "evaluation (--hellaswag)");
-        const size_t count = std::min<size_t>(per_pass, hi - e);
-        const int rows = (int)count * K;
-        choices_fill_rows(s, e, count, Tc, r->sample_eot >= 0 ? r->sample_eot : 0, inputs.data(), targets.data());
-        gpt2_set_batch(m, &r->ctx, inputs.data(), targets.data(), rows, Tc);
-        gpt2_forward(m, &r->ctx, rows, Tc, true, 0.0f);
-        cudaCheck(cudaMemcpyAsync(losses.data(), m->acts.losses, (size_t)rows * Tc * sizeof(float), cudaMemcpyDeviceToHost, r->ctx.stream));
-        cudaCheck(cudaStreamSynchronize(r->ctx.stream));
-        choices_score(s, e, count, Tc, losses.data(), &t);
-    }
-    std::vector<float> sums = {(float)t.examples, (float)t.correct, (float)t.correct_norm, (float)t.loss_sum, (float)t.loss_tokens};
-    comm_watch(&r->comm, r->step, "evaluation (--hellaswag: summing over the ranks)");
-    comm_sum_host_floats(&r->comm, &sums, r->ctx.stream);
-    comm_unwatch(&r->comm);
-    return ChoiceTally{sums[0], sums[1], sums[2], sums[3], sums[4]};
-}
-
-// A text sampled token by token from <|endoftext|> (B=1 forwards of growing length, the last T
-// tokens when longer than T). Every rank samples the same tokens, so that none waits in its next
-// collective while rank 0 samples; rank 0 decodes them ("" on the others).
-std::string sample_text(Run* r) {
-    GPT2* m = &r->model;
-    const int V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
-    std::vector<int> toks = {r->sample_eot};
-    std::vector<float> logits(Vp);
-    for (int i = 0; i < r->tc.sample_len; i++) {
-        const int t = std::min<int>((int)toks.size(), m->T);
-        cudaCheck(cudaMemcpyAsync(m->d_inputs, toks.data() + toks.size() - t, t * sizeof(int), cudaMemcpyHostToDevice, r->ctx.stream));
-        gpt2_forward(m, &r->ctx, 1, t, false, 0.0f);
-        copy_from_device_as_float(logits.data(), m->acts.logits + (size_t)(t - 1) * Vp, Vp);
-        toks.push_back(sample_top_k(logits.data(), V, r->tc.top_k, r->tc.temperature, &r->sample_rng));
-    }
-    return r->comm.rank == 0 ? decode_tokens(r->tok, toks.data() + 1, toks.size() - 1) : "";
 }
 
 TrainState train_state(const Run* r) {
@@ -342,11 +271,9 @@ bool open_choices(Run* r, const GPT2Config& cfg, std::string* err) {
         *err = what + "the longest example (context + ending) is " + std::to_string(s.longest) + " tokens, more than --seq-len " + std::to_string(tc.T);
         return false;
     }
-    // rows of a whole number of 64-token tiles, or just the longest example where B*T is that tight
-    r->choice_T = (int)std::min<size_t>(tc.T, (s.longest + 63) / 64 * 64);
-    if ((size_t)tc.B * tc.T < (size_t)s.K * r->choice_T) r->choice_T = (int)s.longest;
-    if ((size_t)tc.B * tc.T < (size_t)s.K * r->choice_T) {
-        *err = what + "one example is " + std::to_string(s.K) + " rows of " + std::to_string(r->choice_T) + " tokens, more than B*T = " +
+    r->choice_T = choices_row_length(s, tc.B, tc.T);
+    if (r->choice_T == 0) {
+        *err = what + "one example is " + std::to_string(s.K) + " rows of " + std::to_string(s.longest) + " tokens, more than B*T = " +
                std::to_string((size_t)tc.B * tc.T) + " (raise -b)";
         return false;
     }
@@ -433,19 +360,22 @@ bool setup(Run* r, std::string* err) {
     return choose_gemm_algorithms(r, err);
 }
 
-// Evaluation, sample, checkpoint: whichever is due after `r->step` steps.
+// Evaluation, sample, checkpoint: whichever is due after `r->step` steps (llmc/evaluate.cuh
+// computes the first two; --val-batches batches of all ranks together, or one pass over --val).
 void after_step(Run* r, bool last) {
     const TrainConfig& tc = r->tc;
+    GPT2* m = &r->model;
     auto due = [&](int every) { return last || (every > 0 && r->step % every == 0); };
     if (due(tc.val_every)) {
-        const float v = evaluate(r);
+        const size_t batches = tc.val_batches > 0 ? (size_t)(tc.val_batches / r->comm.world) : dataloader_steps_per_epoch(&r->val);
+        const float v = gpt2_validation_loss(m, &r->ctx, &r->comm, &r->val, batches, r->step);
         if (r->comm.rank == 0) {
             printf("step %d: val loss %.6f\n", r->step, v);
             r->log.line("{\"type\":\"eval\",\"step\":" + std::to_string(r->step) + ",\"val_loss\":" + json_number(v, "%.9g") + "}");
         }
         if (!r->choices.examples.empty()) {
             const double t0 = steady_ms();
-            const ChoiceTally t = evaluate_choices(r);
+            const ChoiceTally t = gpt2_choice_tally(m, &r->ctx, &r->comm, r->choices, r->choice_T, std::max(r->sample_eot, 0), r->step);
             const double acc = t.correct / t.examples, acc_norm = t.correct_norm / t.examples, loss = t.loss_sum / t.loss_tokens,
                          seconds = (steady_ms() - t0) / 1e3;
             if (r->comm.rank == 0) {
@@ -458,7 +388,8 @@ void after_step(Run* r, bool last) {
         }
     }
     if (due(tc.sample_every) && r->sample_eot >= 0) {
-        const std::string text = sample_text(r);
+        const std::vector<int> toks = gpt2_sample(m, &r->ctx, r->sample_eot, tc.sample_len, tc.top_k, tc.temperature, &r->sample_rng);
+        const std::string text = r->comm.rank == 0 ? decode_tokens(r->tok, toks.data(), toks.size()) : "";
         if (r->comm.rank == 0) {
             printf("step %d: sample ---\n%s\n---\n", r->step, text.c_str());
             r->log.line("{\"type\":\"sample\",\"step\":" + std::to_string(r->step) + ",\"text\":" + json_string(text) + "}");

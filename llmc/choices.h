@@ -146,6 +146,16 @@ inline bool choices_read(const std::string& path, int vocab_size, ChoiceSet* s, 
     return true;
 }
 
+// The row length the evaluation packs examples in, for forward passes of B*T tokens: the longest
+// example rounded up to a whole number of 64-token tiles (at most T), or the longest itself where
+// B*T has no room for K such rows; 0 when not even that fits, or the longest exceeds T.
+inline int choices_row_length(const ChoiceSet& s, size_t B, size_t T) {
+    if (s.longest > T) return 0;
+    size_t t = std::min(T, (s.longest + 63) / 64 * 64);
+    if (B * T < (size_t)s.K * t) t = s.longest;
+    return B * T < (size_t)s.K * t ? 0 : (int)t;
+}
+
 // Rows of T tokens for the n examples from `first`: example first+j's ending i is row j*K + i,
 // inputs = context + ending i, then `pad`; targets[t] = inputs[t+1] (`pad` where the row ends:
 // those positions' losses are never read). inputs and targets hold n*K*T each. T >= s.longest.

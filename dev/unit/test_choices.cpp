@@ -196,6 +196,16 @@ static void test_scores() {
     CHECK(v.correct == 0 && v.correct_norm == 0, "a tie is not the higher index");
 }
 
+static void test_row_length() {
+    ChoiceSet s = random_set(1, 4, 9);
+    s.longest = 69;
+    CHECK_EQ(choices_row_length(s, 8, 1024), 128, "rows: the longest rounded up to 64");
+    CHECK_EQ(choices_row_length(s, 4, 100), 100, "rows: at most T");
+    CHECK_EQ(choices_row_length(s, 3, 128), 69, "rows: the longest itself where 4 rounded rows exceed B*T");
+    CHECK_EQ(choices_row_length(s, 2, 128), 0, "rows: 0 where not even 4 rows of the longest fit");
+    CHECK_EQ(choices_row_length(s, 64, 64), 0, "rows: 0 where the longest exceeds T");
+}
+
 // The bookkeeping end to end: random examples, rows filled, made-up per-position losses, scores
 // against a direct computation from the examples alone.
 static void test_against_direct() {
@@ -237,6 +247,7 @@ int main() {
     test_read_refusals();
     test_rows();
     test_scores();
+    test_row_length();
     test_against_direct();
     for (const auto& f : g_files) { remove(f.c_str()); remove((f + ".tmp").c_str()); }
     rmdir(g_dir.c_str());
