@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
     double worst = 0;
     for (int s = 0; s < ref.steps; s++) {
         StepResult r = gpt2_train_step(&m, &ctx, 1, [&](int, int** in, int** tg) { *in = ref.x.data(); *tg = ref.y.data(); },
-                                       h, &scaler, ref.grad_clip);
+                                       h, &scaler, UpdateRules{ref.grad_clip});
         const double d = fabs(r.loss - ref.losses[s]) / ref.losses[s];
         worst = std::max(worst, d);
         printf("     step %2d: loss %.6f (reference %.6f) norm %.4f%s\n", s, r.loss, ref.losses[s], r.grad_norm, r.skipped ? " SKIPPED" : "");
@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
         auto step_grads = [&](bool graphs, float at_scale) {
             m.use_graphs = graphs;
             scaler.scale = at_scale;
-            gpt2_train_step(&m, &ctx, 2, batches, h0, &scaler, ref.grad_clip);
+            gpt2_train_step(&m, &ctx, 2, batches, h0, &scaler, UpdateRules{ref.grad_clip});
             std::vector<float> g(n);
             copy_from_device_as_float(g.data(), m.grads, n);
             return g;

@@ -100,7 +100,7 @@ bool build_model(Run* r, const GPT2Config& cfg, bool fresh, std::string* err) {
 
 TrainState train_state(const Run* r) {
     TrainState st{};
-    st.step = r->step; st.adam_t = r->model.adam_t;
+    st.step = r->step; st.adam_t = r->model.adam_t; st.spike = r->model.spike;
     st.loss_scale = r->scaler.scale; st.scaler_clean_steps = r->scaler.clean_steps;
     st.loader = dataloader_state(&r->train); st.sample_rng = r->sample_rng;
     st.world = r->comm.world; st.precision = PRECISION_CODE; st.zero = r->tc.zero; st.config = r->model.cfg;
@@ -192,7 +192,7 @@ bool resume(Run* r, std::string* err) {
     std::vector<float> master(r->model.layout.total), am(master.size()), av(master.size());
     if (!checkpoint_read(dir, expect, &st, master.data(), am.data(), av.data(), err)) return false;
     gpt2_set_state(&r->model, &r->ctx, master, am, av);
-    r->step = st.step; r->model.adam_t = st.adam_t;
+    r->step = st.step; r->model.adam_t = st.adam_t; r->model.spike = st.spike;
     r->scaler.scale = st.loss_scale; r->scaler.clean_steps = st.scaler_clean_steps;
     r->sample_rng = st.sample_rng;
     if (!dataloader_restore(&r->train, st.loader, err)) return false;
@@ -459,6 +459,23 @@ void print_result(const Run* r, std::vector<float> ms, const std::vector<StepRes
            100.0 * exposed / med, comm_ms, bytes / 1e6, busbw, bwd_last, bwd_other, (total_b - free_b) / 1e9, per_rank.c_str());
 }
 
+// Why a step was skipped (rank 0 prints it): the ranks with non-finite gradients, or how far the
+// spike lay from the running statistics as they were before the step (`before`).
+void print_skip(int step, const StepResult& s, const SpikeStats& before, const TrainConfig& tc) {
+    if (s.skip_reason == SKIP_NONFINITE) {
+        printf("step %d skipped: non-finite gradients (%s)\n", step,
+               s.bad_ranks.empty() ? "every rank's own gradients were finite: the average overflowed"
+                                   : ("produced on rank(s) " + s.bad_ranks).c_str());
+        return;
+    }
+    if (s.skip_reason == SKIP_LOSS_SPIKE)
+        printf("step %d skipped: loss %.4f, z %.1f against its recent level %.4f +- %.4f (--skip-loss-z %g)\n", step, s.loss,
+               s.loss_z, before.loss.level, std::sqrt(before.loss.spread2), tc.skip_loss_z);
+    else   // the norm's statistics are of its logarithm: a level and a typical factor
+        printf("step %d skipped: gradient norm %.4f, z %.1f against its recent level %.4f x/ %.4f (--skip-norm-z %g)\n", step,
+               s.grad_norm, s.norm_z, std::exp(before.norm.level), std::exp(std::sqrt(before.norm.spread2)), tc.skip_norm_z);
+}
+
 // The step loop of training and --bench; a RESULT line with the medians at the end.
 int run_loop(Run* r) {
     const TrainConfig& tc = r->tc;
@@ -481,7 +498,10 @@ int run_loop(Run* r) {
         *in = r->train.inputs.data(); *tg = r->train.targets.data();
     };
     // --debug-nan RANK:STEP: from that step on, a NaN in one gradient of block 0 on that rank,
-    // written after the step zeroed the gradients (backward accumulates onto it)
+    // written after the step zeroed the gradients (backward accumulates onto it).
+    // --debug-bad-batch STEP: that step's batches are random tokens (read in place of the data's,
+    // which the loader still consumes): a loss spike, as a corrupt document gives
+    std::vector<int> bad_in(bin.size()), bad_tg(bin.size());
     auto next_with_faults = [&](int i, int** in, int** tg) {
         if (i == 0 && r->comm.rank == tc.debug_nan_rank && r->step + 1 >= tc.debug_nan_step) {
             const floatX nan = (floatX)NAN;
@@ -489,7 +509,13 @@ int run_loop(Run* r) {
             cudaCheck(cudaStreamSynchronize(r->ctx.stream));  // `nan` lives on this stack frame
         }
         next(i, in, tg);
+        if (r->step + 1 == tc.debug_bad_batch) {
+            std::mt19937 bad_rng(tc.seed + 7919u * (r->comm.rank * r->accum + i));
+            for (size_t k = 0; k < bad_in.size(); k++) { bad_in[k] = bad_rng() % m->cfg.vocab_size; bad_tg[k] = bad_rng() % m->cfg.vocab_size; }
+            *in = bad_in.data(); *tg = bad_tg.data();
+        }
     };
+    const UpdateRules rules{tc.grad_clip, {tc.skip_loss_z, tc.skip_norm_z, tc.spike_window}};
     if (tc.eval_only) { after_step(r, true); return 0; }   // the evaluations and the sample of a last step
     if (!tc.bench && r->step >= r->steps && r->comm.rank == 0)
         printf("note: the run is at step %d of %d: no steps to run (a larger --max-steps extends it)\n", r->step, r->steps);
@@ -505,7 +531,8 @@ int run_loop(Run* r) {
         if (profiled) cudaCheck(cudaProfilerStart());
         comm_watch(&r->comm, r->step + 1, "training step (forward, backward, gradient reduction, update)");
         cudaCheck(cudaEventRecord(t0, r->ctx.stream));
-        StepResult s = gpt2_train_step(m, &r->ctx, r->accum, next_with_faults, h, &r->scaler, tc.grad_clip, &r->comm,
+        const SpikeStats before = m->spike;
+        StepResult s = gpt2_train_step(m, &r->ctx, r->accum, next_with_faults, h, &r->scaler, rules, &r->comm,
                                        r->reduce ? &r->reducer : nullptr);
         cudaCheck(cudaEventRecord(t1, r->ctx.stream));
         cudaCheck(cudaEventSynchronize(t1));
@@ -526,16 +553,14 @@ int run_loop(Run* r) {
             fflush(stdout);
             r->log.line("{\"type\":\"step\",\"step\":" + std::to_string(r->step) + ",\"loss\":" + json_number(s.loss, "%.9g") +
                         ",\"norm\":" + json_number(s.grad_norm) + ",\"lr\":" + json_number(h.lr) + ",\"scale\":" +
-                        json_number(r->scaler.scale) + ",\"skipped\":" + std::to_string((int)s.skipped) + ",\"ms\":" +
-                        json_number(ms) + ",\"tok_s\":" + json_number(tok_s) + ",\"mfu\":" + json_number(mfu) +
-                        ",\"exposed_comm_ms\":" + json_number(s.exposed_ms) + "}");
+                        json_number(r->scaler.scale) + ",\"skipped\":" + std::to_string((int)s.skipped) + ",\"skip\":\"" +
+                        skip_reason_name(s.skip_reason) + "\",\"loss_z\":" + json_number(s.loss_z) + ",\"norm_z\":" +
+                        json_number(s.norm_z) + ",\"ms\":" + json_number(ms) + ",\"tok_s\":" + json_number(tok_s) +
+                        ",\"mfu\":" + json_number(mfu) + ",\"exposed_comm_ms\":" + json_number(s.exposed_ms) + "}");
+            if (s.skipped) print_skip(r->step, s, before, tc);
         }
-        // every rank has the same StepResult (the flags and the norm are global), so all stop together
-        bad_in_a_row = s.skipped ? bad_in_a_row + 1 : 0;
-        if (s.skipped && r->comm.rank == 0)
-            printf("step %d skipped: non-finite gradients (%s)\n", r->step,
-                   s.bad_ranks.empty() ? "every rank's own gradients were finite: the average overflowed"
-                                       : ("produced on rank(s) " + s.bad_ranks).c_str());
+        // every rank has the same StepResult (the flags, the loss and the norm are global), so all stop together
+        bad_in_a_row = s.skip_reason == SKIP_NONFINITE ? bad_in_a_row + 1 : 0;
         if (tc.max_bad_steps > 0 && bad_in_a_row >= tc.max_bad_steps) {
             if (r->comm.rank == 0)
                 fprintf(stderr, "error: %d steps in a row skipped for inf/nan gradients (the last one from rank(s) %s) at step %d; "

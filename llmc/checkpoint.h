@@ -23,6 +23,7 @@
 #include "dataloader.h"
 #include "logger.h"  // make_dirs
 #include "model.h"
+#include "spike_guard.h"
 
 // Reads and checks the header; on success *cfg holds the model's shape.
 inline bool model_file_read_header(const std::string& path, GPT2Config* cfg, std::string* err) {
@@ -138,6 +139,7 @@ struct TrainState {                 // everything besides the weights needed to 
     // a checkpoint from before these fields; its header holds zeros there)
     int32_t data_files;
     uint64_t data_tokens;
+    SpikeStats spike;               // the spike guard's statistics (zeros in an older checkpoint: they start again)
 };
 
 namespace ckpt_detail {
@@ -152,18 +154,21 @@ template <class S, class F> void fields(S& s, F&& f) {
     f(s.config.max_seq_len); f(s.config.vocab_size); f(s.config.padded_vocab_size);
     f(s.config.num_layers); f(s.config.num_heads); f(s.config.channels);
     f(s.data_files); f(s.data_tokens);   // added later: appended, so older headers read as zeros
+    for (RunningStats* r : {&s.spike.loss, &s.spike.norm}) { f(r->level); f(r->spread2); f(r->count); }   // added later still
 }
 inline void encode(TrainState s, int32_t* h) {
     int i = 2;
     fields(s, [&](auto& v) {
-        if constexpr (sizeof(v) == 8) { h[i++] = (int32_t)(uint32_t)v; h[i++] = (int32_t)(uint32_t)(v >> 32); }
-        else { static_assert(sizeof(v) == 4, "4-byte field"); memcpy(&h[i++], &v, 4); }   // int32 or float bits
+        if constexpr (sizeof(v) == 8) {              // uint64 or double bits
+            uint64_t u; memcpy(&u, &v, 8);
+            h[i++] = (int32_t)(uint32_t)u; h[i++] = (int32_t)(uint32_t)(u >> 32);
+        } else { static_assert(sizeof(v) == 4, "4-byte field"); memcpy(&h[i++], &v, 4); }   // int32 or float bits
     });
 }
 inline void decode(const int32_t* h, TrainState* s) {
     int i = 2;
     fields(*s, [&](auto& v) {
-        if constexpr (sizeof(v) == 8) { v = (uint32_t)h[i] | (uint64_t)(uint32_t)h[i + 1] << 32; i += 2; }
+        if constexpr (sizeof(v) == 8) { const uint64_t u = (uint32_t)h[i] | (uint64_t)(uint32_t)h[i + 1] << 32; memcpy(&v, &u, 8); i += 2; }
         else memcpy(&v, &h[i++], 4);
     });
     s->loader.pad = 0;

@@ -38,6 +38,7 @@ struct GPT2 {
     float* d_sumsq = nullptr;         // the gradients' sum of squares
     StepScalars* d_step = nullptr;
     int adam_t = 0;                   // AdamW steps taken
+    SpikeStats spike{};               // the spike guard's running loss and norm statistics (host; spike_guard.h)
     std::vector<cudaEvent_t> step_events;  // phase timing of gpt2_train_step
     // CUDA graphs of a training micro-step (gpt2_step.cuh, gpt2_train_step says when they are used)
     bool use_graphs = false;          // --cuda-graphs; the caller sets it after gpt2_build

@@ -140,11 +140,18 @@ void gpt2_backward(GPT2* m, Context* ctx, const GradReadyFn& ready) {
 // ----------------------------------------------------------------------------------------------
 // Update: norm, decision, AdamW per parameter tensor (decay on the 2-D ones only). In ZeRO-1 the
 // norm is summed over the ranks' shards and the updated shards are all-gathered afterwards.
-void gpt2_update(GPT2* m, Context* ctx, const Comm* comm, int zero, AdamWHyper h, float loss_scale, float max_norm) {
+// d_loss_sum must hold the step's summed token loss over all ranks (`tokens` tokens): the spike
+// guard decides on it (the decision and the statistics come back in m->d_step).
+struct UpdateRules {
+    float max_norm = 0;   // clip the global gradient norm to this (0: off)
+    SpikeGuard spike;     // skip outlier steps (llmc/spike_guard.h; off by default)
+};
+void gpt2_update(GPT2* m, Context* ctx, const Comm* comm, int zero, AdamWHyper h, float loss_scale, const UpdateRules& rules,
+                 double tokens) {
     const GPT2Config& c = m->cfg;
     norm_squared(ctx, m->d_sumsq, m->grads + m->shard_lo, m->shard_hi - m->shard_lo);
     if (zero) comm_sum_floats(comm, m->d_sumsq, 1, ctx->stream);
-    step_decision(ctx, m->d_step, m->d_sumsq, loss_scale, max_norm);
+    step_decision(ctx, m->d_step, m->d_sumsq, loss_scale, rules.max_norm, m->d_loss_sum, tokens, rules.spike, m->spike);
     adamw_set_step(&h, ++m->adam_t);
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         const size_t first = param_offset(c, m->layout, t, 0);
@@ -178,6 +185,8 @@ inline void run_graph(Context* ctx, cudaGraphExec_t* exec, bool capture, const s
 struct StepResult {
     float loss, grad_norm;
     bool skipped;
+    int skip_reason;        // SkipReason (llmc/spike_guard.h)
+    float loss_z, norm_z;   // the spike guard's measures of this step (NaN: no statistics yet)
     std::string bad_ranks;  // skipped: the ranks whose own gradients held inf/nan ("0" on one GPU)
     float fwd_ms = 0, bwd_ms = 0, exposed_ms = 0, update_ms = 0, comm_ms = 0;  // compute-stream phases
     // The last micro-step's backward (the one the reduction overlaps) and the mean backward of the
@@ -189,8 +198,10 @@ struct StepResult {
 // One optimizer step over `accum` micro-batches: next_batch(i) must fill inputs/targets (B*T
 // each, host) for micro-step i. The loss is the mean over all accum*B*T tokens of all ranks.
 // With a reducer (several GPUs) the last micro-step's backward hands it every finished range.
+// A skipped step (non-finite gradients, or a spike: rules.spike) leaves the weights, Adam's state
+// and step count as they were; only non-finite gradients lower the FP16 loss scale.
 StepResult gpt2_train_step(GPT2* m, Context* ctx, int accum, const std::function<void(int, int**, int**)>& next_batch,
-                           const AdamWHyper& h, LossScaler* scaler, float max_norm, const Comm* comm = nullptr,
+                           const AdamWHyper& h, LossScaler* scaler, const UpdateRules& rules, const Comm* comm = nullptr,
                            GradReducer* reducer = nullptr) {
     const int BT = m->B * m->T, world = comm ? comm->world : 1;
     std::vector<cudaEvent_t>& ev = m->step_events;  // step start, [2 per micro-step], wait end, update end
@@ -222,8 +233,8 @@ StepResult gpt2_train_step(GPT2* m, Context* ctx, int accum, const std::function
     m->graphs_ready = true;
     if (reducer) grad_reducer_finish(reducer);
     cudaCheck(cudaEventRecord(ev[2 * accum + 1], ctx->stream));
-    gpt2_update(m, ctx, comm, reducer ? reducer->zero : 0, h, scaler->scale, max_norm);
-    if (comm) comm_sum_floats(comm, m->d_loss_sum, 1, ctx->stream);
+    if (comm) comm_sum_floats(comm, m->d_loss_sum, 1, ctx->stream);   // before the update: the spike guard reads it
+    gpt2_update(m, ctx, comm, reducer ? reducer->zero : 0, h, scaler->scale, rules, (double)BT * accum * world);
     cudaCheck(cudaEventRecord(ev[2 * accum + 2], ctx->stream));
     StepScalars s;
     float loss_sum;
@@ -232,9 +243,10 @@ StepResult gpt2_train_step(GPT2* m, Context* ctx, int accum, const std::function
     if (reducer) grad_reducer_read_flags(reducer);
     cudaCheck(cudaStreamSynchronize(ctx->stream));
     if (s.skip) m->adam_t--;  // a skipped step did not advance Adam's bias corrections
-    scaler->update(s.skip != 0);
-    StepResult r{loss_sum / ((float)BT * accum * world), s.grad_norm, s.skip != 0};
-    if (r.skipped) r.bad_ranks = reducer ? grad_reducer_bad_ranks(reducer) : "0";
+    scaler->update(s.skip == SKIP_NONFINITE);
+    m->spike = s.stats;
+    StepResult r{loss_sum / ((float)BT * accum * world), s.grad_norm, s.skip != 0, s.skip, s.loss_z, s.norm_z};
+    if (s.skip == SKIP_NONFINITE) r.bad_ranks = reducer ? grad_reducer_bad_ranks(reducer) : "0";
     for (int i = 0; i < accum; i++) {
         float f, b;
         cudaCheck(cudaEventElapsedTime(&f, ev[2 * i], ev[2 * i + 1]));

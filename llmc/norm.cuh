@@ -1,17 +1,21 @@
 // The global gradient norm and the per-step decision made from it, on the device:
 //   norm  = ||grads|| / loss_scale                  (the unscaled gradient's L2 norm)
 //   skip  = norm is inf or nan                      (fp16 overflow somewhere: don't update)
+//           or, with the spike guard on, the step's loss or norm is an outlier (llmc/spike_guard.h)
 //   mult  = min(1, max_norm / (norm + 1e-6)) / loss_scale   (what AdamW multiplies each gradient by;
 //           torch.nn.utils.clip_grad_norm_'s rule, the +1e-6 included)
 // Keeping the decision on the device means no host round-trip sits between backward and the
 // update; the host reads the norm afterwards only to log it and to steer the loss scale.
 #pragma once
 #include "common.cuh"
+#include "spike_guard.h"
 
 struct StepScalars {
     float grad_norm;        // unscaled global norm (inf/nan when the gradients overflowed)
     float grad_multiplier;  // clip factor / loss scale
-    int skip;               // 1: leave the weights and the optimizer state as they are
+    int skip;               // a SkipReason; not 0: leave the weights and the optimizer state as they are
+    float loss_z, norm_z;   // the step's loss and log(norm) as z-scores against their recent levels (NaN: none yet)
+    SpikeStats stats;       // the running statistics, this step's values added
 };
 
 // ----------------------------------------------------------------------------------------------
@@ -40,11 +44,15 @@ __global__ void sum_partials_kernel(float* sumsq, const float* partials, int P) 
     if (threadIdx.x == 0) *sumsq = acc;
 }
 
-__global__ void step_decision_kernel(StepScalars* out, const float* sumsq, float loss_scale, float max_norm) {
+// One thread. loss = *loss_sum / tokens (NaN without loss_sum: no loss guard); `stats` are the
+// running statistics before this step (a kernel argument: the host keeps them between steps).
+__global__ void step_decision_kernel(StepScalars* out, const float* sumsq, float loss_scale, float max_norm,
+                                     const float* loss_sum, double tokens, SpikeGuard guard, SpikeStats stats) {
     const float norm = sqrtf(*sumsq) / loss_scale;
-    const int skip = !isfinite(norm);
+    const double loss = loss_sum ? *loss_sum / tokens : (double)NAN;
+    const SpikeCheck c = spike_check(guard, &stats, loss, norm);
     const float clip = max_norm > 0.0f ? fminf(1.0f, max_norm / (norm + 1e-6f)) : 1.0f;
-    *out = {norm, skip ? 0.0f : clip / loss_scale, skip};
+    *out = {norm, c.reason ? 0.0f : clip / loss_scale, c.reason, (float)c.loss_z, (float)c.norm_z, stats};
 }
 
 // *flag <- 1 if any of g (n) is inf or nan (else left alone): the per-rank check that, before the
@@ -74,8 +82,12 @@ inline void norm_squared(Context* ctx, float* sumsq, const floatX* g, size_t n) 
     launchCheck();
 }
 
-// out <- the step decision from the global sum of squares (see the top of this file).
-inline void step_decision(Context* ctx, StepScalars* out, const float* sumsq, float loss_scale, float max_norm) {
-    step_decision_kernel<<<1, 1, 0, ctx->stream>>>(out, sumsq, loss_scale, max_norm);
+// out <- the step decision from the global sum of squares (see the top of this file) and, for the
+// spike guard, the step's summed token loss over `tokens` tokens (loss_sum may be null: no loss)
+// and the running statistics before this step.
+inline void step_decision(Context* ctx, StepScalars* out, const float* sumsq, float loss_scale, float max_norm,
+                          const float* loss_sum = nullptr, double tokens = 1.0, const SpikeGuard& guard = {},
+                          const SpikeStats& stats = {}) {
+    step_decision_kernel<<<1, 1, 0, ctx->stream>>>(out, sumsq, loss_scale, max_norm, loss_sum, tokens, guard, stats);
     launchCheck();
 }

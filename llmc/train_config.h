@@ -9,6 +9,7 @@
 #include <glob.h>
 #include <unistd.h>
 #include <string>
+#include <utility>
 #include <vector>
 #include "options.h"
 #include "schedule.h"
@@ -50,8 +51,11 @@ struct TrainConfig {
     int nccl_cta_policy = 1;                        // NCCL's CTA policy: 1 = "efficiency" (measured best)
     // faults
     int max_bad_steps = 20;                         // stop after this many skipped steps in a row (0: never)
+    float skip_loss_z = 0, skip_norm_z = 0;         // the spike guard's thresholds (llmc/spike_guard.h; 0: off)
+    int spike_window = 128;                         // ... and the steps its statistics average over
     std::string debug_nan;                          // testing: "RANK:STEP" puts a NaN in that rank's gradients
     int debug_nan_rank = -1, debug_nan_step = 0;    // parsed from debug_nan
+    int debug_bad_batch = 0;                        // testing: this step trains on random tokens (a loss spike)
     // benchmark
     bool bench = false;
     int bench_warmup = 5, bench_steps = 20;
@@ -102,12 +106,16 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"nccl-timeout", 0, OPT_FLOAT, &c->nccl_timeout, "seconds a rank waits for its peers before it aborts (0: forever); above any checkpoint write", 0, 1e7},
         {"nccl-cta-policy", 0, OPT_INT, &c->nccl_cta_policy, "sets NCCL_CTA_POLICY: 1 efficiency (fewer SMs taken from the backward the reduction overlaps), 0 NCCL's default, 2 zero-CTA; -1 leaves the environment's", -1, 2},
         {"max-bad-steps", 0, OPT_INT, &c->max_bad_steps, "stop after N steps in a row skipped for inf/nan gradients (0: never)", 0, 1e9},
+        {"skip-loss-z", 0, OPT_FLOAT, &c->skip_loss_z, "skip the update of a step whose loss lies more than Z typical deviations above its recent level (a z-score, see llmc/spike_guard.h; 0: off)", 0, 1e6},
+        {"skip-norm-z", 0, OPT_FLOAT, &c->skip_norm_z, "the same for the gradient norm, measured by its logarithm (0: off)", 0, 1e6},
+        {"spike-window", 0, OPT_INT, &c->spike_window, "--skip-loss-z/--skip-norm-z: steps the typical deviation averages over, and the steps seen before either decides", 2, 1e6},
         {"bench", 0, OPT_FLAG, &c->bench, "benchmark on random tokens: no data files needed"},
         {"bench-warmup", 0, OPT_INT, &c->bench_warmup, "--bench: untimed steps first", 0, 1e6},
         {"bench-steps", 0, OPT_INT, &c->bench_steps, "--bench: timed steps", 1, 1e6},
         {"bench-profile", 0, OPT_FLAG, &c->bench_profile, "--bench: profile only the last step (ncu --profile-from-start off)"},
         {"debug-exit-after", 0, OPT_INT, &c->debug_exit_after, "testing: exit abruptly (no cleanup, code 137) after N steps", 0, 1e9},
         {"debug-nan", 0, OPT_STRING, &c->debug_nan, "testing: RANK:STEP puts a NaN into RANK's gradients from step STEP on"},
+        {"debug-bad-batch", 0, OPT_INT, &c->debug_bad_batch, "testing: step N trains on random tokens on every rank (a loss spike; 0: none)", 0, 1e9},
     };
 }
 
@@ -133,6 +141,13 @@ inline bool check_train_config(TrainConfig* c, int world, std::string* err) {
         }
     }
     if (c->max_steps == 0) { *err = "option --max-steps: 0 is not a step count (-1: one epoch of --train)"; return false; }
+    for (const auto& [name, z] : {std::pair<const char*, float>{"skip-loss-z", c->skip_loss_z}, {"skip-norm-z", c->skip_norm_z}})
+        if (z > 0 && z < 1) {
+            char buf[160];
+            snprintf(buf, sizeof buf, "option --%s: %g would skip a large share of ordinary steps (every z above it): 0 (off) or at least 1", name, z);
+            *err = buf;
+            return false;
+        }
     if (c->beta1 >= 1 || c->beta2 >= 1) {
         *err = std::string("option --") + (c->beta1 >= 1 ? "beta1" : "beta2") + ": must be below 1 (AdamW divides by 1 - beta^t)";
         return false;
@@ -188,7 +203,7 @@ inline OnResume option_on_resume(const std::string& name) {
     static const char* const same[] = {"train", "shuffle", "seq-len", "total-batch-tokens", "lr", "warmup", "lr-schedule",
                                        "lr-final", "beta1", "beta2", "eps", "weight-decay", "grad-clip", "seed"};
     static const char* const not_kept[] = {"out", "resume", "rendezvous", "bench", "bench-warmup", "bench-steps", "bench-profile",
-                                           "debug-exit-after", "debug-nan", "eval-only"};
+                                           "debug-exit-after", "debug-nan", "debug-bad-batch", "eval-only"};
     for (const char* n : same) if (name == n) return OnResume::same;
     for (const char* n : not_kept) if (name == n) return OnResume::not_kept;
     return OnResume::kept;

@@ -1,7 +1,9 @@
 // Checks llmc/norm.cuh and llmc/adamw.cuh against CPU references:
 //   - norm_squared + step_decision: sum of squares, norm, clip multiplier, skip (clipping active
-//     and not); an inf / a nan in the gradients -> skip=1, and AdamW then leaves params, master,
-//     m and v bitwise untouched;
+//     and not); an inf / a nan in the gradients -> skip=1, a loss spike (the spike guard) ->
+//     skip=2, and AdamW then leaves params, master, m and v bitwise untouched;
+//   - the spike guard's decisions and running statistics over a sequence of steps (losses and
+//     norms with spikes in them) vs spike_check run on the host (llmc/spike_guard.h);
 //   - adamw_update vs a float64 PyTorch-formula AdamW with grad multiplier = clip / loss_scale:
 //     with and without decay; with a shard [lo,hi) narrower than the tensor; the strided
 //     multi-instance launch (count > 1) with a shard cutting across instances. Elements outside
@@ -32,7 +34,8 @@ static void check_norm(Context* ctx, std::vector<float> g, float loss_scale, flo
     check_true(tag + " skip", s.skip == 0, "skip=" + std::to_string(s.skip) + (clip < 1 ? " (clipping)" : " (no clipping)"));
 }
 
-struct AdamCase { const char* name; size_t first, stride, n; int count; size_t lo, hi; bool decay; int inject; };  // inject: 0, 1 = an inf, 2 = a nan gradient
+// inject: 0, 1 = an inf, 2 = a nan gradient, 3 = a finite gradient but a loss spike (skip 2)
+struct AdamCase { const char* name; size_t first, stride, n; int count; size_t lo, hi; bool decay; int inject; };
 
 static void check_adamw(Context* ctx, const AdamCase& k) {
     AdamWHyper h{0.05f, 0.9f, 0.999f, 1e-8f, 0.1f, 0};
@@ -40,7 +43,7 @@ static void check_adamw(Context* ctx, const AdamCase& k) {
     const float loss_scale = 128.0f, mult = 0.7f / loss_scale;  // clip 0.7
     std::vector<float> master = randn(P, 0.1f), grads = randn(P, 100.0f), m = randn(P, 0.1f), v = randu(P, 1e-4f, 0.1f);
     std::vector<float> params = master;
-    if (k.inject) grads[k.first + 3] = k.inject == 1 ? INFINITY : NAN;
+    if (k.inject == 1 || k.inject == 2) grads[k.first + 3] = k.inject == 1 ? INFINITY : NAN;
     const size_t S = k.hi - k.lo;  // master/m/v hold the shard only
     floatX *d_params = to_device(params), *d_grads = to_device(grads);
     float* d_master = to_device_raw(std::vector<float>(master.begin() + k.lo, master.begin() + k.hi));
@@ -50,7 +53,14 @@ static void check_adamw(Context* ctx, const AdamCase& k) {
     if (k.inject) {  // the decision as the trainer makes it
         float* d_sumsq = dalloc<float>(1);
         norm_squared(ctx, d_sumsq, d_grads, P);
-        step_decision(ctx, d_step, d_sumsq, loss_scale, 1.0f);
+        if (k.inject == 3) {   // loss 9 (9000 over 1000 tokens) against a level of 5 +- 0.1: z = 40
+            float* d_loss = to_device_raw(std::vector<float>{9000.0f});
+            SpikeStats st{};
+            st.loss = {5.0, 0.01, 200};
+            step_decision(ctx, d_step, d_sumsq, loss_scale, 1.0f, d_loss, 1000.0, SpikeGuard{6.0f, 0.0f, 128}, st);
+        } else {
+            step_decision(ctx, d_step, d_sumsq, loss_scale, 1.0f);
+        }
     } else {
         StepScalars s{1.0f, mult, 0};
         cudaCheck(cudaMemcpy(d_step, &s, sizeof(s), cudaMemcpyHostToDevice));
@@ -61,8 +71,12 @@ static void check_adamw(Context* ctx, const AdamCase& k) {
     const std::string tag = std::string("adamw ") + k.name;
     if (k.inject) {
         const StepScalars s = from_device_raw(d_step, 1)[0];
-        check_true(std::string("norm with ") + (k.inject == 1 ? "an inf" : "a nan") + " gradient: skip", s.skip == 1 && !std::isfinite(s.grad_norm),
-                   "skip=" + std::to_string(s.skip) + " grad_norm=" + std::to_string(s.grad_norm));
+        if (k.inject == 3)
+            check_true("loss spike: skip", s.skip == SKIP_LOSS_SPIKE && std::isfinite(s.grad_norm) && std::fabs(s.loss_z - 40.0f) < 1e-3f,
+                       "skip=" + std::to_string(s.skip) + " loss_z=" + std::to_string(s.loss_z));
+        else
+            check_true(std::string("norm with ") + (k.inject == 1 ? "an inf" : "a nan") + " gradient: skip", s.skip == 1 && !std::isfinite(s.grad_norm),
+                       "skip=" + std::to_string(s.skip) + " grad_norm=" + std::to_string(s.grad_norm));
         const bool same = bytes_of(d_params, P * sizeof(floatX)) == params0 && bytes_of(d_master, S * 4) == state0[0] &&
                           bytes_of(d_m, S * 4) == state0[1] && bytes_of(d_v, S * 4) == state0[2];
         check_true(tag + " params/master/m/v untouched", same, "bitwise identical after a skipped step");
@@ -113,6 +127,54 @@ static void check_adamw(Context* ctx, const AdamCase& k) {
     check_true(tag + " outside untouched", changed_outside == 0, std::to_string(changed_outside) + " elements changed");
 }
 
+// The spike guard over 120 steps (window 32; both guards on, at z = 4): noisy
+// losses falling from 6 and norms around 1, with spikes in the loss (steps 50, 90), the norm (70)
+// and both (100), and a non-finite norm (80). Each step's decision is made on the device from the
+// statistics the previous one returned (as the trainer carries them) and on the host by
+// spike_check from its own: the same reasons at every step, the z-scores and statistics equal to
+// rounding. The spikes must be the steps skipped for them.
+static void check_spike_guard(Context* ctx) {
+    const SpikeGuard g{4.0f, 4.0f, 32};
+    const double tokens = 8192;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> noise(0.0f, 1.0f);
+    float* d_sumsq = dalloc<float>(1);
+    float* d_loss = dalloc<float>(1);
+    StepScalars* d_step = dalloc<StepScalars>(1);
+    SpikeStats dev{}, host{};
+    int mismatched = 0, expected_ok = 0;
+    double worst_z = 0, worst_stat = 0;
+    for (int i = 0; i < 120; i++) {
+        float loss = 6.0f - 0.01f * i + 0.05f * noise(rng), norm = 1.0f + 0.1f * noise(rng);
+        if (i == 50 || i == 90 || i == 100) loss += 3.0f;
+        if (i == 70 || i == 100) norm *= 8.0f;
+        if (i == 80) norm = INFINITY;
+        const float loss_sum = (float)(loss * tokens), sumsq = norm * norm;
+        cudaCheck(cudaMemcpy(d_loss, &loss_sum, sizeof loss_sum, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(d_sumsq, &sumsq, sizeof sumsq, cudaMemcpyHostToDevice));
+        step_decision(ctx, d_step, d_sumsq, 1.0f, 1.0f, d_loss, tokens, g, dev);
+        const StepScalars s = from_device_raw(d_step, 1)[0];
+        dev = s.stats;
+        const SpikeCheck c = spike_check(g, &host, (double)loss_sum / tokens, s.grad_norm);   // the device's sqrtf (fast-math)
+        mismatched += s.skip != c.reason;
+        const int expect = i == 80 ? SKIP_NONFINITE : (i == 50 || i == 90 || i == 100) ? SKIP_LOSS_SPIKE : i == 70 ? SKIP_NORM_SPIKE : SKIP_NONE;
+        expected_ok += s.skip == expect;
+        for (auto [a, b] : {std::pair<double, double>{s.loss_z, c.loss_z}, {s.norm_z, c.norm_z}})
+            if (std::isfinite(b)) worst_z = std::max(worst_z, std::fabs(a - b) / std::max(1.0, std::fabs(b)));
+        for (auto [a, b] : {std::pair<double, double>{dev.loss.level, host.loss.level}, {dev.loss.spread2, host.loss.spread2},
+                            {dev.norm.level, host.norm.level}, {dev.norm.spread2, host.norm.spread2}})
+            worst_stat = std::max(worst_stat, std::fabs(a - b) / std::max(1e-30, std::fabs(b)));
+        mismatched += dev.loss.count != host.loss.count || dev.norm.count != host.norm.count;
+    }
+    check_true("spike guard: device decisions == host spike_check (120 steps)", mismatched == 0, std::to_string(mismatched) + " differ");
+    check_true("spike guard: the spikes (and only they) skipped as expected", expected_ok == 120, std::to_string(120 - expected_ok) + " steps not");
+    char buf[64];
+    snprintf(buf, sizeof buf, "worst %.3g", worst_z);
+    check_true("spike guard: z-scores (float) within 1e-6 of the host's", worst_z < 1e-6, buf);
+    snprintf(buf, sizeof buf, "worst %.3g", worst_stat);
+    check_true("spike guard: running statistics within 1e-12 of the host's", worst_stat < 1e-12, buf);
+}
+
 int main() {
     Context ctx;
     context_create(&ctx, 0);
@@ -131,8 +193,10 @@ int main() {
         {"4 strided instances, full shard, no decay", 300, 7000, 5000, 4, 0, P, false, 0},
         {"skip (inf gradient)", 300, 7000, 5000, 4, 0, P, true, 1},
         {"skip (nan gradient)", 1000, 0, 5000, 1, 0, P, true, 2},
+        {"skip (loss spike)", 300, 7000, 5000, 4, 0, P, true, 3},
     };
     for (const AdamCase& k : cases) check_adamw(&ctx, k);
+    check_spike_guard(&ctx);
 
     // ---- timing over GPT-2 small's 124M parameters
     if (timing_enabled()) {

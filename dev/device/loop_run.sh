@@ -17,6 +17,8 @@
 #      and 10 training steps from them (needs dev_data/tinyshakespeare.txt and dev_data/gpt2/);
 #      hellaswag (not in the default set): --hellaswag / --eval-only against
 #      dev/hellaswag_reference.py on a synthetic HellaSwag-format set (needs the same files);
+#      spike (not in the default set): the spike guard (--skip-loss-z / --skip-norm-z) on a batch of
+#      random tokens (--debug-bad-batch): skipped, no false alarms, resumed bitwise;
 #   5. memory and speed with --recompute 0/1/2 at B=64.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -211,6 +213,57 @@ if has hellaswag; then
         build/bf16/train_gpt2cu -e $model --eval-only --hellaswag dev_data/hs10k.bin -b $b -t 1024 -g 0 > "$OUT/hs10k_b$b.log" 2>&1
         summary+=("   10,042 examples, bf16 -b $b: rc=$? $(grep -E '^hellaswag:|hellaswag acc' "$OUT/hs10k_b$b.log" | tr '\n' ' ')")
     done
+fi
+if has spike; then
+    # the spike guard: d12 from the reference model, B=8, T=256, 200 steps, --spike-window 50; step
+    # 150 trains on random tokens (--debug-bad-batch 150), as a corrupt document would make it:
+    #   clean / clean_g   no bad batch, the guard off / on: nothing skipped, bitwise the same losses
+    #   bad / bad_g       the bad batch, the guard off / on: step 150's loss, norm and z-scores, the
+    #                     line that names the skip, and the next 50 steps' losses against the clean run's
+    #   res               bad_g killed after step 165 (checkpoints every 10) and resumed: bitwise bad_g
+    #                     (the guard's statistics travel with the checkpoint)
+    #   *_nc              clean, bad and bad_g without gradient clipping (--grad-clip 0), where one
+    #                     bad batch does more harm
+    sp="-e dev_data/reference_model.bin -i dev_data/tinyshakespeare_train.bin -j dev_data/tinyshakespeare_val.bin -b 8 -t 256 -x 200 -l 6e-4 --warmup 10 -g 0 --spike-window 50"
+    guard="--skip-loss-z 6 --skip-norm-z 6"
+    rm -rf runs/sp_*
+    build/bf16/train_gpt2cu $sp -o runs/sp_clean > "$OUT/sp_clean.log" 2>&1
+    build/bf16/train_gpt2cu $sp $guard -o runs/sp_clean_g > "$OUT/sp_clean_g.log" 2>&1
+    build/bf16/train_gpt2cu $sp --debug-bad-batch 150 -o runs/sp_bad > "$OUT/sp_bad.log" 2>&1
+    build/bf16/train_gpt2cu $sp $guard --debug-bad-batch 150 -o runs/sp_bad_g > "$OUT/sp_bad_g.log" 2>&1
+    build/bf16/train_gpt2cu $sp $guard --debug-bad-batch 150 -n 10 --debug-exit-after 165 -o runs/sp_res > "$OUT/sp_res1.log" 2>&1
+    build/bf16/train_gpt2cu -o runs/sp_res --resume > "$OUT/sp_res2.log" 2>&1
+    build/bf16/train_gpt2cu $sp --grad-clip 0 -o runs/sp_clean_nc > "$OUT/sp_clean_nc.log" 2>&1
+    build/bf16/train_gpt2cu $sp --grad-clip 0 --debug-bad-batch 150 -o runs/sp_bad_nc > "$OUT/sp_bad_nc.log" 2>&1
+    build/bf16/train_gpt2cu $sp --grad-clip 0 $guard --debug-bad-batch 150 -o runs/sp_bad_nc_g > "$OUT/sp_bad_nc_g.log" 2>&1
+    summary+=("spike guard, clean run guard on vs off: $(python3 dev/compare_losses.py runs/sp_clean runs/sp_clean_g --tol 0)")
+    summary+=("   killed after 165 and resumed vs straight (bad batch, guard on): $(python3 dev/compare_losses.py runs/sp_bad_g runs/sp_res --tol 0)")
+    summary+=("   the skip line: $(grep -m1 'skipped:' "$OUT/sp_bad_g.log")")
+    while IFS= read -r line; do summary+=("   $line"); done < <(python3 - <<'PY'
+import json
+val = {}
+def steps(run):
+    out = {}
+    for line in open(f"runs/{run}/log.jsonl"):
+        r = json.loads(line)
+        if r.get("type") == "step": out[r["step"]] = r
+        if r.get("type") == "eval": val[run] = r["val_loss"]
+    return out
+runs = {n: steps(n) for n in ("sp_clean", "sp_clean_g", "sp_bad", "sp_bad_g", "sp_clean_nc", "sp_bad_nc", "sp_bad_nc_g")}
+zmax = lambda s, k: max((r[k] for i, r in s.items() if i > 50 and i != 150 and r[k] is not None), default=float("nan"))
+for name, s in runs.items():
+    if name in ("sp_clean", "sp_clean_nc"): continue
+    clean = runs["sp_clean_nc" if name.endswith(("_nc", "_nc_g")) else "sp_clean"]
+    skipped = [i for i, r in s.items() if r["skipped"]]
+    after = [abs(s[i]["loss"] - clean[i]["loss"]) / clean[i]["loss"] for i in range(151, 201)]
+    r = s[150]
+    print(f"{name}: skipped {skipped} ({[s[i]['skip'] for i in skipped]}); step 150 loss {r['loss']:.4f} (clean {clean[150]['loss']:.4f}) "
+          f"norm {r['norm']:.3f} (clean {clean[150]['norm']:.3f}) loss_z {r['loss_z']} norm_z {r['norm_z']}; largest z of the other "
+          f"steps 51-200: loss {zmax(s, 'loss_z'):.2f} norm {zmax(s, 'norm_z'):.2f}; steps 151-200 vs clean: mean rel. diff "
+          f"{100 * sum(after) / len(after):.3f} %, max {100 * max(after):.3f} %; val loss after 200 steps {val.get(name, float('nan')):.4f} "
+          f"(clean {val.get('sp_clean_nc' if clean is runs['sp_clean_nc'] else 'sp_clean', float('nan')):.4f})")
+PY
+)
 fi
 if has recompute; then
     for rc in 0 1 2; do

@@ -20,6 +20,8 @@ static TrainState example_state(int step) {
     s.world = 2; s.precision = 2; s.zero = 1;
     s.config = tiny();
     s.data_files = 3; s.data_tokens = 0x1000000005ull;               // 64-bit again
+    s.spike.loss = {1.0 / 3.0, 4.9e-324, 2147483647};                // doubles: every bit counts (a denormal too)
+    s.spike.norm = {-0.0, 0.123456789012345678, 128};
     return s;
 }
 // Arbitrary bit patterns (negative zero, denormals, NaNs with payloads too): bit-exactness is the point.
@@ -37,7 +39,10 @@ static bool same_state(const TrainState& a, const TrainState& b) {
            a.scaler_clean_steps == b.scaler_clean_steps && a.loader.epoch == b.loader.epoch && a.loader.shard_pos == b.loader.shard_pos &&
            a.loader.block_pos == b.loader.block_pos && a.loader.micro == b.loader.micro && a.sample_rng == b.sample_rng &&
            a.world == b.world && a.precision == b.precision && a.zero == b.zero && ckpt_detail::same_config(a.config, b.config) &&
-           a.data_files == b.data_files && a.data_tokens == b.data_tokens;
+           a.data_files == b.data_files && a.data_tokens == b.data_tokens &&
+           memcmp(&a.spike.loss.level, &b.spike.loss.level, 8) == 0 && memcmp(&a.spike.loss.spread2, &b.spike.loss.spread2, 8) == 0 &&
+           memcmp(&a.spike.norm.level, &b.spike.norm.level, 8) == 0 && memcmp(&a.spike.norm.spread2, &b.spike.norm.spread2, 8) == 0 &&
+           a.spike.loss.count == b.spike.loss.count && a.spike.norm.count == b.spike.norm.count;
 }
 static bool exists(const std::string& p) { return access(p.c_str(), F_OK) == 0; }
 static void sh(const std::string& cmd) { if (system(cmd.c_str()) != 0) printf("note: '%s' failed\n", cmd.c_str()); }

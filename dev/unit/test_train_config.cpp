@@ -74,6 +74,14 @@ int main() {
     refuses({"--eps", "0"}, "option --eps: must be above 0");
     refuses({"--val-batches", "3"}, "option --val-batches: 3 is not a multiple of the 2 GPUs", 2);
     refuses({"-b", "1", "-t", "1", "-d", "4294967297"}, "micro-steps of B*T*GPUs tokens per step, more than the 1000000 allowed");
+    refuses({"--skip-loss-z", "0.5"}, "option --skip-loss-z: 0.5 would skip a large share of ordinary steps (every z above it): 0 (off) or at least 1");
+    refuses({"--skip-norm-z", "0.99"}, "option --skip-norm-z: 0.99 would skip");
+    refuses({"--spike-window", "1"}, "option --spike-window: 1 is out of range [2, 1e+06]");
+    c = TrainConfig();
+    CHECK(parse({"--skip-loss-z", "6", "--skip-norm-z", "1", "--spike-window", "2"}, &c, &err) && c.skip_loss_z == 6 &&
+          c.skip_norm_z == 1 && c.spike_window == 2, "--skip-loss-z 6 --skip-norm-z 1 --spike-window 2");
+    c = TrainConfig();
+    CHECK(parse({}, &c, &err) && c.skip_loss_z == 0 && c.skip_norm_z == 0 && c.spike_window == 128, "the spike guard is off by default");
     c = TrainConfig();
     CHECK(parse({"--val-batches", "4", "-x", "-1", "--beta2", "0.999"}, &c, &err, 2) && c.val_batches == 4, "--val-batches 4 on 2 GPUs");
 
