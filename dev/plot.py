@@ -5,14 +5,16 @@ runs into a PNG.
 
 Each input is a run directory (its log.jsonl is read), a log.jsonl, or the trainer's plain
 stdout log. log.jsonl holds one JSON object per line:
-  {"type":"step","step":N,"loss":L,"norm":G,"lr":R,"ms":M,"tok_s":S}   one per optimizer step
+  {"type":"step","step":N,"loss":L,"norm":G,"lr":R,"skipped":K,...}   one per optimizer step
   {"type":"eval","step":N,"val_loss":V}                                one per evaluation
   {"type":"hellaswag","step":N,"acc":A,"acc_norm":B,...}               with --hellaswag
   {"type":"sample",...}                                                 (ignored)
-From a stdout log the lines `step   12/100 | loss 3.21 | norm ... | lr 6.00e-04 ...`,
+From a stdout log the lines `step   12/100 | loss 3.21 | norm ... | lr 6.00e-04 ...` (with
+"(skipped)" in them for a skipped step),
 `step 100: val loss 3.05` and `step 100: hellaswag acc 0.29 acc_norm 0.30 ...` are read. Top
-panel: train loss (lines) and val loss (markers) per run; then, when any run has them, HellaSwag's
-acc_norm (solid) and acc (dotted); last: the learning rate.
+panel: train loss (lines) and val loss (markers) per run, the steps that were skipped (inf/nan
+gradients, or the spike guard's --skip-loss-z / --skip-norm-z) as crosses; then, when any run has
+them, HellaSwag's acc_norm (solid) and acc (dotted); last: the learning rate.
 """
 import argparse, json, math, os, re, sys
 
@@ -42,10 +44,11 @@ def resolve(path):
 
 def read_run(path):
     """Returns {"step": [(step, loss, lr)], "eval": [(step, val_loss)], "hellaswag": [(step, acc,
-    acc_norm)]} from either log format."""
+    acc_norm)], "skipped": [(step, loss)]} from either log format."""
     with open(path, errors="replace") as f:
         lines = f.read().splitlines()
     run = {"step": [], "eval": [], "hellaswag": []}
+    skipped = {}                                    # step -> its (latest) record was a skipped step
     first = next((l.strip() for l in lines if l.strip()), "")
     if first.startswith("{"):                       # JSONL
         for i, line in enumerate(lines):
@@ -61,6 +64,7 @@ def read_run(path):
             try:
                 if kind == "step":
                     run["step"].append((int(rec["step"]), float(rec["loss"]), float(rec.get("lr", math.nan))))
+                    skipped[int(rec["step"])] = bool(rec.get("skipped", 0))
                 elif kind == "eval":
                     run["eval"].append((int(rec["step"]), float(rec["val_loss"])))
                 elif kind == "hellaswag":
@@ -72,6 +76,7 @@ def read_run(path):
             m = STEP_RE.match(line)
             if m:
                 run["step"].append((int(m.group(1)), float(m.group(2)), float(m.group(4))))
+                skipped[int(m.group(1))] = "(skipped)" in line
             m = VAL_RE.match(line)
             if m:
                 run["eval"].append((int(m.group(1)), float(m.group(2))))
@@ -83,6 +88,7 @@ def read_run(path):
         run[key] = sorted({r[0]: r for r in run[key]}.values())
     if not any(run.values()):
         raise PlotError(f"{path}: no step, eval or hellaswag records (not a trainer log?)")
+    run["skipped"] = [(s, loss) for s, loss, _ in run["step"] if skipped.get(s)]
     return run
 
 
@@ -100,6 +106,9 @@ def plot(runs, out, title=None, logy=False):
             steps, losses, lrs = zip(*run["step"])
             ax_loss.plot(steps, losses, color=color, lw=1.2, label=f"{label} train")
             ax_lr.plot(steps, lrs, color=color, lw=1.2, label=label)
+        if run["skipped"]:
+            steps, losses = zip(*run["skipped"])
+            ax_loss.plot(steps, losses, "x", color=color, ms=8, mew=2, label=f"{label} skipped")
         if run["eval"]:
             steps, vals = zip(*run["eval"])
             ax_loss.plot(steps, vals, "o--", color=color, ms=5, lw=0.8, label=f"{label} val")
@@ -143,7 +152,8 @@ def main():
             run = read_run(log)
             runs.append((label, run))
             last = f"last loss {run['step'][-1][1]:.4f} at step {run['step'][-1][0]}" if run["step"] else "no steps"
-            print(f"{label}: {len(run['step'])} steps, {len(run['eval'])} evals, {len(run['hellaswag'])} hellaswag, {last}")
+            skips = f", {len(run['skipped'])} skipped" if run["skipped"] else ""
+            print(f"{label}: {len(run['step'])} steps{skips}, {len(run['eval'])} evals, {len(run['hellaswag'])} hellaswag, {last}")
         plot(runs, args.out, args.title, args.logy)
     except (PlotError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -1,6 +1,6 @@
 """Unit test of dev/plot.py's log reader (no matplotlib needed; the drawing is checked only where
 matplotlib is installed): log.jsonl and the trainer's stdout give the same steps, validation
-losses and HellaSwag scores; a resumed run's repeated step keeps its later record; a log without
+losses, HellaSwag scores and skipped steps; a resumed run's repeated step keeps its later record; a log without
 records, or with a broken line before the last, is one error."""
 import os
 import sys
@@ -12,15 +12,15 @@ sys.path.insert(0, os.path.join(here, ".."))
 from check import check, finish  # noqa: E402
 from plot import PlotError, plot, read_run  # noqa: E402
 
-JSONL = """{"type":"step","step":1,"loss":10.5,"norm":1.0,"lr":6e-05}
-{"type":"step","step":2,"loss":9.25,"norm":1.0,"lr":0.00012}
+JSONL = """{"type":"step","step":1,"loss":10.5,"norm":1.0,"lr":6e-05,"skipped":1,"skip":"loss_spike"}
+{"type":"step","step":2,"loss":9.25,"norm":1.0,"lr":0.00012,"skipped":1}
 {"type":"eval","step":2,"val_loss":9.5}
 {"type":"hellaswag","step":2,"acc":0.25,"acc_norm":0.2675,"completion_loss":7.1,"examples":400,"seconds":0.1}
 {"type":"sample","step":2,"text":"x"}
 {"type":"step","step":2,"loss":9.125,"norm":1.0,"lr":0.00012}
 """
 STDOUT = """GPT-2 L=12 NH=12 C=768 (124475904 parameters), bf16, 1 GPU(s)
-step    1/2 | loss 10.500000 | norm 1.0000 | lr 6.00e-05 | scale 1 | 100.00 ms (fwd 1 bwd 1 exposed comm 0 opt 1) | 1 tok/s | MFU 1% | ETA 0s
+step    1/2 | loss 10.500000 | norm 1.0000 | lr 6.00e-05 | scale 1 (skipped) | 100.00 ms (fwd 1 bwd 1 exposed comm 0 opt 1) | 1 tok/s | MFU 1% | ETA 0s
 step    2/2 | loss 9.125000 | norm 1.0000 | lr 1.20e-04 | scale 1 | 100.00 ms (fwd 1 bwd 1 exposed comm 0 opt 1) | 1 tok/s | MFU 1% | ETA 0s
 step 2: val loss 9.500000
 step 2: hellaswag acc 0.250000 acc_norm 0.267500 completion loss 7.100000 (400 examples, 0.10 s)
@@ -36,6 +36,7 @@ with tempfile.TemporaryDirectory() as tmp:
     a, b = read_run(write("log.jsonl", JSONL)), read_run(write("stdout.log", STDOUT))
     check(a["step"] == [(1, 10.5, 6e-05), (2, 9.125, 0.00012)], f"jsonl: the steps, a repeated step's later record ({a['step']})")
     check(a["eval"] == [(2, 9.5)] and a["hellaswag"] == [(2, 0.25, 0.2675)], f"jsonl: eval and hellaswag ({a['eval']}, {a['hellaswag']})")
+    check(a["skipped"] == [(1, 10.5)], f"jsonl: the skipped steps, as the latest record of each says ({a['skipped']})")
     check(b == a, f"stdout log: the same records as log.jsonl ({b})")
     only_hs = read_run(write("hs.log", STDOUT.splitlines()[-1] + "\n"))
     check(only_hs["hellaswag"] == [(2, 0.25, 0.2675)] and not only_hs["step"], "an --eval-only log (a hellaswag line alone) is a run")
