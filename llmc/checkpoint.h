@@ -10,8 +10,10 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -124,6 +126,7 @@ inline bool model_file_write(const std::string& path, const GPT2Config& cfg, con
 // file by file and cut short. (Deleting one removes DONE first, for the same reason.)
 
 constexpr int CKPT_MAGIC = 20241130, CKPT_VERSION = 1, CKPT_HEADER_INTS = 256;
+static_assert(std::numeric_limits<double>::is_iec559 && sizeof(double) == 8, "doubles are stored as their IEEE-754 bits");
 
 struct TrainState {                 // everything besides the weights needed to continue bit-identically
     int32_t step;                   // optimizer steps completed
@@ -146,7 +149,8 @@ namespace ckpt_detail {
 
 // The TrainState fields in their on-disk order. One list serves writing and reading, so the two
 // cannot drift apart; fields are stored one by one (not the struct's bytes), so the format does
-// not depend on the compiler's padding. 64-bit fields take two header ints (low, high).
+// not depend on the compiler's padding. 64-bit fields (uint64, double) take two header ints (low,
+// high); header_ints() counts them (test_checkpoint checks that they fit the 256-int header).
 template <class S, class F> void fields(S& s, F&& f) {
     f(s.step); f(s.adam_t); f(s.loss_scale); f(s.scaler_clean_steps);
     f(s.loader.epoch); f(s.loader.shard_pos); f(s.loader.block_pos); f(s.loader.micro);
@@ -155,6 +159,12 @@ template <class S, class F> void fields(S& s, F&& f) {
     f(s.config.num_layers); f(s.config.num_heads); f(s.config.channels);
     f(s.data_files); f(s.data_tokens);   // added later: appended, so older headers read as zeros
     for (RunningStats* r : {&s.spike.loss, &s.spike.norm}) { f(r->level); f(r->spread2); f(r->count); }   // added later still
+}
+inline int header_ints() {
+    TrainState s{};
+    int n = 2;
+    fields(s, [&](auto& v) { n += (int)sizeof(v) / 4; });
+    return n;
 }
 inline void encode(TrainState s, int32_t* h) {
     int i = 2;
@@ -299,6 +309,10 @@ inline bool checkpoint_read_state(const std::string& ckpt_dir, TrainState* st, s
     TrainState s{};
     decode(h, &s);
     if (!plausible(s.config)) return fail(err, path, "header holds an impossible config (" + describe(s.config) + ")");
+    for (const RunningStats& r : {s.spike.loss, s.spike.norm})
+        if (r.count < 0 || !std::isfinite(r.level) || !std::isfinite(r.spread2) || r.spread2 < 0)
+            return fail(err, path, "header holds impossible spike-guard statistics (count " + std::to_string(r.count) + ", level " +
+                                   std::to_string(r.level) + ", spread^2 " + std::to_string(r.spread2) + ")");
     const long long expect = sizeof h + 2LL * sizeof(float) * param_layout(s.config).total;
     if ((long long)sb.st_size != expect)
         return fail(err, path, "file is " + std::to_string(sb.st_size) + " bytes, header + Adam m and v need " + std::to_string(expect) +

@@ -5,7 +5,11 @@
 //   mult  = min(1, max_norm / (norm + 1e-6)) / loss_scale   (what AdamW multiplies each gradient by;
 //           torch.nn.utils.clip_grad_norm_'s rule, the +1e-6 included)
 // Keeping the decision on the device means no host round-trip sits between backward and the
-// update; the host reads the norm afterwards only to log it and to steer the loss scale.
+// update; the host reads the norm, the decision and the guard's statistics afterwards, to log them,
+// steer the loss scale and pass the statistics to the next step.
+// On several GPUs every rank must take the same decision, so the norm must be the same bits on
+// every rank: they reduce the same gradients (after the all-reduce) with a grid that does not
+// depend on the GPU (NORM_BLOCKS), hence in the same order, even on GPUs of different SM counts.
 #pragma once
 #include "common.cuh"
 #include "spike_guard.h"
@@ -74,11 +78,11 @@ inline void nonfinite_flag(float* flag, const floatX* g, size_t n, int sms, cuda
 }
 
 // sumsq (one float on the device) = sum of g[i]^2 over g (n), n a multiple of x128::size.
+constexpr int NORM_BLOCKS = 264;   // 2 per SM of an H100/H200: fixed, so the summation order is too (see the top)
 inline void norm_squared(Context* ctx, float* sumsq, const floatX* g, size_t n) {
-    const int blocks = 2 * ctx->props.multiProcessorCount;
-    norm_squared_partial_kernel<<<blocks, 512, 0, ctx->stream>>>(ctx->scratch, g, n);
+    norm_squared_partial_kernel<<<NORM_BLOCKS, 512, 0, ctx->stream>>>(ctx->scratch, g, n);
     launchCheck();
-    sum_partials_kernel<<<1, 1024, 0, ctx->stream>>>(sumsq, ctx->scratch, blocks);
+    sum_partials_kernel<<<1, 1024, 0, ctx->stream>>>(sumsq, ctx->scratch, NORM_BLOCKS);
     launchCheck();
 }
 

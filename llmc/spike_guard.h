@@ -9,16 +9,19 @@
 //          falling loss closely (it lags a steady trend by 7 steps' change);
 //   spread the typical deviation of a value from the level before it: the root of the average
 //          squared deviation over ~`window` steps;
-// and z = (x - level) / spread, x itself not yet included. Per finite value x (count before it):
-//   count 0:  level = x, spread^2 = 0
-//   else:     d = x - level,  spread^2 += (min(d^2, 16 spread^2) - spread^2) / min(count, window),
-//                             level    += d / min(count + 1, 8)
-// so the first 8 levels are plain means and the first `window` spreads plain averages, then
-// exponential averages. From the 8th value on (and while the spread is not 0) a deviation counts
-// into the spread as at most 4 spreads: one spike must not loosen the guard for the next ones
-// (uncapped, a spike of z = 20 would double the spread for ~`window` steps), and a stretch of
-// wild steps early in training (the first steps from a random initialization) fades from the
-// spread sooner. No decision before `window` values, nor while the spread is 0.
+// and z = (x - level) / spread, x itself not yet included. Per finite value x (count: the values
+// before it, s: the spread):
+//   count 0:  level = x, s^2 = 0
+//   else:     d = x - level,  s^2   += (min(d^2, 4^2 s^2) - s^2) / min(count, window)
+//                             level += clamp(d, -16 s, 16 s) / min(count + 1, 8)
+// The first 8 levels are plain means and the first `window` spreads plain averages, then
+// exponential averages. The caps apply once 8 values have been seen (and while s > 0): a
+// deviation counts into the spread as at most 4 spreads and moves the level by at most 16/8
+// spreads, so one spike loosens the guard for the next ones neither through the spread nor
+// through a raised level that every ordinary step after it would then lie far below (uncapped, a
+// loss of 16 among losses of 3 +- 0.05 hid a spike of z = 10 for the next ~150 steps; one tiny
+// gradient norm made the 9 ordinary ones after it look like spikes). No decision before `window`
+// values, nor while the spread is 0.
 // Why two speeds: against one average over the whole window (llm.c's outlier detector takes the
 // mean and standard deviation of the last 128 values), a falling loss is itself an outlier of size
 // of its own drop over the window, which inflates the spread; measured from a level that follows
@@ -30,9 +33,12 @@
 // differences. (Measured: on a d12 from a random initialization, with the norm itself, steps
 // 1-50's fall of the norm still made up most of the spread 100 steps later, and a batch of random
 // tokens that multiplied the norm by 5.7 scored z = 3.8; the loss of that batch scored 27.)
-// Every finite value enters the statistics, a skipped one too (as in llm.c): the level follows a
-// lasting change within a few steps, which then stops being an outlier instead of being refused
-// for ever.
+// Every finite value enters the statistics, a skipped one too (as in llm.c): the level catches up
+// with a lasting change, which then stops being an outlier instead of being refused for ever. A
+// lasting jump of the loss by 1 (noise 0.02; window 128) is skipped for ~15 steps, by 10 for ~50;
+// skipped steps in a row count towards the trainer's --max-bad-steps. What the guard cannot tell
+// from a spike: noise that suddenly grows by orders of magnitude (the spread grows by at most
+// ~12 % per step), flagged until the spread has caught up.
 //
 // The decision runs on the GPU, inside the update's step decision (llmc/norm.cuh), so no
 // round-trip to the host sits between backward and the update; the statistics come back with the
@@ -50,8 +56,8 @@
 
 // The running statistics of one series (see above). All zero: nothing seen yet.
 struct RunningStats {
-    double level;    // the recent value (the "mean" of the z-score)
-    double spread2;  // the average squared deviation from the level (the "variance")
+    double level;    // the recent value: z's reference point
+    double spread2;  // the capped average squared deviation from the level: z's unit, squared
     int32_t count;   // finite values seen (saturates at INT32_MAX)
 };
 struct SpikeStats { RunningStats loss, norm; };   // norm: of log(gradient norm)
@@ -63,6 +69,8 @@ struct SpikeGuard {
 };
 constexpr int SPIKE_LEVEL_STEPS = 8;   // the level's averaging window
 constexpr double SPIKE_CAP_Z = 4;      // the largest deviation, in spreads, that counts into the spread
+constexpr double SPIKE_LEVEL_CAP_Z = 16;   // ... and that moves the level
+constexpr int SPIKE_MIN_WINDOW = 16;   // --spike-window's least: below it ordinary noise makes false alarms
 
 // Why a step was not applied (StepScalars::skip; 0: it was).
 enum SkipReason : int { SKIP_NONE = 0, SKIP_NONFINITE = 1, SKIP_LOSS_SPIKE = 2, SKIP_NORM_SPIKE = 3 };
@@ -84,10 +92,12 @@ SPIKE_HD inline void running_add(RunningStats* s, double x, int window) {
     if (n == 0) {
         s->level = x; s->spread2 = 0;
     } else {
-        const double d = x - s->level, cap = SPIKE_CAP_Z * SPIKE_CAP_Z * s->spread2;
-        const double d2 = n >= SPIKE_LEVEL_STEPS && cap > 0 && d * d > cap ? cap : d * d;
+        const double d = x - s->level, spread = sqrt(s->spread2);
+        const bool capped = n >= SPIKE_LEVEL_STEPS && spread > 0;
+        const double dc = capped ? fmin(fmax(d, -SPIKE_LEVEL_CAP_Z * spread), SPIKE_LEVEL_CAP_Z * spread) : d;
+        const double d2 = capped ? fmin(d * d, SPIKE_CAP_Z * SPIKE_CAP_Z * s->spread2) : d * d;
         s->spread2 += (d2 - s->spread2) / (n < window ? n : window);
-        s->level += d / (n + 1 < SPIKE_LEVEL_STEPS ? n + 1 : SPIKE_LEVEL_STEPS);
+        s->level += dc / (n < SPIKE_LEVEL_STEPS - 1 ? n + 1 : SPIKE_LEVEL_STEPS);
     }
     if (n < INT32_MAX) s->count = n + 1;
 }

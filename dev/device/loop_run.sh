@@ -224,6 +224,7 @@ if has spike; then
     #                     (the guard's statistics travel with the checkpoint)
     #   *_nc              clean, bad and bad_g without gradient clipping (--grad-clip 0), where one
     #                     bad batch does more harm
+    #   stop              bad_g with --max-bad-steps 1: the skipped step ends the run (exit 2, one line)
     sp="-e dev_data/reference_model.bin -i dev_data/tinyshakespeare_train.bin -j dev_data/tinyshakespeare_val.bin -b 8 -t 256 -x 200 -l 6e-4 --warmup 10 -g 0 --spike-window 50"
     guard="--skip-loss-z 6 --skip-norm-z 6"
     rm -rf runs/sp_*
@@ -239,6 +240,8 @@ if has spike; then
     summary+=("spike guard, clean run guard on vs off: $(python3 dev/compare_losses.py runs/sp_clean runs/sp_clean_g --tol 0)")
     summary+=("   killed after 165 and resumed vs straight (bad batch, guard on): $(python3 dev/compare_losses.py runs/sp_bad_g runs/sp_res --tol 0)")
     summary+=("   the skip line: $(grep -m1 'skipped:' "$OUT/sp_bad_g.log")")
+    build/bf16/train_gpt2cu $sp $guard --debug-bad-batch 150 --max-bad-steps 1 > "$OUT/sp_stop.log" 2>&1
+    summary+=("   with --max-bad-steps 1: rc=$? $(grep -m1 '^error' "$OUT/sp_stop.log")")
     while IFS= read -r line; do summary+=("   $line"); done < <(python3 - <<'PY'
 import json
 val = {}

@@ -72,6 +72,19 @@ int main(int argc, char** argv) {
     std::vector<float> master = pattern(n, 1), m = pattern(n, 2), v = pattern(n, 3);
     std::string err;
 
+    // --- the header's layout
+    CHECK(ckpt_detail::header_ints() <= CKPT_HEADER_INTS, "the state fields fit the header (" +
+          std::to_string(ckpt_detail::header_ints()) + " of " + std::to_string(CKPT_HEADER_INTS) + " ints)");
+    {   // a header from before the spike guard (zeros where its statistics go) reads as "nothing seen yet"
+        int32_t h[CKPT_HEADER_INTS] = {};
+        ckpt_detail::encode(example_state(5), h);
+        for (int i = ckpt_detail::header_ints() - 10; i < ckpt_detail::header_ints(); i++) h[i] = 0;
+        TrainState old{}, expect = example_state(5);
+        ckpt_detail::decode(h, &old);
+        expect.spike = SpikeStats{};
+        CHECK(same_state(old, expect), "an older header: the spike guard's statistics read as zeros, the rest as written");
+    }
+
     // --- round trip
     const TrainState st = example_state(1000);
     CHECK(checkpoint_write(out, st, master.data(), m.data(), v.data(), 0, &err), "write a checkpoint");
@@ -163,6 +176,15 @@ int main(int argc, char** argv) {
     d = broken("version");
     poke(d + "/state.bin", 4, 2);
     rejects("a wrong version", d, st, d + "/state.bin", "unsupported version 2");
+    // the spike guard's statistics are the header's last 10 ints: loss (level, spread^2: 2 each;
+    // count), then norm
+    const int spike_at = ckpt_detail::header_ints() - 10;
+    d = broken("spike_count");
+    poke(d + "/state.bin", 4L * (spike_at + 4), -5);
+    rejects("negative spike-guard count", d, st, d + "/state.bin", "impossible spike-guard statistics (count -5");
+    d = broken("spike_nan");
+    poke(d + "/state.bin", 4L * (spike_at + 6), 0x7ff80000);   // the norm level's high half: a NaN
+    rejects("a NaN spike-guard level", d, st, d + "/state.bin", "impossible spike-guard statistics");
     d = broken("model_config");
     GPT2Config other = tiny();
     other.vocab_size = 90;

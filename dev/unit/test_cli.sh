@@ -63,7 +63,7 @@ expect "--eval-only with --bench" "not with --bench" -- $bin --eval-only --bench
 expect "-x 0" "option --max-steps: 0 is not a step count" -- $bin -x 0
 expect "--beta2 1" "option --beta2: must be below 1" -- $bin --beta2 1
 expect "--skip-loss-z 0.5" "option --skip-loss-z: 0.5 would skip a large share of ordinary steps" -- $bin --skip-loss-z 0.5
-expect "--spike-window 1" "option --spike-window: 1 is out of range" -- $bin --spike-window 1
+expect "--spike-window 8" "option --spike-window: 8 is out of range" -- $bin --spike-window 8
 # --resume continues with the kept options (options.txt of the newest complete checkpoint), and
 # refuses one that defines the run given with another value, before anything else happens
 # (small real checkpoints from build/unit/test_checkpoint --make OUT STEP WORLD PRECISION)

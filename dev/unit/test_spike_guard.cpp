@@ -80,7 +80,7 @@ int main() {
           "non-finite values are left out of the statistics");
     RunningStats big{0.0, 1.0, 2147483647};
     running_add(&big, 1.0, W);
-    CHECK_EQ(big.count, 2147483647, "count saturates");
+    CHECK(big.count == 2147483647 && close(big.level, 1.0 / L, 1e-15), "count saturates (and the level still moves by 1/8)");
 
     // --- decisions: the loss at level 5 +- 0.1; the norm's logarithm at level 0 +- 0.1 (norm 1, typical factor e^0.1)
     const SpikeGuard off{}, both{5.0f, 5.0f, W}, loss_only{5.0f, 0.0f, W};
@@ -113,10 +113,56 @@ int main() {
     running_add(&six, 5.0 + 6 * 0.2, W); running_add(&sixty, 5.0 + 60 * 0.2, W);
     const double capped = 0.04 + (16 * 0.04 - 0.04) / W;
     CHECK(close(six.spread2, capped, 1e-12) && close(sixty.spread2, capped, 1e-12) && sixty.level > six.level,
-          "a spike's deviation counts into the spread as 4 spreads (the level takes it whole)");
+          "a spike's deviation counts into the spread as 4 spreads (into the level as up to 16)");
     RunningStats early{};
     running_add(&early, 1.0, W); running_add(&early, 1.1, W); running_add(&early, 100.0, W);
-    CHECK(close(early.spread2, (0.01 + (100.0 - 1.05) * (100.0 - 1.05)) / 2, 1e-12), "no cap before the 8th value");
+    CHECK(close(early.spread2, (0.01 + (100.0 - 1.05) * (100.0 - 1.05)) / 2, 1e-12) && close(early.level, 102.1 / 3, 1e-12),
+          "no caps before 8 values have been seen");
+    RunningStats lvl = known;
+    running_add(&lvl, 5.0 + 100 * 0.2, W);
+    CHECK(close(lvl.level, 5.0 + 16 * 0.2 / L, 1e-12), "a deviation of 100 spreads moves the level as one of 16 would");
+
+    // --- one spike does not blind the guard to the next: a loss of 16 among 3 +- 0.05, then spikes
+    // of z ~10 (3.5) 1, 5, 10 and 50 steps later, each on its own copy of the statistics
+    {
+        RunningStats base{};
+        for (int i = 0; i < 300; i++) running_add(&base, 3.0 + 0.05 * normal(rng), 128);
+        running_add(&base, 16.0, 128);
+        double weakest = 1e9;
+        for (int after = 1; after <= 50; after++) {
+            if (after == 1 || after == 5 || after == 10 || after == 50) weakest = std::min(weakest, running_z(base, 3.5, 128));
+            running_add(&base, 3.0 + 0.05 * normal(rng), 128);
+        }
+        CHECK(weakest > 6, "after a loss of 16 among 3 +- 0.05, a spike of 0.5 1-50 steps later still scores z > 6 (weakest " +
+              std::to_string(weakest) + ")");
+    }
+    // --- nor does a tiny outlier make the ordinary steps after it look like spikes: one gradient
+    // norm of 1e-10 among norms of 1 x/ e^0.1 (log statistics, as spike_check keeps them)
+    {
+        SpikeStats s2{};
+        const SpikeGuard g2{0.0f, 6.0f, 128};
+        int false_skips = 0;
+        for (int i = 0; i < 400; i++) {
+            const double norm = i == 300 ? 1e-10 : std::exp(0.1 * normal(rng));
+            false_skips += spike_check(g2, &s2, 3.0, norm).reason != SKIP_NONE;
+        }
+        CHECK_EQ(false_skips, 0, "one norm of 1e-10 among norms around 1: no step skipped after it");
+    }
+    // --- a lasting jump of the loss (+1 over noise 0.02) is skipped for a while, then followed
+    {
+        SpikeStats s3{};
+        const SpikeGuard g3{6.0f, 0.0f, 128};
+        int skipped_in_a_row = 0, skipped_late = 0;
+        for (int i = 0; i < 500; i++) {
+            const double loss = 3.0 + (i >= 300 ? 1.0 : 0.0) + 0.02 * normal(rng);
+            const bool skip = spike_check(g3, &s3, loss, 1.0).reason != SKIP_NONE;
+            if (i >= 300 && i < 360 && skip) skipped_in_a_row++;
+            if (i >= 360) skipped_late += skip;
+        }
+        CHECK(skipped_in_a_row >= 5 && skipped_in_a_row <= 20 && skipped_late == 0,
+              "a lasting jump of 50 spreads: skipped " + std::to_string(skipped_in_a_row) + " times (5-20), then never (" +
+              std::to_string(skipped_late) + ")");
+    }
 
     // --- a made-up run: 1000 steps of a noisy loss falling fast, then slowly; spikes at three steps
     SpikeStats run{};

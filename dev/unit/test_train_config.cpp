@@ -76,10 +76,13 @@ int main() {
     refuses({"-b", "1", "-t", "1", "-d", "4294967297"}, "micro-steps of B*T*GPUs tokens per step, more than the 1000000 allowed");
     refuses({"--skip-loss-z", "0.5"}, "option --skip-loss-z: 0.5 would skip a large share of ordinary steps (every z above it): 0 (off) or at least 1");
     refuses({"--skip-norm-z", "0.99"}, "option --skip-norm-z: 0.99 would skip");
-    refuses({"--spike-window", "1"}, "option --spike-window: 1 is out of range [2, 1e+06]");
+    refuses({"--spike-window", "15"}, "option --spike-window: 15 is out of range [16, 1e+06]");
     c = TrainConfig();
-    CHECK(parse({"--skip-loss-z", "6", "--skip-norm-z", "1", "--spike-window", "2"}, &c, &err) && c.skip_loss_z == 6 &&
-          c.skip_norm_z == 1 && c.spike_window == 2, "--skip-loss-z 6 --skip-norm-z 1 --spike-window 2");
+    CHECK(parse({"--skip-loss-z", "6", "--skip-norm-z", "1", "--spike-window", "16"}, &c, &err) && c.skip_loss_z == 6 &&
+          c.skip_norm_z == 1 && c.spike_window == 16, "--skip-loss-z 6 --skip-norm-z 1 --spike-window 16");
+    CHECK(option_on_resume("skip-loss-z") == OnResume::kept && option_on_resume("skip-norm-z") == OnResume::kept &&
+          option_on_resume("spike-window") == OnResume::kept && option_on_resume("debug-bad-batch") == OnResume::not_kept,
+          "--resume keeps the spike guard's options (they may change), not --debug-bad-batch");
     c = TrainConfig();
     CHECK(parse({}, &c, &err) && c.skip_loss_z == 0 && c.skip_norm_z == 0 && c.spike_window == 128, "the spike guard is off by default");
     c = TrainConfig();
