@@ -1,7 +1,12 @@
 // Learning-rate schedules. Host-only; unit-tested on the CPU.
 //   linear warmup from lr/warmup to lr over `warmup` steps, then decay to lr*final_frac by
-//   max_steps: "cosine" (half a cosine period), "linear", or "constant" (no decay).
+//   max_steps: "cosine" (half a cosine period), "linear", "constant" (no decay), or "wsd"
+//   (warmup-stable-decay: the peak held until the last decay_frac of max_steps, then a linear
+//   decay). WSD's point: until its decay starts, a run can be extended (--resume with a larger
+//   --max-steps) without having spent any of its learning rate on a schedule it no longer follows;
+//   and the decay, short as it is, recovers most of what a cosine over the whole run would give.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -11,17 +16,22 @@ struct LRSchedule {
     int warmup = 0;
     int max_steps = 1;
     float final_frac = 0.0f;
+    float decay_frac = 0.2f;   // wsd: the share of max_steps at the end over which it decays
 };
 
-inline bool lr_schedule_kind_valid(const std::string& k) { return k == "cosine" || k == "linear" || k == "constant"; }
+inline bool lr_schedule_kind_valid(const std::string& k) { return k == "cosine" || k == "linear" || k == "constant" || k == "wsd"; }
 
 // The learning rate of 0-based step `step`.
 inline float lr_at(const LRSchedule& s, int step) {
     if (step < s.warmup) return s.lr * (float)(step + 1) / (float)s.warmup;
     if (s.kind == "constant" || s.max_steps <= s.warmup) return s.lr;
-    float progress = (float)(step - s.warmup) / (float)(s.max_steps - s.warmup);
+    // where the decay starts: after warmup; for wsd, decay_frac of max_steps before the end
+    const int start = s.kind == "wsd" ? std::max(s.warmup, s.max_steps - (int)std::lround((double)s.decay_frac * s.max_steps)) : s.warmup;
+    if (step < start) return s.lr;
+    if (s.max_steps <= start) return s.lr;
+    float progress = (float)(step - start) / (float)(s.max_steps - start);
     progress = progress < 0.0f ? 0.0f : (progress > 1.0f ? 1.0f : progress);
     const float min_lr = s.lr * s.final_frac;
-    const float decay = s.kind == "linear" ? 1.0f - progress : 0.5f * (1.0f + cosf((float)M_PI * progress));
+    const float decay = s.kind == "cosine" ? 0.5f * (1.0f + cosf((float)M_PI * progress)) : 1.0f - progress;   // linear, wsd
     return min_lr + (s.lr - min_lr) * decay;
 }

@@ -76,7 +76,8 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"total-batch-tokens", 'd', OPT_INT64, &c->total_batch, "tokens per optimizer step over all GPUs (0: B*T*GPUs)", 0, 1e12},
         {"lr", 'l', OPT_FLOAT, &c->sched.lr, "peak learning rate", 0, 10},
         {"warmup", 'w', OPT_INT, &c->sched.warmup, "linear warmup steps", 0, 1e9},
-        {"lr-schedule", 0, OPT_STRING, &c->sched.kind, "cosine|linear|constant decay after warmup"},
+        {"lr-schedule", 0, OPT_STRING, &c->sched.kind, "cosine|linear|constant decay after warmup, or wsd: constant, then a linear decay over the last --lr-decay-frac of the steps"},
+        {"lr-decay-frac", 0, OPT_FLOAT, &c->sched.decay_frac, "wsd: the share of --max-steps, at the end, over which the learning rate decays", 0.01, 1},
         {"lr-final", 'q', OPT_FLOAT, &c->sched.final_frac, "final learning rate as a fraction of the peak", 0, 1},
         {"max-steps", 'x', OPT_INT, &c->max_steps, "optimizer steps, >= 1 (-1: one epoch of --train)", -1, 1e9},
         {"beta1", 0, OPT_FLOAT, &c->beta1, "AdamW beta1, in [0, 1)", 0, 1},
@@ -126,7 +127,7 @@ inline const char* TRAIN_USAGE = "usage: [mpirun -np N] train_gpt2cu [options]";
 // for a run on `world` GPUs, after every option is set. false + one line in *err on a problem.
 inline bool check_train_config(TrainConfig* c, int world, std::string* err) {
     if (!lr_schedule_kind_valid(c->sched.kind)) {
-        *err = "option --lr-schedule: '" + c->sched.kind + "' is not one of cosine, linear, constant";
+        *err = "option --lr-schedule: '" + c->sched.kind + "' is not one of cosine, linear, constant, wsd";
         return false;
     }
     if (c->rendezvous != "tcp" && c->rendezvous.rfind("file:", 0) != 0) {
@@ -202,7 +203,7 @@ inline bool parse_train_config(TrainConfig* c, int argc, const char* const* argv
 enum class OnResume { same, kept, not_kept };
 inline OnResume option_on_resume(const std::string& name) {
     static const char* const same[] = {"train", "shuffle", "seq-len", "total-batch-tokens", "lr", "warmup", "lr-schedule",
-                                       "lr-final", "beta1", "beta2", "eps", "weight-decay", "grad-clip", "seed"};
+                                       "lr-final", "lr-decay-frac", "beta1", "beta2", "eps", "weight-decay", "grad-clip", "seed"};
     static const char* const not_kept[] = {"out", "resume", "rendezvous", "bench", "bench-warmup", "bench-steps", "bench-profile",
                                            "debug-exit-after", "debug-nan", "debug-bad-batch", "eval-only"};
     for (const char* n : same) if (name == n) return OnResume::same;
