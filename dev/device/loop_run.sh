@@ -19,6 +19,8 @@
 #      dev/hellaswag_reference.py on a synthetic HellaSwag-format set (needs the same files);
 #      spike (not in the default set): the spike guard (--skip-loss-z / --skip-norm-z) on a batch of
 #      random tokens (--debug-bad-batch): skipped, no false alarms, resumed bitwise;
+#      wsd (not in the default set): --lr-schedule wsd extended on --resume before its decay began
+#      is bitwise the run started with the longer length;
 #   5. memory and speed with --recompute 0/1/2 at B=64.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -267,6 +269,18 @@ for name, s in runs.items():
           f"(clean {val.get('sp_clean_nc' if clean is runs['sp_clean_nc'] else 'sp_clean', float('nan')):.4f})")
 PY
 )
+fi
+if has wsd; then
+    # --lr-schedule wsd: 100 steps straight, against 60 steps (decay from step 48) killed after a
+    # checkpoint at step 40 and resumed with -x 100: the same learning rates and, bitwise, losses
+    w="-e dev_data/reference_model.bin -i dev_data/tinyshakespeare_train.bin -b 8 -t 256 -l 6e-4 --warmup 10 --lr-schedule wsd -g 0 --val-batches 1"
+    rm -rf runs/wsd_a runs/wsd_b
+    build/bf16/train_gpt2cu $w -x 100 -o runs/wsd_a > "$OUT/wsd_a.log" 2>&1
+    build/bf16/train_gpt2cu $w -x 60 -n 40 --debug-exit-after 40 -o runs/wsd_b > "$OUT/wsd_b1.log" 2>&1
+    build/bf16/train_gpt2cu -o runs/wsd_b --resume -x 100 > "$OUT/wsd_b2.log" 2>&1
+    summary+=("wsd: 100 straight vs 60 resumed at 40 with -x 100: $(python3 dev/compare_losses.py runs/wsd_a runs/wsd_b --tol 0); $(grep -m1 '^note: --max-steps' "$OUT/wsd_b2.log")")
+    summary+=("   learning rates at steps 1 10 11 80 81 90 100 (straight): $(grep -E '^step +(1|10|11|80|81|90|100)/' "$OUT/wsd_a.log" | sed 's/.*| lr \([^ ]*\) .*/\1/' | tr '\n' ' ')")
+    summary+=("   the same steps (resumed): $(cat "$OUT/wsd_b1.log" "$OUT/wsd_b2.log" | grep -E '^step +(1|10|11|80|81|90|100)/' | sed 's/.*| lr \([^ ]*\) .*/\1/' | tr '\n' ' ')")
 fi
 if has recompute; then
     for rc in 0 1 2; do
