@@ -388,7 +388,8 @@ void after_step(Run* r, bool last) {
         }
     }
     if (due(tc.sample_every) && r->sample_eot >= 0) {
-        const std::vector<int> toks = gpt2_sample(m, &r->ctx, r->sample_eot, tc.sample_len, tc.top_k, tc.temperature, &r->sample_rng);
+        const std::vector<int> toks = gpt2_sample(m, &r->ctx, r->sample_eot, tc.sample_len, tc.top_k, tc.top_p, tc.temperature,
+                                                   &r->sample_rng);
         const std::string text = r->comm.rank == 0 ? decode_tokens(r->tok, toks.data(), toks.size()) : "";
         if (r->comm.rank == 0) {
             printf("step %d: sample ---\n%s\n---\n", r->step, text.c_str());
@@ -565,12 +566,13 @@ int run_loop(Run* r) {
         if (tc.max_bad_steps > 0 && bad_in_a_row >= tc.max_bad_steps) {
             const bool loss = s.skip_reason == SKIP_LOSS_SPIKE;
             if (r->comm.rank == 0 && s.skip_reason == SKIP_NONFINITE)
-                fprintf(stderr, "error: %d steps in a row skipped (the last one for inf/nan gradients from rank(s) %s) at step %d; "
-                        "stopping (--max-bad-steps %d)\n", bad_in_a_row, s.bad_ranks.empty() ? "none alone" : s.bad_ranks.c_str(),
-                        r->step, tc.max_bad_steps);
+                fprintf(stderr, "error: %d step%s in a row skipped (the last one for inf/nan gradients from rank(s) %s) at step %d; "
+                        "stopping (--max-bad-steps %d)\n", bad_in_a_row, bad_in_a_row == 1 ? "" : "s",
+                        s.bad_ranks.empty() ? "none alone" : s.bad_ranks.c_str(), r->step, tc.max_bad_steps);
             else if (r->comm.rank == 0)
-                fprintf(stderr, "error: %d steps in a row skipped (the last one a %s spike, z %.1f) at step %d; stopping "
+                fprintf(stderr, "error: %d step%s in a row skipped (the last one a %s spike, z %.1f) at step %d; stopping "
                         "(--max-bad-steps %d): the %s stays far above where it was (train on with --skip-%s-z 0)\n", bad_in_a_row,
+                        bad_in_a_row == 1 ? "" : "s",
                         loss ? "loss" : "gradient norm", loss ? s.loss_z : s.norm_z, r->step, tc.max_bad_steps,
                         loss ? "loss" : "gradient norm", loss ? "loss" : "norm");
             return 2;

@@ -66,9 +66,10 @@ inline ChoiceTally gpt2_choice_tally(GPT2* m, Context* ctx, const Comm* comm, co
 }
 
 // `len` tokens sampled one by one after `start` (B=1 forwards of growing length, the last T tokens
-// when longer than T; top-k and temperature as llmc/sampler.h, its state in *rng). Every rank
-// samples the same tokens, so that none waits in its next collective while rank 0 samples.
-inline std::vector<int> gpt2_sample(GPT2* m, Context* ctx, int start, int len, int top_k, float temperature, uint64_t* rng) {
+// when longer than T; top-k, top-p and temperature as llmc/sampler.h, its state in *rng). Every
+// rank samples the same tokens, so that none waits in its next collective while rank 0 samples.
+inline std::vector<int> gpt2_sample(GPT2* m, Context* ctx, int start, int len, int top_k, float top_p, float temperature,
+                                    uint64_t* rng) {
     const int V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
     std::vector<int> toks = {start};
     std::vector<float> logits(Vp);
@@ -77,7 +78,7 @@ inline std::vector<int> gpt2_sample(GPT2* m, Context* ctx, int start, int len, i
         cudaCheck(cudaMemcpyAsync(m->d_inputs, toks.data() + toks.size() - t, t * sizeof(int), cudaMemcpyHostToDevice, ctx->stream));
         gpt2_forward(m, ctx, 1, t, false, 0.0f);
         copy_from_device_as_float(logits.data(), m->acts.logits + (size_t)(t - 1) * Vp, Vp);
-        toks.push_back(sample_top_k(logits.data(), V, top_k, temperature, rng));
+        toks.push_back(sample_token(logits.data(), V, top_k, top_p, temperature, rng));
     }
     return std::vector<int>(toks.begin() + 1, toks.end());
 }

@@ -1,5 +1,5 @@
-// Text sampling on the host: a small seeded RNG and top-k / temperature sampling from one row of
-// logits. Host-only; unit-tested. The RNG's whole state is one uint64, so checkpoints save it.
+// Text sampling on the host: a small seeded RNG and top-k / top-p / temperature sampling from one
+// row of logits. Host-only; unit-tested. The RNG's whole state is one uint64, so checkpoints save it.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -16,8 +16,10 @@ inline float rng_uniform(uint64_t* state) {
 inline uint64_t rng_seed(uint64_t seed) { return seed * 0x9E3779B97F4A7C15ULL + 0x1234567ULL; }  // never 0
 
 // Samples a token from logits[0..V): softmax(logits / temperature) restricted to the top_k
-// largest (top_k <= 0 or >= V: all of them).
-inline int sample_top_k(const float* logits, int V, int top_k, float temperature, uint64_t* rng) {
+// largest (top_k <= 0 or >= V: all of them), and of those to the fewest most likely whose
+// probability adds up to top_p (nucleus sampling; top_p >= 1: all of them), as Hugging Face's
+// generate() applies them: temperature, then top-k, then top-p. One random number per token.
+inline int sample_token(const float* logits, int V, int top_k, float top_p, float temperature, uint64_t* rng) {
     std::vector<int> idx(V);
     for (int i = 0; i < V; i++) idx[i] = i;
     int k = (top_k <= 0 || top_k > V) ? V : top_k;
@@ -26,6 +28,12 @@ inline int sample_top_k(const float* logits, int V, int top_k, float temperature
     std::vector<double> p(k);
     double sum = 0;
     for (int i = 0; i < k; i++) sum += p[i] = std::exp((double)(logits[idx[i]] - mx) / temperature);
+    if (top_p < 1.0f) {   // the nucleus: the first n (most likely first) whose share reaches top_p
+        double cum = 0;
+        int n = 0;
+        while (n < k && cum < top_p * sum) cum += p[n++];
+        k = n; sum = cum;
+    }
     double u = rng_uniform(rng) * sum;
     for (int i = 0; i < k; i++) {
         u -= p[i];

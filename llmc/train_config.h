@@ -40,7 +40,7 @@ struct TrainConfig {
     std::string hellaswag;                          // multiple-choice file (data/tokenize --hellaswag), "" = none
     bool eval_only = false;                         // evaluate, sample, exit: no training
     int sample_every = 0, sample_len = 64, top_k = 50;
-    float temperature = 1.0f;
+    float top_p = 1.0f, temperature = 1.0f;
     std::string out;                                // run directory: log.jsonl + checkpoints ("" = none)
     int checkpoint_every = 0, keep_checkpoints = 2;
     bool resume = false;
@@ -97,6 +97,7 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"sample-every", 's', OPT_INT, &c->sample_every, "print a sampled text every N steps (0: only at the end)", 0, 1e9},
         {"sample-len", 'g', OPT_INT, &c->sample_len, "tokens per sample (0: no samples)", 0, 65536},
         {"top-k", 0, OPT_INT, &c->top_k, "sample from the k most likely tokens (0: all)", 0, 1000000},
+        {"top-p", 0, OPT_FLOAT, &c->top_p, "sample from the fewest most likely tokens whose probability adds up to this (nucleus sampling; 1: all)", 0.01, 1},
         {"temperature", 0, OPT_FLOAT, &c->temperature, "sampling temperature", 1e-3, 100},
         {"out", 'o', OPT_STRING, &c->out, "run directory for log.jsonl, checkpoints and gemm_algos.txt, created if missing (empty: none; --bench keeps only gemm_algos.txt there)"},
         {"checkpoint-every", 'n', OPT_INT, &c->checkpoint_every, "write a checkpoint every N steps (0: only at the end)", 0, 1e9},

@@ -194,19 +194,46 @@ int main() {
     // sampler: top-1 is argmax; the distribution follows softmax; seeded reproducibility
     std::vector<float> logits = {0.0f, 2.0f, 1.0f, -1.0f};
     uint64_t rng = rng_seed(1);
-    CHECK(sample_top_k(logits.data(), 4, 1, 1.0f, &rng) == 1, "top-1 is the argmax");
+    CHECK(sample_token(logits.data(), 4, 1, 1.0f, 1.0f, &rng) == 1, "top-1 is the argmax");
     std::map<int, int> counts;
-    for (int i = 0; i < 20000; i++) counts[sample_top_k(logits.data(), 4, 0, 1.0f, &rng)]++;
+    for (int i = 0; i < 20000; i++) counts[sample_token(logits.data(), 4, 0, 1.0f, 1.0f, &rng)]++;
     const double z = 1 + std::exp(2.0) + std::exp(1.0) + std::exp(-1.0);
     CHECK(std::fabs(counts[1] / 20000.0 - std::exp(2.0) / z) < 0.02 && std::fabs(counts[3] / 20000.0 - std::exp(-1.0) / z) < 0.01,
           "sampling follows the softmax");
     std::map<int, int> k2;
-    for (int i = 0; i < 2000; i++) k2[sample_top_k(logits.data(), 4, 2, 1.0f, &rng)]++;
+    for (int i = 0; i < 2000; i++) k2[sample_token(logits.data(), 4, 2, 1.0f, 1.0f, &rng)]++;
     CHECK(k2.size() == 2 && k2.count(1) && k2.count(2), "top-2 only samples the two largest");
     uint64_t a = rng_seed(7), b = rng_seed(7);
     bool same = true;
-    for (int i = 0; i < 100; i++) same &= sample_top_k(logits.data(), 4, 0, 0.8f, &a) == sample_top_k(logits.data(), 4, 0, 0.8f, &b);
+    for (int i = 0; i < 100; i++) same &= sample_token(logits.data(), 4, 0, 1.0f, 0.8f, &a) == sample_token(logits.data(), 4, 0, 1.0f, 0.8f, &b);
     CHECK(same, "same seed, same samples");
+    // top-p: probabilities 0.5, 0.3, 0.15, 0.05 (token 2, 0, 1, 3): 0.6 keeps tokens 2 and 0 (0.8
+    // reaches it, 0.5 does not), in the proportion 5:3; 0.45 keeps token 2 alone
+    const std::vector<float> pl = {std::log(0.3f), std::log(0.15f), std::log(0.5f), std::log(0.05f)};
+    std::map<int, int> nucleus;
+    for (int i = 0; i < 20000; i++) nucleus[sample_token(pl.data(), 4, 0, 0.6f, 1.0f, &rng)]++;
+    CHECK(nucleus.size() == 2 && std::fabs(nucleus[2] / 20000.0 - 0.625) < 0.02, "top-p 0.6: the two most likely, 5:3 (" +
+          std::to_string(nucleus[2]) + " of 20000 the most likely)");
+    bool alone = true;
+    for (int i = 0; i < 200; i++) alone &= sample_token(pl.data(), 4, 0, 0.45f, 1.0f, &rng) == 2;
+    CHECK(alone, "top-p 0.45: the most likely alone");
+    std::map<int, int> both;
+    for (int i = 0; i < 2000; i++) both[sample_token(pl.data(), 4, 3, 0.99f, 1.0f, &rng)]++;
+    CHECK(both.size() == 3 && !both.count(3), "top-k 3 then top-p 0.99: the three most likely (top-k applies first)");
+    uint64_t c1 = rng_seed(9), c2 = rng_seed(9);
+    bool unchanged = true;
+    for (int i = 0; i < 200; i++) {   // top-p 1 is the plain top-k sampler: same tokens from the same seed
+        const int x = sample_token(logits.data(), 4, 3, 1.0f, 0.9f, &c1);
+        std::vector<double> p(3);
+        const int order[3] = {1, 2, 0};
+        double sum = 0;
+        for (int j = 0; j < 3; j++) sum += p[j] = std::exp((logits[order[j]] - logits[1]) / 0.9);
+        double u = rng_uniform(&c2) * sum;
+        int y = order[2];
+        for (int j = 0; j < 3; j++) { u -= p[j]; if (u < 0) { y = order[j]; break; } }
+        unchanged &= x == y;
+    }
+    CHECK(unchanged, "top-p 1: one random number per token, the top-k softmax draw as before");
 
     CHECK(json_string("a\"b\\c\nd\x01") == "\"a\\\"b\\\\c\\nd\\u0001\"", "JSON string escaping");
     CHECK(json_number(INFINITY) == "null" && json_number(NAN) == "null" && json_number(2.5) == "2.5", "JSON numbers: inf/nan as null");
