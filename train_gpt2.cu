@@ -561,20 +561,12 @@ int run_loop(Run* r) {
             if (s.skipped) print_skip(r->step, s, before, tc);
         }
         // every rank has the same StepResult (the flags, the loss and the norm are global), so all stop together
-        // (a run whose steps are skipped one after another, for either reason, no longer trains)
-        bad_in_a_row = s.skipped ? bad_in_a_row + 1 : 0;
+        bad_in_a_row = bad_streak(bad_in_a_row, s.skip_reason);
         if (tc.max_bad_steps > 0 && bad_in_a_row >= tc.max_bad_steps) {
-            const bool loss = s.skip_reason == SKIP_LOSS_SPIKE;
-            if (r->comm.rank == 0 && s.skip_reason == SKIP_NONFINITE)
-                fprintf(stderr, "error: %d step%s in a row skipped (the last one for inf/nan gradients from rank(s) %s) at step %d; "
+            if (r->comm.rank == 0)
+                fprintf(stderr, "error: %d step%s in a row skipped for inf/nan gradients (the last one from rank(s) %s) at step %d; "
                         "stopping (--max-bad-steps %d)\n", bad_in_a_row, bad_in_a_row == 1 ? "" : "s",
                         s.bad_ranks.empty() ? "none alone" : s.bad_ranks.c_str(), r->step, tc.max_bad_steps);
-            else if (r->comm.rank == 0)
-                fprintf(stderr, "error: %d step%s in a row skipped (the last one a %s spike, z %.1f) at step %d; stopping "
-                        "(--max-bad-steps %d): the %s stays far above where it was (train on with --skip-%s-z 0)\n", bad_in_a_row,
-                        bad_in_a_row == 1 ? "" : "s",
-                        loss ? "loss" : "gradient norm", loss ? s.loss_z : s.norm_z, r->step, tc.max_bad_steps,
-                        loss ? "loss" : "gradient norm", loss ? "loss" : "norm");
             return 2;
         }
         if (!tc.bench) after_step(r, r->step == r->steps);

@@ -62,8 +62,9 @@ def read_run(path):
                 raise PlotError(f"{path}:{i + 1}: not a JSON object")
             kind = rec.get("type") if isinstance(rec, dict) else None
             try:
-                if kind == "step":
-                    run["step"].append((int(rec["step"]), float(rec["loss"]), float(rec.get("lr", math.nan))))
+                if kind == "step":   # (the trainer writes an inf/nan loss as null)
+                    loss = math.nan if rec["loss"] is None else float(rec["loss"])
+                    run["step"].append((int(rec["step"]), loss, float(rec.get("lr", math.nan))))
                     skipped[int(rec["step"])] = bool(rec.get("skipped", 0))
                 elif kind == "eval":
                     run["eval"].append((int(rec["step"]), float(rec["val_loss"])))
@@ -88,7 +89,12 @@ def read_run(path):
         run[key] = sorted({r[0]: r for r in run[key]}.values())
     if not any(run.values()):
         raise PlotError(f"{path}: no step, eval or hellaswag records (not a trainer log?)")
-    run["skipped"] = [(s, loss) for s, loss, _ in run["step"] if skipped.get(s)]
+    # a skipped step's cross sits at its loss, or at the last finite loss before it when that was inf/nan
+    run["skipped"], last = [], math.nan
+    for s, loss, _ in run["step"]:
+        last = loss if math.isfinite(loss) else last
+        if skipped.get(s):
+            run["skipped"].append((s, last))
     return run
 
 

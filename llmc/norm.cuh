@@ -8,8 +8,9 @@
 // update; the host reads the norm, the decision and the guard's statistics afterwards, to log them,
 // steer the loss scale and pass the statistics to the next step.
 // On several GPUs every rank must take the same decision, so the norm must be the same bits on
-// every rank: they reduce the same gradients (after the all-reduce) with a grid that does not
-// depend on the GPU (NORM_BLOCKS), hence in the same order, even on GPUs of different SM counts.
+// every rank. In DDP each rank reduces the same gradients (after the all-reduce) on a grid that
+// does not depend on the GPU (NORM_BLOCKS), hence in the same order, even on GPUs of different SM
+// counts; in ZeRO-1 each rank reduces its own shard and the NCCL sum hands every rank the same total.
 #pragma once
 #include "common.cuh"
 #include "spike_guard.h"
@@ -78,7 +79,9 @@ inline void nonfinite_flag(float* flag, const floatX* g, size_t n, int sms, cuda
 }
 
 // sumsq (one float on the device) = sum of g[i]^2 over g (n), n a multiple of x128::size.
-constexpr int NORM_BLOCKS = 264;   // 2 per SM of an H100/H200: fixed, so the summation order is too (see the top)
+// 2 per SM of a 132-SM H100/H200 (what 2 * SMs gave there before it was fixed: the same bits; on
+// GPUs of other SM counts the norm's last bits changed with it)
+constexpr int NORM_BLOCKS = 264;
 inline void norm_squared(Context* ctx, float* sumsq, const floatX* g, size_t n) {
     norm_squared_partial_kernel<<<NORM_BLOCKS, 512, 0, ctx->stream>>>(ctx->scratch, g, n);
     launchCheck();

@@ -19,18 +19,21 @@ inline uint64_t rng_seed(uint64_t seed) { return seed * 0x9E3779B97F4A7C15ULL + 
 // largest (top_k <= 0 or >= V: all of them), and of those to the fewest most likely whose
 // probability adds up to top_p (nucleus sampling; top_p >= 1: all of them), as Hugging Face's
 // generate() applies them: temperature, then top-k, then top-p. One random number per token.
+// A NaN logit counts as -inf; a +inf one (or no finite one at all) is taken as it is, greedily.
 inline int sample_token(const float* logits, int V, int top_k, float top_p, float temperature, uint64_t* rng) {
     std::vector<int> idx(V);
     for (int i = 0; i < V; i++) idx[i] = i;
     int k = (top_k <= 0 || top_k > V) ? V : top_k;
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) { return logits[a] > logits[b]; });
-    const float mx = logits[idx[0]];
+    auto key = [&](int i) { return logits[i] == logits[i] ? logits[i] : -INFINITY; };   // a strict weak order, NaN or not
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) { return key(a) > key(b); });
+    const float mx = key(idx[0]);
+    if (!std::isfinite(mx)) return idx[0];
     std::vector<double> p(k);
     double sum = 0;
-    for (int i = 0; i < k; i++) sum += p[i] = std::exp((double)(logits[idx[i]] - mx) / temperature);
+    for (int i = 0; i < k; i++) sum += p[i] = std::exp((double)(key(idx[i]) - mx) / temperature);
     if (top_p < 1.0f) {   // the nucleus: the first n (most likely first) whose share reaches top_p
-        double cum = 0;
-        int n = 0;
+        double cum = p[0];   // the most likely always stays
+        int n = 1;
         while (n < k && cum < top_p * sum) cum += p[n++];
         k = n; sum = cum;
     }

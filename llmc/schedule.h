@@ -1,8 +1,9 @@
 // Learning-rate schedules. Host-only; unit-tested on the CPU.
 //   linear warmup from lr/warmup to lr over `warmup` steps, then decay to lr*final_frac by
 //   max_steps: "cosine" (half a cosine period), "linear", "constant" (no decay), or "wsd"
-//   (warmup-stable-decay: the peak held until the last decay_frac of max_steps, then a linear
-//   decay). WSD's point: until its decay starts, a run can be extended (--resume with a larger
+//   (warmup-stable-decay: the peak held until the last decay_frac of max_steps, at least one step,
+//   then a linear decay that reaches lr*final_frac AT the last step; cosine and linear reach it
+//   one step after the last, as the PyTorch reference's schedule does). WSD's point: until its decay starts, a run can be extended (--resume with a larger
 //   --max-steps) without having spent any of its learning rate on a schedule it no longer follows;
 //   and the decay, short as it is, recovers most of what a cosine over the whole run would give.
 #pragma once
@@ -26,10 +27,11 @@ inline float lr_at(const LRSchedule& s, int step) {
     if (step < s.warmup) return s.lr * (float)(step + 1) / (float)s.warmup;
     if (s.kind == "constant" || s.max_steps <= s.warmup) return s.lr;
     // where the decay starts: after warmup; for wsd, decay_frac of max_steps before the end
-    const int start = s.kind == "wsd" ? std::max(s.warmup, s.max_steps - (int)std::lround((double)s.decay_frac * s.max_steps)) : s.warmup;
-    if (step < start) return s.lr;
-    if (s.max_steps <= start) return s.lr;
-    float progress = (float)(step - start) / (float)(s.max_steps - start);
+    const bool wsd = s.kind == "wsd";
+    const int decay_steps = std::max(1, (int)std::lround((double)s.decay_frac * s.max_steps));
+    const int start = wsd ? std::max(s.warmup, s.max_steps - decay_steps) : s.warmup;
+    if (step < start || s.max_steps <= start) return s.lr;
+    float progress = (float)(step - start + (wsd ? 1 : 0)) / (float)(s.max_steps - start);
     progress = progress < 0.0f ? 0.0f : (progress > 1.0f ? 1.0f : progress);
     const float min_lr = s.lr * s.final_frac;
     const float decay = s.kind == "cosine" ? 0.5f * (1.0f + cosf((float)M_PI * progress)) : 1.0f - progress;   // linear, wsd

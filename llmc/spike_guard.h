@@ -35,10 +35,13 @@
 // tokens that multiplied the norm by 5.7 scored z = 3.8; the loss of that batch scored 27.)
 // Every finite value enters the statistics, a skipped one too (as in llm.c): the level catches up
 // with a lasting change, which then stops being an outlier instead of being refused for ever. A
-// lasting jump of the loss by 1 (noise 0.02; window 128) is skipped for ~15 steps, by 10 for ~50;
-// skipped steps in a row count towards the trainer's --max-bad-steps. What the guard cannot tell
-// from a spike: noise that suddenly grows by orders of magnitude (the spread grows by at most
-// ~12 % per step), flagged until the spread has caught up.
+// lasting jump of the loss by 1 (noise 0.02; window 128: 50 spreads) is skipped for ~15 steps, by
+// 2 (100 spreads) for ~23, by 10 for ~47. Such a streak ends by itself: with no update applied
+// the loss stops moving, and the level catches up. So spike skips do not count towards the
+// trainer's --max-bad-steps (which is for inf/nan gradients; bad_streak below), nor do they end
+// a streak of those. What the guard cannot tell from a spike: noise that suddenly grows by
+// orders of magnitude (the spread grows by at most ~6 % per step at window 128, ~40 % at 16),
+// flagged until the spread has caught up.
 //
 // The decision runs on the GPU, inside the update's step decision (llmc/norm.cuh), so no
 // round-trip to the host sits between backward and the update; the statistics come back with the
@@ -76,6 +79,11 @@ constexpr int SPIKE_MIN_WINDOW = 16;   // --spike-window's least: below it ordin
 enum SkipReason : int { SKIP_NONE = 0, SKIP_NONFINITE = 1, SKIP_LOSS_SPIKE = 2, SKIP_NORM_SPIKE = 3 };
 inline const char* skip_reason_name(int r) {   // as log.jsonl's "skip" field writes it
     return r == SKIP_NONE ? "" : r == SKIP_NONFINITE ? "nonfinite" : r == SKIP_LOSS_SPIKE ? "loss_spike" : r == SKIP_NORM_SPIKE ? "norm_spike" : "?";
+}
+// --max-bad-steps' count after a step that ended for `reason`: inf/nan gradients add one, an
+// applied step ends the streak, a spike skip leaves it as it is (see above).
+inline int bad_streak(int streak, int reason) {
+    return reason == SKIP_NONFINITE ? streak + 1 : reason == SKIP_NONE ? 0 : streak;
 }
 
 // How many spreads x lies above the level of `s`; NaN (no decision) before `window` values, while

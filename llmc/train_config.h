@@ -51,7 +51,7 @@ struct TrainConfig {
     float nccl_timeout = 300;                       // seconds without progress before a rank gives up
     int nccl_cta_policy = 1;                        // NCCL's CTA policy: 1 = "efficiency" (measured best)
     // faults
-    int max_bad_steps = 20;                         // stop after this many skipped steps in a row, any reason (0: never)
+    int max_bad_steps = 20;                         // stop after this many inf/nan steps in a row (0: never)
     float skip_loss_z = 0, skip_norm_z = 0;         // the spike guard's thresholds (llmc/spike_guard.h; 0: off)
     int spike_window = 128;                         // ... and the steps its statistics average over
     std::string debug_nan;                          // testing: "RANK:STEP" puts a NaN in that rank's gradients
@@ -108,7 +108,7 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"rendezvous", 0, OPT_STRING, &c->rendezvous, "without mpirun: tcp (MASTER_ADDR/MASTER_PORT) or file:PATH"},
         {"nccl-timeout", 0, OPT_FLOAT, &c->nccl_timeout, "seconds a rank waits for its peers before it aborts (0: forever); above any checkpoint write", 0, 1e7},
         {"nccl-cta-policy", 0, OPT_INT, &c->nccl_cta_policy, "sets NCCL_CTA_POLICY: 1 efficiency (fewer SMs taken from the backward the reduction overlaps), 0 NCCL's default, 2 zero-CTA; -1 leaves the environment's", -1, 2},
-        {"max-bad-steps", 0, OPT_INT, &c->max_bad_steps, "stop after N steps in a row skipped (inf/nan gradients, or spikes: --skip-loss-z) (0: never)", 0, 1e9},
+        {"max-bad-steps", 0, OPT_INT, &c->max_bad_steps, "stop after N steps in a row skipped for inf/nan gradients (spike skips between them neither count nor break the row) (0: never)", 0, 1e9},
         {"skip-loss-z", 0, OPT_FLOAT, &c->skip_loss_z, "skip the update of a step whose loss lies more than Z typical deviations above its recent level (a z-score, see llmc/spike_guard.h; 0: off)", 0, 1e6},
         {"skip-norm-z", 0, OPT_FLOAT, &c->skip_norm_z, "the same for the gradient norm, measured by its logarithm (0: off)", 0, 1e6},
         {"spike-window", 0, OPT_INT, &c->spike_window, "--skip-loss-z/--skip-norm-z: steps the typical deviation averages over, and the steps seen before either decides", SPIKE_MIN_WINDOW, 1e6},
@@ -265,6 +265,7 @@ inline bool resume_config(TrainConfig* c, const std::string& kept_text, const st
     const std::vector<Option> was = train_options(&kept), now = train_options(&merged);
     for (size_t i = 0; i < was.size(); i++) {
         if (option_on_resume(was[i].name) != OnResume::same || option_value_exact(was[i]) == option_value_exact(now[i])) continue;
+        if (was[i].target == &kept.sched.decay_frac && kept.sched.kind != "wsd") continue;   // only wsd uses it
         if (was[i].target == &kept.train && !glob_files(kept.train).empty() && glob_files(kept.train) == glob_files(merged.train)) continue;
         *err = std::string("option --") + was[i].name + ": " + option_value_exact(now[i]) + " differs from " +
                option_value_exact(was[i]) + ", which the run being resumed was started with (" + where +

@@ -226,7 +226,8 @@ if has spike; then
     #                     (the guard's statistics travel with the checkpoint)
     #   *_nc              clean, bad and bad_g without gradient clipping (--grad-clip 0), where one
     #                     bad batch does more harm
-    #   stop              bad_g with --max-bad-steps 1: the skipped step ends the run (exit 2, one line)
+    #   stop              bad_g with --max-bad-steps 1: a spike skip does not count (the run ends
+    #                     normally at step 200, its losses bitwise bad_g's)
     sp="-e dev_data/reference_model.bin -i dev_data/tinyshakespeare_train.bin -j dev_data/tinyshakespeare_val.bin -b 8 -t 256 -x 200 -l 6e-4 --warmup 10 -g 0 --spike-window 50"
     guard="--skip-loss-z 6 --skip-norm-z 6"
     rm -rf runs/sp_*
@@ -242,8 +243,8 @@ if has spike; then
     summary+=("spike guard, clean run guard on vs off: $(python3 dev/compare_losses.py runs/sp_clean runs/sp_clean_g --tol 0)")
     summary+=("   killed after 165 and resumed vs straight (bad batch, guard on): $(python3 dev/compare_losses.py runs/sp_bad_g runs/sp_res --tol 0)")
     summary+=("   the skip line: $(grep -m1 'skipped:' "$OUT/sp_bad_g.log")")
-    build/bf16/train_gpt2cu $sp $guard --debug-bad-batch 150 --max-bad-steps 1 > "$OUT/sp_stop.log" 2>&1
-    summary+=("   with --max-bad-steps 1: rc=$? $(grep -m1 '^error' "$OUT/sp_stop.log")")
+    build/bf16/train_gpt2cu $sp $guard --debug-bad-batch 150 --max-bad-steps 1 -o runs/sp_stop > "$OUT/sp_stop.log" 2>&1
+    summary+=("   with --max-bad-steps 1: rc=$? $(grep -c '^error' "$OUT/sp_stop.log") error lines; vs the same run without it: $(python3 dev/compare_losses.py runs/sp_bad_g runs/sp_stop --tol 0)")
     while IFS= read -r line; do summary+=("   $line"); done < <(python3 - <<'PY'
 import json
 val = {}
@@ -271,8 +272,9 @@ PY
 )
 fi
 if has wsd; then
-    # --lr-schedule wsd: 100 steps straight, against 60 steps (decay from step 48) killed after a
-    # checkpoint at step 40 and resumed with -x 100: the same learning rates and, bitwise, losses
+    # --lr-schedule wsd: 100 steps straight, against 60 steps (the decay over printed steps 49-60)
+    # killed after a checkpoint at step 40 and resumed with -x 100: the same learning rates and,
+    # bitwise, losses (steps 81-100 decay; 100 ends at --lr-final 0)
     w="-e dev_data/reference_model.bin -i dev_data/tinyshakespeare_train.bin -b 8 -t 256 -l 6e-4 --warmup 10 --lr-schedule wsd -g 0 --val-batches 1"
     rm -rf runs/wsd_a runs/wsd_b
     build/bf16/train_gpt2cu $w -x 100 -o runs/wsd_a > "$OUT/wsd_a.log" 2>&1

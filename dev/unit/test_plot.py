@@ -2,6 +2,7 @@
 matplotlib is installed): log.jsonl and the trainer's stdout give the same steps, validation
 losses, HellaSwag scores and skipped steps; a resumed run's repeated step keeps its later record; a log without
 records, or with a broken line before the last, is one error."""
+import math
 import os
 import sys
 import tempfile
@@ -37,6 +38,9 @@ with tempfile.TemporaryDirectory() as tmp:
     check(a["step"] == [(1, 10.5, 6e-05), (2, 9.125, 0.00012)], f"jsonl: the steps, a repeated step's later record ({a['step']})")
     check(a["eval"] == [(2, 9.5)] and a["hellaswag"] == [(2, 0.25, 0.2675)], f"jsonl: eval and hellaswag ({a['eval']}, {a['hellaswag']})")
     check(a["skipped"] == [(1, 10.5)], f"jsonl: the skipped steps, as the latest record of each says ({a['skipped']})")
+    nulls = read_run(write("null.jsonl", '{"type":"step","step":1,"loss":9.5,"skipped":0}\n{"type":"step","step":2,"loss":null,"norm":null,"skipped":1}\n'))
+    check(math.isnan(nulls["step"][1][1]) and nulls["skipped"] == [(2, 9.5)],
+          f"jsonl: a null (inf/nan) loss reads as nan; its skipped cross sits at the last finite loss ({nulls['skipped']})")
     check(b == a, f"stdout log: the same records as log.jsonl ({b})")
     only_hs = read_run(write("hs.log", STDOUT.splitlines()[-1] + "\n"))
     check(only_hs["hellaswag"] == [(2, 0.25, 0.2675)] and not only_hs["step"], "an --eval-only log (a hellaswag line alone) is a run")

@@ -180,5 +180,10 @@ int main() {
     }
     CHECK(skipped == (std::vector<int>{200, 500, 800}), "a run of 1000 steps: exactly the three spikes skipped (" +
           std::to_string(skipped.size()) + " skipped; the ordinary steps' largest z " + std::to_string(worst_ordinary) + ")");
+    // --- --max-bad-steps' count: inf/nan steps add, applied steps reset, spike skips leave it
+    int streak = 0;
+    for (int reason : {SKIP_NONFINITE, SKIP_LOSS_SPIKE, SKIP_NONFINITE, SKIP_NORM_SPIKE, SKIP_NONFINITE}) streak = bad_streak(streak, reason);
+    CHECK_EQ(streak, 3, "inf/nan steps with spike skips between them: a row of 3");
+    CHECK(bad_streak(streak, SKIP_NONE) == 0 && bad_streak(0, SKIP_LOSS_SPIKE) == 0, "an applied step ends the row; spikes alone start none");
     return check_finish();
 }

@@ -39,7 +39,8 @@ int main() {
     }
     check_report(bad_ok == numeric, "every numeric option rejects a bad value (" + std::to_string(numeric) + " options)");
     TrainConfig c;
-    CHECK(!parse({"--lr-schedule", "exp"}, &c, &err) && err.find("--lr-schedule") != std::string::npos, "bad --lr-schedule");
+    CHECK(!parse({"--lr-schedule", "exp"}, &c, &err) && err == "option --lr-schedule: 'exp' is not one of cosine, linear, constant, wsd",
+          "bad --lr-schedule: one line with the choices");
     c = TrainConfig();
     CHECK(!parse({"--rendezvous", "udp"}, &c, &err) && err.find("--rendezvous") != std::string::npos, "bad --rendezvous");
     c = TrainConfig();
@@ -128,6 +129,21 @@ int main() {
                                        {"--warmup", "0"}, {"-i", "other_*.bin"}, {"--lr-schedule", "cosine"}}) {
         a.insert(a.begin(), {"-o", "runs/a", "--resume"});
         CHECK(!resumed(a, &r, &note, &err) && err.find("differs from") != std::string::npos, "refused on resume: " + a[3] + " " + a[4]);
+    }
+    CHECK(resumed({"-o", "runs/a", "--resume", "--lr-decay-frac", "0.3"}, &r, &note, &err) && r.sched.decay_frac == 0.3f,
+          "--lr-decay-frac may change on resume when the schedule is not wsd (it has no effect there)");
+    {   // a wsd run: its decay fraction defines it; --top-p may change
+        TrainConfig w;
+        CHECK(parse({"--lr-schedule", "wsd", "--lr-decay-frac", "0.25", "--top-p", "0.95"}, &w, &err) && w.sched.kind == "wsd" &&
+              w.sched.decay_frac == 0.25f && w.top_p == 0.95f, "--lr-schedule wsd --lr-decay-frac 0.25 --top-p 0.95");
+        const std::string text = train_options_text(w);
+        std::vector<const char*> a1 = {"train_gpt2cu", "-o", "r", "--resume", "--lr-decay-frac", "0.3"};
+        TrainConfig x;
+        CHECK(!resume_config(&x, text, "r/options.txt", (int)a1.size(), a1.data(), 1, &note, &err) &&
+              err.find("option --lr-decay-frac: 0.3 differs from 0.25") == 0, "a wsd run's --lr-decay-frac is refused with another value");
+        std::vector<const char*> a2 = {"train_gpt2cu", "-o", "r", "--resume", "--top-p", "0.5"};
+        CHECK(resume_config(&x, text, "r/options.txt", (int)a2.size(), a2.data(), 1, &note, &err) && x.top_p == 0.5f &&
+              x.sched.decay_frac == 0.25f, "--top-p may change on resume; the kept decay fraction stays");
     }
     // -d left at 0 is kept as 0 (B*T*GPUs where the run resumes: before its first checkpoint a
     // run may come back on another GPU count); an option the merge makes wrong names the file
@@ -234,6 +250,15 @@ int main() {
         unchanged &= x == y;
     }
     CHECK(unchanged, "top-p 1: one random number per token, the top-k softmax draw as before");
+    // a broken model's logits: NaN counts as -inf, +inf is taken greedily
+    const std::vector<float> with_nan = {NAN, 1.0f, 3.0f, NAN}, with_inf = {0.0f, INFINITY, 1.0f, NAN}, all_nan = {NAN, NAN};
+    bool finite_only = true;
+    for (int i = 0; i < 200; i++) {
+        const int t = sample_token(with_nan.data(), 4, 0, 0.9f, 1.0f, &rng), u = sample_token(with_nan.data(), 4, 0, 1.0f, 1.0f, &rng);
+        finite_only &= (t == 1 || t == 2) && (u == 1 || u == 2);
+    }
+    CHECK(finite_only && sample_token(with_inf.data(), 4, 0, 0.5f, 1.0f, &rng) == 1 &&
+          (unsigned)sample_token(all_nan.data(), 2, 0, 0.5f, 1.0f, &rng) < 2u, "NaN logits are never drawn; +inf is; all-NaN stays in range");
 
     CHECK(json_string("a\"b\\c\nd\x01") == "\"a\\\"b\\\\c\\nd\\u0001\"", "JSON string escaping");
     CHECK(json_number(INFINITY) == "null" && json_number(NAN) == "null" && json_number(2.5) == "2.5", "JSON numbers: inf/nan as null");
