@@ -491,7 +491,7 @@ int run_loop(Run* r) {
     auto next = [&](int, int** in, int** tg) {
         std::string err;
         if (tc.bench) {
-            for (size_t k = 0; k < bin.size(); k++) { bin[k] = bench_rng() % m->cfg.vocab_size; btg[k] = bench_rng() % m->cfg.vocab_size; }
+            random_tokens(&bench_rng, m->cfg.vocab_size, &bin, &btg);
             *in = bin.data(); *tg = btg.data();
             return;
         }
@@ -512,7 +512,7 @@ int run_loop(Run* r) {
         next(i, in, tg);
         if (r->step + 1 == tc.debug_bad_batch) {
             std::mt19937 bad_rng(tc.seed + 7919u * (r->comm.rank * r->accum + i));
-            for (size_t k = 0; k < bad_in.size(); k++) { bad_in[k] = bad_rng() % m->cfg.vocab_size; bad_tg[k] = bad_rng() % m->cfg.vocab_size; }
+            random_tokens(&bad_rng, m->cfg.vocab_size, &bad_in, &bad_tg);
             *in = bad_in.data(); *tg = bad_tg.data();
         }
     };

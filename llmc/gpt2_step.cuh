@@ -21,6 +21,7 @@
 #include "loss_scale.h"
 #include "activations.cuh"
 #include "comm.cuh"
+#include "dataloader.h"   // random_tokens
 #include "gpt2.cuh"
 
 // Uploads a micro-batch (inputs/targets in pageable host memory, rows*T each, rows = m->B and
@@ -268,7 +269,7 @@ StepResult gpt2_train_step(GPT2* m, Context* ctx, int accum, const std::function
 void gpt2_tune_gemms(GPT2* m, Context* ctx, uint32_t seed, int mode = 1) {
     std::mt19937 rng(seed);
     std::vector<int> in((size_t)m->B * m->T), tg(in.size());
-    for (size_t i = 0; i < in.size(); i++) { in[i] = (int)(rng() % m->cfg.vocab_size); tg[i] = (int)(rng() % m->cfg.vocab_size); }
+    random_tokens(&rng, m->cfg.vocab_size, &in, &tg);
     gpt2_set_batch(m, ctx, in.data(), tg.data());
     ctx->plans->tuning = mode;
     gpt2_forward(m, ctx, m->B, m->T, true, 1.0f / ((float)m->B * m->T));

@@ -3,9 +3,9 @@
 //   max_steps: "cosine" (half a cosine period), "linear", "constant" (no decay), or "wsd"
 //   (warmup-stable-decay: the peak held until the last decay_frac of max_steps, at least one step,
 //   then a linear decay that reaches lr*final_frac AT the last step; cosine and linear reach it
-//   one step after the last, as the PyTorch reference's schedule does). WSD's point: until its decay starts, a run can be extended (--resume with a larger
-//   --max-steps) without having spent any of its learning rate on a schedule it no longer follows;
-//   and the decay, short as it is, recovers most of what a cosine over the whole run would give.
+//   one step after the last, as the PyTorch reference's schedule does). WSD's point: until its
+//   decay starts, a run can be extended (--resume with a larger --max-steps) without having spent
+//   any of its learning rate on a schedule it no longer follows.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -30,7 +30,7 @@ inline float lr_at(const LRSchedule& s, int step) {
     const bool wsd = s.kind == "wsd";
     const int decay_steps = std::max(1, (int)std::lround((double)s.decay_frac * s.max_steps));
     const int start = wsd ? std::max(s.warmup, s.max_steps - decay_steps) : s.warmup;
-    if (step < start || s.max_steps <= start) return s.lr;
+    if (step < start) return s.lr;   // (start < max_steps: warmup < max_steps here, and a decay takes >= 1 step)
     float progress = (float)(step - start + (wsd ? 1 : 0)) / (float)(s.max_steps - start);
     progress = progress < 0.0f ? 0.0f : (progress > 1.0f ? 1.0f : progress);
     const float min_lr = s.lr * s.final_frac;

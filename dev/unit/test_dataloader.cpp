@@ -196,5 +196,17 @@ int main() {
     CHECK(!dataloader_open(&e, dir + "/bad_*.bin", B, T, 0, 1, 1, V, true, 0, &err) && err.find("bad_0.bin: ") != std::string::npos &&
           err.find('\n') == std::string::npos, "bad shard: one line naming the file");
     if (system(("rm -rf " + dir).c_str()) != 0) printf("note: could not remove %s\n", dir.c_str());
+    {   // random_tokens: input and target drawn in turn (the order --bench and GEMM tuning always used)
+        std::mt19937 a(123), b(123);
+        std::vector<int> in(1000), tg(1000);
+        random_tokens(&a, 50257, &in, &tg);
+        bool same = true, in_range = true;
+        for (size_t k = 0; k < in.size(); k++) {
+            const int x = (int)(b() % 50257), y = (int)(b() % 50257);
+            same &= in[k] == x && tg[k] == y;
+            in_range &= in[k] >= 0 && in[k] < 50257 && tg[k] >= 0 && tg[k] < 50257;
+        }
+        CHECK(same && in_range, "random_tokens: inputs and targets drawn in turn, in [0, vocab)");
+    }
     return check_finish();
 }
