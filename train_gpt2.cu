@@ -30,6 +30,7 @@
 #include "llmc/dataloader.h"
 #include "llmc/evaluate.cuh"
 #include "llmc/logger.h"
+#include "llmc/report.h"
 #include "llmc/sampler.h"
 #include "llmc/timing.h"
 #include "llmc/tokenizer.h"
@@ -147,7 +148,7 @@ bool resume_options(Run* r, int argc, const char* const* argv, std::string* err)
     if (!file_exists(path)) {
         if (!found.empty()) note = "note: " + dir + " holds no options.txt (an older checkpoint): the options are this command line's";
         if (!check_train_config(&r->tc, world, err)) return false;
-    } else if (!read_text_file(path, &text, err) || !resume_config(&r->tc, text, path, argc, argv, world, &note, err)) {
+    } else if (!read_text_file(path, &text, err) || !resume_config(&r->tc, text, path, argc, argv, world, &note, err, found.empty() ? -1 : (int)st.step)) {
         return false;
     }
     if (!found.empty()) {
@@ -370,20 +371,17 @@ void after_step(Run* r, bool last) {
         const size_t batches = tc.val_batches > 0 ? (size_t)(tc.val_batches / r->comm.world) : dataloader_steps_per_epoch(&r->val);
         const float v = gpt2_validation_loss(m, &r->ctx, &r->comm, &r->val, batches, r->step);
         if (r->comm.rank == 0) {
-            printf("step %d: val loss %.6f\n", r->step, v);
-            r->log.line("{\"type\":\"eval\",\"step\":" + std::to_string(r->step) + ",\"val_loss\":" + json_number(v, "%.9g") + "}");
+            printf("%s\n", val_text(r->step, v).c_str());
+            r->log.line(val_json(r->step, v));
         }
         if (!r->choices.examples.empty()) {
             const double t0 = steady_ms();
             const ChoiceTally t = gpt2_choice_tally(m, &r->ctx, &r->comm, r->choices, r->choice_T, std::max(r->sample_eot, 0), r->step);
-            const double acc = t.correct / t.examples, acc_norm = t.correct_norm / t.examples, loss = t.loss_sum / t.loss_tokens,
-                         seconds = (steady_ms() - t0) / 1e3;
+            const ChoiceScores c{t.correct / t.examples, t.correct_norm / t.examples, t.loss_sum / t.loss_tokens, t.examples,
+                                 (steady_ms() - t0) / 1e3};
             if (r->comm.rank == 0) {
-                printf("step %d: hellaswag acc %.6f acc_norm %.6f completion loss %.6f (%.0f examples, %.2f s)\n", r->step, acc, acc_norm,
-                       loss, t.examples, seconds);
-                r->log.line("{\"type\":\"hellaswag\",\"step\":" + std::to_string(r->step) + ",\"acc\":" + json_number(acc, "%.9g") +
-                            ",\"acc_norm\":" + json_number(acc_norm, "%.9g") + ",\"completion_loss\":" + json_number(loss, "%.9g") +
-                            ",\"examples\":" + std::to_string((long long)t.examples) + ",\"seconds\":" + json_number(seconds) + "}");
+                printf("%s\n", hellaswag_text(r->step, c).c_str());
+                r->log.line(hellaswag_json(r->step, c));
             }
         }
     }
@@ -392,89 +390,31 @@ void after_step(Run* r, bool last) {
                                                    &r->sample_rng);
         const std::string text = r->comm.rank == 0 ? decode_tokens(r->tok, toks.data(), toks.size()) : "";
         if (r->comm.rank == 0) {
-            printf("step %d: sample ---\n%s\n---\n", r->step, text.c_str());
-            r->log.line("{\"type\":\"sample\",\"step\":" + std::to_string(r->step) + ",\"text\":" + json_string(text) + "}");
+            printf("%s\n", sample_text(r->step, text).c_str());
+            r->log.line(sample_json(r->step, text));
         }
     }
     if (!tc.out.empty() && due(tc.checkpoint_every)) save_checkpoint(r);
 }
 
-// Each rank's mean forward, other backward and last backward per micro-step (ms), as RESULT
-// fields "rank_fwd_ms=r0,r1,..." etc.: on several GPUs every step waits for the slowest rank, and
-// these say which one it is and in which phase (a rank ahead of its peer may show the wait in its
-// last backward, under which its reductions wait for the peer's buckets). Collective: every rank
-// calls it. "" on one GPU.
-std::string rank_phases(Run* r, const std::vector<StepResult>& timed) {
-    const int n = r->comm.world, k = r->comm.rank;
-    if (n == 1 || timed.empty()) return "";
-    std::vector<float> h(3 * (size_t)n, 0.0f);  // (3, n): fwd, bwd other, bwd last
-    for (const StepResult& s : timed) {
-        h[k] += s.fwd_ms / r->accum / timed.size();
-        h[n + k] += s.bwd_other_ms / timed.size();
-        h[2 * n + k] += s.bwd_last_ms / timed.size();
-    }
-    comm_watch(&r->comm, r->step, "the per-rank phase times (end of the run)");
-    comm_sum_host_floats(&r->comm, &h, r->ctx.stream);  // the others add zeros to each slot
-    comm_unwatch(&r->comm);
-    std::string out;
-    const char* names[3] = {"rank_fwd_ms", "rank_bwd_other_ms", "rank_bwd_last_ms"};
-    for (int f = 0; f < 3; f++) {
-        out += std::string(" ") + names[f] + "=";
-        for (int i = 0; i < n; i++) {
-            char b[32];
-            snprintf(b, sizeof b, "%s%.3f", i ? "," : "", h[(size_t)f * n + i]);
-            out += b;
-        }
-    }
-    return out;
-}
-
-// The machine-readable summary: medians and means over the timed steps (rank 0's), then
-// rank_phases' fields.
-void print_result(const Run* r, std::vector<float> ms, const std::vector<StepResult>& timed, double flops_tok, double peak,
-                  const std::string& per_rank) {
-    // The median step, and the mean (tokens over time). They differ when step times are not one
-    // cluster: on several GPUs at their power limit, steps were seen to alternate between two speeds
-    // 3 % apart, and the median of such a series is the fastest of the slow ones.
-    std::sort(ms.begin(), ms.end());
-    const double med = ms[ms.size() / 2], tok_s = r->tc.total_batch / (med / 1e3);
-    double mean = 0;
-    for (float v : ms) mean += v / ms.size();
-    double exposed = 0, comm_ms = 0, bytes = 0, fwd = 0, bwd = 0, opt = 0, bwd_last = 0, bwd_other = 0;
-    for (const StepResult& s : timed) {
-        exposed += s.exposed_ms; comm_ms += s.comm_ms; bytes += s.comm_bytes; fwd += s.fwd_ms; bwd += s.bwd_ms; opt += s.update_ms;
-        bwd_last += s.bwd_last_ms; bwd_other += s.bwd_other_ms;
-    }
-    for (double* v : {&exposed, &comm_ms, &bytes, &fwd, &bwd, &opt, &bwd_last, &bwd_other}) *v /= timed.size();
-    // nccl-tests' bus bandwidth: what each link carries, comparable across GPU counts (an
-    // all-reduce moves 2(n-1)/n of the data over each link; ZeRO-1's reduces move it once)
+// The RESULT line (llmc/report.h) over the timed steps, which rank 0 prints. Collective: the
+// per-rank phase times are summed over the ranks (each adds its own into a table of zeros).
+void print_result(Run* r, const std::vector<float>& ms, const std::vector<StepResult>& timed, double flops_tok, double peak) {
     const int n = r->comm.world;
-    const double algbw = comm_ms > 0 ? bytes / (comm_ms * 1e-3) / 1e9 : 0, busbw = algbw * (r->tc.zero ? 1.0 : 2.0 * (n - 1) / n);
+    std::string per_rank;
+    if (n > 1) {
+        std::vector<float> h = rank_phase_slots(timed, r->accum, n, r->comm.rank);
+        comm_watch(&r->comm, r->step, "the per-rank phase times (end of the run)");
+        comm_sum_host_floats(&r->comm, &h, r->ctx.stream);
+        comm_unwatch(&r->comm);
+        per_rank = rank_phase_fields(h, n);
+    }
+    if (r->comm.rank != 0) return;
     size_t free_b, total_b;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
-    printf("RESULT precision=%s model=L%dC%d gpus=%d zero=%d B=%d T=%d accum=%d total_batch=%lld steps=%zu median_ms=%.3f "
-           "tok_per_s=%.0f mean_ms=%.3f tok_per_s_mean=%.0f mfu=%.2f fwd_ms=%.3f bwd_ms=%.3f opt_ms=%.3f exposed_comm_ms=%.3f exposed_comm_pct=%.2f "
-           "comm_ms=%.3f comm_mb=%.1f busbw_gbs=%.1f bwd_last_ms=%.3f bwd_other_ms=%.3f device_mem_gb=%.2f%s\n",
-           PRECISION_NAME, r->model.cfg.num_layers, r->model.cfg.channels, n, r->tc.zero, r->tc.B, r->tc.T, r->accum,
-           r->tc.total_batch, ms.size(), med, tok_s, mean, r->tc.total_batch / (mean / 1e3), peak > 0 ? 100.0 * flops_tok * tok_s / peak : 0.0, fwd, bwd, opt, exposed,
-           100.0 * exposed / med, comm_ms, bytes / 1e6, busbw, bwd_last, bwd_other, (total_b - free_b) / 1e9, per_rank.c_str());
-}
-
-// Why a step was skipped (rank 0 prints it): the ranks with non-finite gradients, or how far the
-// spike lay from the running statistics as they were before the step (`before`).
-void print_skip(int step, const StepResult& s, const SpikeStats& before, const TrainConfig& tc) {
-    if (s.skip_reason == SKIP_NONFINITE) {
-        printf("step %d skipped: non-finite gradients (%s)\n", step,
-               s.bad_ranks.empty() ? "every rank's own gradients were finite: the average overflowed"
-                                   : ("produced on rank(s) " + s.bad_ranks).c_str());
-        return;
-    }
-    if (s.skip_reason == SKIP_LOSS_SPIKE)
-        printf("step %d skipped: loss %.4f, z %.1f against its recent level %.4f +- %.4f (--skip-loss-z %g)\n", step, s.loss,
-               s.loss_z, before.loss.level, std::sqrt(before.loss.spread2), tc.skip_loss_z);
-    else   // the norm's statistics are of its logarithm: a level and a typical factor
-        printf("step %d skipped: gradient norm %.4f, z %.1f against its recent level %.4f x/ %.4f (--skip-norm-z %g)\n", step,
-               s.grad_norm, s.norm_z, std::exp(before.norm.level), std::exp(std::sqrt(before.norm.spread2)), tc.skip_norm_z);
+    const RunShape shape{PRECISION_NAME, r->model.cfg.num_layers, r->model.cfg.channels, n, r->tc.zero, r->tc.B, r->tc.T, r->accum,
+                         r->tc.total_batch, flops_tok, peak, (total_b - free_b) / 1e9};
+    printf("%s\n", result_line(shape, summarize_steps(ms, timed), per_rank).c_str());
 }
 
 // The step loop of training and --bench; a RESULT line with the medians at the end.
@@ -546,37 +486,23 @@ int run_loop(Run* r) {
         if (r->step > timed_from) { timed_ms.push_back(ms); timed.push_back(s); }
         const double tok_s = tc.total_batch / (ms / 1e3), mfu = peak > 0 ? 100.0 * flops_tok * tok_s / peak : 0.0;
         if (r->comm.rank == 0) {
-            const double eta = elapsed_s / (done + 1) * (r->steps - r->step);
-            printf("step %4d/%d | loss %.6f | norm %.4f | lr %.2e | scale %.0f%s | %.2f ms (fwd %.1f bwd %.1f exposed comm %.2f"
-                   " opt %.2f) | %.0f tok/s | MFU %.1f%% | ETA %.0fs\n",
-                   r->step, r->steps, s.loss, s.grad_norm, h.lr, r->scaler.scale, s.skipped ? " (skipped)" : "", ms, s.fwd_ms,
-                   s.bwd_ms, s.exposed_ms, s.update_ms, tok_s, mfu, eta);
+            const StepReport rep{r->step, r->steps, h.lr, r->scaler.scale, ms, tok_s, mfu, elapsed_s / (done + 1) * (r->steps - r->step)};
+            printf("%s\n", step_text(rep, s).c_str());
             fflush(stdout);
-            r->log.line("{\"type\":\"step\",\"step\":" + std::to_string(r->step) + ",\"loss\":" + json_number(s.loss, "%.9g") +
-                        ",\"norm\":" + json_number(s.grad_norm) + ",\"lr\":" + json_number(h.lr) + ",\"scale\":" +
-                        json_number(r->scaler.scale) + ",\"skipped\":" + std::to_string((int)s.skipped) + ",\"skip\":\"" +
-                        skip_reason_name(s.skip_reason) + "\",\"loss_z\":" + json_number(s.loss_z) + ",\"norm_z\":" +
-                        json_number(s.norm_z) + ",\"ms\":" + json_number(ms) + ",\"tok_s\":" + json_number(tok_s) +
-                        ",\"mfu\":" + json_number(mfu) + ",\"exposed_comm_ms\":" + json_number(s.exposed_ms) + "}");
-            if (s.skipped) print_skip(r->step, s, before, tc);
+            r->log.line(step_json(rep, s));
+            if (s.skipped) printf("%s\n", skip_text(r->step, s, before, tc.skip_loss_z, tc.skip_norm_z).c_str());
         }
         // every rank has the same StepResult (the flags, the loss and the norm are global), so all stop together
         bad_in_a_row = bad_streak(bad_in_a_row, s.skip_reason);
         if (tc.max_bad_steps > 0 && bad_in_a_row >= tc.max_bad_steps) {
-            if (r->comm.rank == 0)
-                fprintf(stderr, "error: %d step%s in a row skipped for inf/nan gradients (the last one from rank(s) %s) at step %d; "
-                        "stopping (--max-bad-steps %d)\n", bad_in_a_row, bad_in_a_row == 1 ? "" : "s",
-                        s.bad_ranks.empty() ? "none alone" : s.bad_ranks.c_str(), r->step, tc.max_bad_steps);
+            if (r->comm.rank == 0) fprintf(stderr, "error: %s\n", bad_steps_text(bad_in_a_row, s, r->step, tc.max_bad_steps).c_str());
             return 2;
         }
         if (!tc.bench) after_step(r, r->step == r->steps);
         if (tc.debug_exit_after > 0 && r->step == tc.debug_exit_after) { fflush(stdout); _exit(137); }  // as if killed
     }
     cudaCheck(cudaEventDestroy(t0)); cudaCheck(cudaEventDestroy(t1));
-    if (!timed_ms.empty()) {
-        const std::string per_rank = rank_phases(r, timed);
-        if (r->comm.rank == 0) print_result(r, timed_ms, timed, flops_tok, peak, per_rank);
-    }
+    if (!timed_ms.empty()) print_result(r, timed_ms, timed, flops_tok, peak);
     return 0;
 }
 

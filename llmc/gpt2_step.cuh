@@ -22,6 +22,7 @@
 #include "activations.cuh"
 #include "comm.cuh"
 #include "dataloader.h"   // random_tokens
+#include "report.h"       // StepResult: what a step reports back (read after its single synchronization)
 #include "gpt2.cuh"
 
 // Uploads a micro-batch (inputs/targets in pageable host memory, rows*T each, rows = m->B and
@@ -181,20 +182,6 @@ inline void run_graph(Context* ctx, cudaGraphExec_t* exec, bool capture, const s
     }
     cudaCheck(cudaGraphLaunch(*exec, ctx->stream));
 }
-
-// What one step reports back to the host (read after the step's single synchronization).
-struct StepResult {
-    float loss, grad_norm;
-    bool skipped;
-    int skip_reason;        // SkipReason (llmc/spike_guard.h)
-    float loss_z, norm_z;   // the spike guard's measures of this step (NaN: no statistics yet)
-    std::string bad_ranks;  // skipped: the ranks whose own gradients held inf/nan ("0" on one GPU)
-    float fwd_ms = 0, bwd_ms = 0, exposed_ms = 0, update_ms = 0, comm_ms = 0;  // compute-stream phases
-    // The last micro-step's backward (the one the reduction overlaps) and the mean backward of the
-    // others: their difference is what the concurrent communication costs the compute (-1: accum 1)
-    float bwd_last_ms = 0, bwd_other_ms = -1;
-    double comm_bytes = 0;
-};
 
 // One optimizer step over `accum` micro-batches: next_batch(i) must fill inputs/targets (B*T
 // each, host) for micro-step i. The loss is the mean over all accum*B*T tokens of all ranks.

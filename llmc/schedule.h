@@ -22,14 +22,20 @@ struct LRSchedule {
 
 inline bool lr_schedule_kind_valid(const std::string& k) { return k == "cosine" || k == "linear" || k == "constant" || k == "wsd"; }
 
+// The 0-based step at which the decay starts: after warmup; for wsd, decay_frac of max_steps
+// (at least one step) before the end. (For warmup >= max_steps or "constant": no decay at all.)
+inline int lr_decay_start(const LRSchedule& s) {
+    if (s.kind != "wsd") return s.warmup;
+    const int decay_steps = std::max(1, (int)std::lround((double)s.decay_frac * s.max_steps));
+    return std::max(s.warmup, s.max_steps - decay_steps);
+}
+
 // The learning rate of 0-based step `step`.
 inline float lr_at(const LRSchedule& s, int step) {
     if (step < s.warmup) return s.lr * (float)(step + 1) / (float)s.warmup;
     if (s.kind == "constant" || s.max_steps <= s.warmup) return s.lr;
-    // where the decay starts: after warmup; for wsd, decay_frac of max_steps before the end
     const bool wsd = s.kind == "wsd";
-    const int decay_steps = std::max(1, (int)std::lround((double)s.decay_frac * s.max_steps));
-    const int start = wsd ? std::max(s.warmup, s.max_steps - decay_steps) : s.warmup;
+    const int start = lr_decay_start(s);
     if (step < start) return s.lr;   // (start < max_steps: warmup < max_steps here, and a decay takes >= 1 step)
     float progress = (float)(step - start + (wsd ? 1 : 0)) / (float)(s.max_steps - start);
     progress = progress < 0.0f ? 0.0f : (progress > 1.0f ? 1.0f : progress);

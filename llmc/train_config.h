@@ -249,9 +249,10 @@ inline std::string train_options_text(TrainConfig c) {
 
 // This run's options on --resume: the kept ones (`kept_text`, read from `where`) with the command
 // line on top, as option_on_resume says. false + one line in *err on a bad file, a bad option, or a
-// `same` option given with another value; *note: a line to print, or "".
+// `same` option given with another value; *note: a line to print, or "". at_step: the checkpoint's
+// step (-1: none yet), where a changed --max-steps takes effect.
 inline bool resume_config(TrainConfig* c, const std::string& kept_text, const std::string& where, int argc,
-                          const char* const* argv, int world, std::string* note, std::string* err) {
+                          const char* const* argv, int world, std::string* note, std::string* err, int at_step = -1) {
     TrainConfig kept;
     std::vector<std::string> unknown;
     if (!options_apply_text(train_options(&kept), kept_text, where, err, &unknown)) return false;
@@ -276,6 +277,25 @@ inline bool resume_config(TrainConfig* c, const std::string& kept_text, const st
     if (merged.max_steps != kept.max_steps && merged.sched.kind != "constant")
         *note = "note: --max-steps " + std::to_string(merged.max_steps) + ", the run was started with " + std::to_string(kept.max_steps) +
                 ": its " + merged.sched.kind + " learning-rate schedule now runs over the new count";
+    if (!note->empty() && merged.sched.kind == "wsd" && at_step >= 0 && kept.max_steps > 0 && at_step < merged.max_steps) {
+        // what makes wsd extensible: before its decay the step's rate is the peak either way
+        LRSchedule was = kept.sched, now = merged.sched;
+        was.max_steps = kept.max_steps; now.max_steps = merged.max_steps;
+        const float a = lr_at(was, at_step), b = lr_at(now, at_step);
+        const int from_was = lr_decay_start(was), from_now = lr_decay_start(now);
+        char buf[400];
+        if (a == b)
+            snprintf(buf, sizeof buf, " (at step %d, where it resumes, its learning rate is the same either way: %.3e)", at_step + 1, a);
+        else if (at_step >= from_was)
+            snprintf(buf, sizeof buf, "\nnote: at step %d, where it resumes, the wsd learning rate jumps from %.3e to %.3e: the decay over "
+                     "the last %d of %d steps began at step %d; a wsd run extends without a jump only from a checkpoint before that",
+                     at_step + 1, a, b, kept.max_steps - from_was, kept.max_steps, from_was + 1);
+        else
+            snprintf(buf, sizeof buf, "\nnote: at step %d, where it resumes, the wsd learning rate jumps from %.3e to %.3e: over %d "
+                     "steps the decay (the last %d) starts at step %d, before this checkpoint", at_step + 1, a, b, merged.max_steps,
+                     merged.max_steps - from_now, from_now + 1);
+        *note += buf;
+    }
     for (const std::string& u : unknown)
         *note += std::string(note->empty() ? "" : "\n") + "note: " + where + ": option '" + u + "' is not one of this build's: ignored";
     *c = merged;

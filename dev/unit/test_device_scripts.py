@@ -9,7 +9,9 @@ repository layout (no GPU, no third-party packages):
   loop_run.sh train: FP16 against PyTorch fp16-autocast (<= 0.75 %), BF16 against PyTorch fp32
       (<= 0.5 %), the README's claims; resume: the two runs' log.jsonl compared exactly;
   faults.sh ckpt: the killed-and-resumed run's log.jsonl (appended by every segment) against the
-      uninterrupted run's, exactly."""
+      uninterrupted run's, exactly;
+  same_output.sh: two trainers whose outputs differ only in times are the same; a loss, a skip
+      mark, a RESULT shape value or a logged loss that differs is a difference."""
 import atexit
 import os
 import re
@@ -360,4 +362,36 @@ for drift, want in (("0", "OK 200 steps"), ("2e-8", "FAIL 200 steps")):
           out + err)
     check(os.path.exists(os.path.join(root, "out/faults.tar.gz")) and os.path.exists(os.path.join(root, "faults_logs/ckpt_b.jsonl")),
           "faults.sh ckpt: logs (and the log.jsonl files) in FAULTS_LOGS, packed into OUT")
+# ---------------------------------------------------------------------------------------------
+# same_output.sh: a stand-in trainer whose times depend on STANDIN_T; STANDIN_LOSS, STANDIN_SKIP,
+# STANDIN_B and STANDIN_LOGLOSS change what must be compared
+SAME_TRAINER = """#!/usr/bin/env bash
+t=${STANDIN_T:-1}; out=""; prev=""
+for a in "$@"; do [ "$prev" = -o ] && out=$a; prev=$a; done
+echo "GEMM algorithms: 40 shapes, 0 not cuBLASLt's first choice (untimed, 0.$t s)"
+for s in 1 2 3; do
+    sk=""; [ "$s" = "${STANDIN_SKIP:-0}" ] && sk=" (skipped)"
+    echo "step    $s/3 | loss ${STANDIN_LOSS:-5.123456} | norm 1.2345 | lr 3.00e-04 | scale 1$sk | 1$t.$s ms (fwd 4.$t bwd 8.$s exposed comm 0.0$t opt 0.$t) | 12$t$s tok/s | MFU 4$t.0% | ETA $t s"
+    if [ -n "$out" ]; then mkdir -p "$out"; echo "{\\"type\\":\\"step\\",\\"step\\":$s,\\"loss\\":${STANDIN_LOGLOSS:-5.1},\\"ms\\":1$t.5,\\"tok_s\\":12$t}" >> "$out/log.jsonl"; fi
+done
+echo "RESULT precision=bf16 model=L12C768 gpus=1 zero=0 B=${STANDIN_B:-4} T=256 accum=1 total_batch=1024 steps=6 median_ms=1$t.000 tok_per_s=9$t mean_ms=1$t.5 tok_per_s_mean=9$t mfu=4$t.00 fwd_ms=$t.0 bwd_ms=$t.0 opt_ms=0.$t exposed_comm_ms=0.000 exposed_comm_pct=0.00 comm_ms=0.000 comm_mb=0.0 busbw_gbs=0.0 bwd_last_ms=$t.0 bwd_other_ms=-1.000 device_mem_gb=3.$t"
+"""
+root = tree("same_output.sh")
+for name in ("a", "b"):
+    write(os.path.join(root, f"bin/{name}/train_gpt2cu"), SAME_TRAINER, exe=True)
+# the script runs the binaries with their own environment: per-binary values through a wrapper
+def same(env_b):
+    exports = " ".join(f"{k}={v}" for k, v in env_b.items())
+    write(os.path.join(root, "bin/b/run"), f"#!/usr/bin/env bash\nexport STANDIN_T=7 {exports}\nexec \"$(dirname \"$0\")/train_gpt2cu\" \"$@\"\n", exe=True)
+    rc, out, err = sh(root, "same_output.sh", ["bin/a/train_gpt2cu", "bin/b/run"])
+    return {l.split(":")[0]: l for l in out.splitlines() if re.match(r"^(train|resume|nan|bench):", l)}, out + err
+v, detail = same({})
+check(len(v) == 4 and all(": same " in l for l in v.values()) and "same output and log.jsonl" in v["train"],
+      "same_output.sh: other step times, speeds, memory and startup seconds are the same output", detail)
+for env, runs, what in (({"STANDIN_LOSS": "5.123457"}, "train resume nan bench", "a loss in the last digit"),
+                        ({"STANDIN_SKIP": "2"}, "train resume nan bench", "a step marked skipped"),
+                        ({"STANDIN_B": "8"}, "bench", "a RESULT value that is not a time (B)"),
+                        ({"STANDIN_LOGLOSS": "5.2"}, "train resume", "a loss in log.jsonl")):
+    v, detail = same(env)
+    check(all(": DIFFERENT" in v.get(r, "") for r in runs.split()), f"same_output.sh: {what} is a difference ({runs})", detail)
 finish()

@@ -144,6 +144,28 @@ int main() {
         std::vector<const char*> a2 = {"train_gpt2cu", "-o", "r", "--resume", "--top-p", "0.5"};
         CHECK(resume_config(&x, text, "r/options.txt", (int)a2.size(), a2.data(), 1, &note, &err) && x.top_p == 0.5f &&
               x.sched.decay_frac == 0.25f, "--top-p may change on resume; the kept decay fraction stays");
+        // a changed --max-steps: whether the learning rate jumps where the checkpoint resumes
+        TrainConfig w100;
+        CHECK(parse({"--lr-schedule", "wsd", "-x", "100"}, &w100, &err), "a wsd run of 100 steps (decay over the last 20)");
+        const std::string t100 = train_options_text(w100);
+        auto extended = [&](const char* steps, int at, std::string* n) {
+            std::vector<const char*> a = {"train_gpt2cu", "-o", "r", "--resume", "-x", steps};
+            TrainConfig y;
+            return resume_config(&y, t100, "r/options.txt", (int)a.size(), a.data(), 1, n, &err, at) && y.max_steps == atoi(steps);
+        };
+        CHECK(extended("200", 40, &note) && note.find("now runs over the new count (at step 41, where it resumes, its learning rate is "
+                                                      "the same either way: 6.000e-04)") != std::string::npos && note.find('\n') == std::string::npos,
+              "wsd extended before its decay: one note, no jump");
+        CHECK(extended("200", 90, &note) && note.find("\nnote: at step 91, where it resumes, the wsd learning rate jumps from 2.700e-04 to "
+                                                      "6.000e-04: the decay over the last 20 of 100 steps began at step 81; a wsd run "
+                                                      "extends without a jump only from a checkpoint before that") != std::string::npos,
+              "wsd extended after its decay began: the jump, and where the decay began");
+        CHECK(extended("70", 60, &note) && note.find("jumps from 6.000e-04 to 3.857e-04: over 70 steps the decay (the last 14) starts at "
+                                                     "step 57, before this checkpoint") != std::string::npos,
+              "wsd shortened to start its decay before the checkpoint: the jump down");
+        CHECK(extended("200", -1, &note) && note.find("where it resumes") == std::string::npos, "no checkpoint yet (options.txt): no jump to report");
+        CHECK(extended("60", 70, &note) && note.find("where it resumes") == std::string::npos,
+              "a checkpoint past the new --max-steps: nothing to report about the rate (the run says it has no steps to run)");
     }
     // -d left at 0 is kept as 0 (B*T*GPUs where the run resumes: before its first checkpoint a
     // run may come back on another GPU count); an option the merge makes wrong names the file

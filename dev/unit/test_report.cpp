@@ -1,0 +1,169 @@
+// What the trainer prints and logs (llmc/report.h): the step line as users read it, every log.jsonl
+// object parsed back as JSON (inf/nan as null, text escaped), the skip and stop messages, and the
+// RESULT line's keys (in the order dev/scaling.py and the device scripts read them) and values
+// recomputed from the timed steps: median, mean, phase means, bus bandwidth, per-rank phases.
+#include "llmc/report.h"
+#include "dev/unit/check.h"
+
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+using nlohmann::json;
+
+static bool parses(const std::string& s, json* out) {
+    *out = json::parse(s, nullptr, /*allow_exceptions=*/false);
+    return !out->is_discarded();
+}
+static bool near(double a, double b, double rel) { return std::fabs(a - b) <= rel * std::max(1.0, std::fabs(b)); }
+
+// "RESULT k=v k=v ...": the keys in order, and the values
+static std::vector<std::string> result_keys(const std::string& line, std::map<std::string, std::string>* kv) {
+    std::istringstream in(line);
+    std::string word, first;
+    in >> first;
+    std::vector<std::string> keys;
+    while (in >> word) {
+        const size_t eq = word.find('=');
+        keys.push_back(word.substr(0, eq));
+        (*kv)[keys.back()] = eq == std::string::npos ? "" : word.substr(eq + 1);
+    }
+    return keys;
+}
+
+int main() {
+    // --- text_printf: any length
+    const std::string longer(5000, 'x');
+    CHECK(text_printf("%s|%d", longer.c_str(), 7) == longer + "|7", "text_printf: a 5000-character result is whole");
+    CHECK(text_printf("%s", "").empty(), "text_printf: an empty result");
+
+    // --- the step line and its log object
+    StepResult s{};
+    s.loss = 5.123456789f; s.grad_norm = 1.23456f; s.skipped = false; s.skip_reason = SKIP_NONE;
+    s.loss_z = 0.25f; s.norm_z = NAN;
+    s.fwd_ms = 40.04f; s.bwd_ms = 80.06f; s.exposed_ms = 0.5f; s.update_ms = 3.25f;
+    const StepReport rep{12, 100, 6e-4, 65536, 123.456, 4247.0, 40.123, 3.4};
+    const std::string line = step_text(rep, s);
+    CHECK(line == "step   12/100 | loss 5.123457 | norm 1.2346 | lr 6.00e-04 | scale 65536 | 123.46 ms (fwd 40.0 bwd 80.1 exposed comm 0.50"
+                  " opt 3.25) | 4247 tok/s | MFU 40.1% | ETA 3s", "step_text: the line as printed: " + line);
+    StepResult sk = s;
+    sk.skipped = true; sk.skip_reason = SKIP_LOSS_SPIKE;
+    CHECK(step_text(rep, sk).find("scale 65536 (skipped) |") != std::string::npos, "step_text: a skipped step is marked after the scale");
+
+    json j;
+    const bool ok = parses(step_json(rep, s), &j);
+    CHECK(ok, "step_json: valid JSON: " + step_json(rep, s));
+    if (ok) {
+        CHECK(j["type"] == "step" && j["step"] == 12 && j["skipped"] == 0 && j["skip"] == "", "step_json: type, step, not skipped");
+        CHECK(near(j["loss"].get<double>(), (double)s.loss, 1e-9) && near(j["lr"].get<double>(), 6e-4, 1e-6) &&
+              near(j["ms"].get<double>(), 123.456, 1e-6) && near(j["tok_s"].get<double>(), 4247, 1e-6) &&
+              near(j["exposed_comm_ms"].get<double>(), 0.5, 1e-9), "step_json: the values (loss to 9 digits)");
+        CHECK(j["norm_z"].is_null() && near(j["loss_z"].get<double>(), 0.25, 1e-9), "step_json: a z-score without statistics (NaN) is null");
+        const std::vector<std::string> keys = {"type", "step", "loss", "norm", "lr", "scale", "skipped", "skip", "loss_z", "norm_z",
+                                               "ms", "tok_s", "mfu", "exposed_comm_ms"};
+        bool all = j.size() == keys.size();
+        for (const std::string& k : keys) all = all && j.contains(k);
+        CHECK(all, "step_json: the keys dev/plot.py and users read, and no others");
+    }
+    StepResult bad = s;
+    bad.loss = NAN; bad.grad_norm = INFINITY; bad.skipped = true; bad.skip_reason = SKIP_NONFINITE;
+    CHECK(parses(step_json(rep, bad), &j) && j["loss"].is_null() && j["norm"].is_null() && j["skipped"] == 1 && j["skip"] == "nonfinite",
+          "step_json: an overflow step's nan loss and inf norm are null; skip names the reason");
+    sk.skip_reason = SKIP_NORM_SPIKE;
+    CHECK(parses(step_json(rep, sk), &j) && j["skip"] == "norm_spike", "step_json: skip \"norm_spike\"");
+
+    // --- why a step was skipped; the --max-bad-steps stop
+    SpikeStats before{};
+    before.loss.level = 5.9322; before.loss.spread2 = 0.3769 * 0.3769;
+    before.norm.level = std::log(1.5); before.norm.spread2 = std::log(1.25) * std::log(1.25);
+    StepResult spike = s;
+    spike.skipped = true; spike.skip_reason = SKIP_LOSS_SPIKE; spike.loss = 16.0773f; spike.loss_z = 26.9f;
+    CHECK(skip_text(150, spike, before, 6, 0) ==
+          "step 150 skipped: loss 16.0773, z 26.9 against its recent level 5.9322 +- 0.3769 (--skip-loss-z 6)",
+          "skip_text: a loss spike: " + skip_text(150, spike, before, 6, 0));
+    spike.skip_reason = SKIP_NORM_SPIKE; spike.grad_norm = 8.98f; spike.norm_z = 6.6f;
+    CHECK(skip_text(150, spike, before, 0, 5.5) ==
+          "step 150 skipped: gradient norm 8.9800, z 6.6 against its recent level 1.5000 x/ 1.2500 (--skip-norm-z 5.5)",
+          "skip_text: a norm spike, level and spread as factors: " + skip_text(150, spike, before, 0, 5.5));
+    spike.skip_reason = SKIP_NONFINITE; spike.bad_ranks = "0,3";
+    CHECK(skip_text(7, spike, before, 0, 0) == "step 7 skipped: non-finite gradients (produced on rank(s) 0,3)", "skip_text: inf/nan, the ranks");
+    spike.bad_ranks = "";
+    CHECK(skip_text(7, spike, before, 0, 0) ==
+          "step 7 skipped: non-finite gradients (every rank's own gradients were finite: the average overflowed)",
+          "skip_text: inf/nan only in the average");
+    CHECK(bad_steps_text(1, spike, 7, 1) ==
+          "1 step in a row skipped for inf/nan gradients (the last one from rank(s) none alone) at step 7; stopping (--max-bad-steps 1)",
+          "bad_steps_text: one step, no single rank");
+    spike.bad_ranks = "1";
+    CHECK(bad_steps_text(3, spike, 9, 3).find("3 steps in a row") == 0 && bad_steps_text(3, spike, 9, 3).find("rank(s) 1)") != std::string::npos,
+          "bad_steps_text: steps (plural), the rank");
+
+    // --- evaluations and samples
+    CHECK(val_text(50, 4.1234567) == "step 50: val loss 4.123457", "val_text");
+    CHECK(parses(val_json(50, 4.1234567), &j) && j["type"] == "eval" && j["step"] == 50 && near(j["val_loss"].get<double>(), 4.1234567, 1e-8),
+          "val_json");
+    const ChoiceScores c{0.25, 0.3, 2.5, 10042, 12.345};
+    CHECK(hellaswag_text(60, c) == "step 60: hellaswag acc 0.250000 acc_norm 0.300000 completion loss 2.500000 (10042 examples, 12.35 s)",
+          "hellaswag_text: " + hellaswag_text(60, c));
+    CHECK(parses(hellaswag_json(60, c), &j) && j["type"] == "hellaswag" && j["examples"] == 10042 && j["acc"] == 0.25 &&
+          j["acc_norm"] == 0.3 && j["completion_loss"] == 2.5 && near(j["seconds"].get<double>(), 12.345, 1e-6), "hellaswag_json");
+    const std::string text = "He said \"no\"\n\tand \\ left\x01 \xc3\xa9";
+    CHECK(sample_text(5, text) == "step 5: sample ---\n" + text + "\n---", "sample_text: the text between two marker lines");
+    CHECK(parses(sample_json(5, text), &j) && j["type"] == "sample" && j["text"] == text,
+          "sample_json: quotes, newline, tab, backslash, a control byte and UTF-8 come back as written");
+
+    // --- the timed steps summarized
+    auto result = [](float fwd, float bwd, float exposed, float comm_ms, double bytes, float last, float other) {
+        StepResult r{};
+        r.fwd_ms = fwd; r.bwd_ms = bwd; r.exposed_ms = exposed; r.comm_ms = comm_ms; r.comm_bytes = bytes; r.update_ms = 1;
+        r.bwd_last_ms = last; r.bwd_other_ms = other;
+        return r;
+    };
+    const std::vector<StepResult> timed = {result(10, 20, 1, 4, 2e8, 6, 5), result(12, 22, 3, 6, 2e8, 8, 5),
+                                           result(11, 21, 2, 5, 2e8, 7, 5), result(13, 25, 2, 5, 2e8, 9, 5)};
+    StepTimes t = summarize_steps({5, 1, 4, 2}, timed);
+    CHECK(t.steps == 4 && t.median_ms == 4 && t.mean_ms == 3, "summarize_steps: an even count's median is the upper one; the mean");
+    CHECK(summarize_steps({3, 1, 2}, {timed[0], timed[1], timed[2]}).median_ms == 2, "summarize_steps: an odd count's median");
+    CHECK(t.fwd == 11.5 && t.bwd == 22 && t.exposed == 2 && t.comm_ms == 5 && t.comm_bytes == 2e8 && t.opt == 1 && t.bwd_last == 7.5 &&
+          t.bwd_other == 5, "summarize_steps: each phase's mean");
+
+    CHECK(bus_bandwidth_gbs(2e8, 5, 1, false) == 0, "bus bandwidth: 0 on one GPU (nothing crosses a link)");
+    CHECK(near(bus_bandwidth_gbs(2e8, 5, 2, false), 40, 1e-12), "bus bandwidth: 2 GPUs, all-reduce: the algorithm bandwidth (2e8 B in 5 ms)");
+    CHECK(near(bus_bandwidth_gbs(2e8, 5, 4, false), 60, 1e-12), "bus bandwidth: 4 GPUs, all-reduce: 2(n-1)/n = 1.5 times it");
+    CHECK(near(bus_bandwidth_gbs(2e8, 5, 4, true), 40, 1e-12), "bus bandwidth: ZeRO-1 moves the data once");
+    CHECK(bus_bandwidth_gbs(2e8, 0, 2, false) == 0, "bus bandwidth: 0 when no communication was timed");
+
+    // --- the RESULT line
+    const RunShape shape{"bf16", 12, 768, 2, 0, 64, 1024, 4, 524288, 6.0 * 124e6, 2 * 989e12, 24.25};
+    const std::vector<float> rank0 = rank_phase_slots(timed, 4, 2, 0), rank1 = rank_phase_slots({result(20, 0, 0, 0, 0, 30, 10)}, 4, 2, 1);
+    std::vector<float> sum(rank0.size());
+    for (size_t i = 0; i < sum.size(); i++) sum[i] = rank0[i] + rank1[i];  // what the collective sum gives
+    CHECK(rank0.size() == 6 && rank0[1] == 0 && rank0[3] == 0 && rank0[5] == 0 && rank1[0] == 0 && rank1[2] == 0 && rank1[4] == 0,
+          "rank_phase_slots: (3, world), each rank fills only its own column");
+    const std::string per_rank = rank_phase_fields(sum, 2);
+    CHECK(per_rank == " rank_fwd_ms=2.875,5.000 rank_bwd_other_ms=5.000,10.000 rank_bwd_last_ms=7.500,30.000",
+          "rank_phase_fields: forward per micro-step (11.5/4), other and last backward, rank by rank: " + per_rank);
+    const std::string res = result_line(shape, t, per_rank);
+    std::map<std::string, std::string> kv;
+    const std::vector<std::string> keys = result_keys(res, &kv);
+    const std::vector<std::string> want = {"precision", "model", "gpus", "zero", "B", "T", "accum", "total_batch", "steps", "median_ms",
+                                           "tok_per_s", "mean_ms", "tok_per_s_mean", "mfu", "fwd_ms", "bwd_ms", "opt_ms",
+                                           "exposed_comm_ms", "exposed_comm_pct", "comm_ms", "comm_mb", "busbw_gbs", "bwd_last_ms",
+                                           "bwd_other_ms", "device_mem_gb", "rank_fwd_ms", "rank_bwd_other_ms", "rank_bwd_last_ms"};
+    CHECK(res.rfind("RESULT ", 0) == 0 && keys == want, "result_line: 'RESULT ' then the keys in their order: " + res);
+    const double tok_s = 524288 / 4e-3;
+    CHECK(kv["precision"] == "bf16" && kv["model"] == "L12C768" && kv["gpus"] == "2" && kv["total_batch"] == "524288" && kv["steps"] == "4" &&
+          kv["median_ms"] == "4.000" && kv["mean_ms"] == "3.000", "result_line: the run's shape and step times");
+    CHECK(std::stod(kv["tok_per_s"]) == std::round(tok_s) && std::stod(kv["tok_per_s_mean"]) == std::round(524288 / 3e-3),
+          "result_line: tokens/s of the median step and of the mean");
+    CHECK(near(std::stod(kv["mfu"]), 100.0 * 6.0 * 124e6 * tok_s / (2 * 989e12), 0.01 / 100), "result_line: MFU from the median step");
+    CHECK(kv["exposed_comm_pct"] == "50.00" && kv["comm_mb"] == "200.0" && kv["busbw_gbs"] == "40.0" && kv["device_mem_gb"] == "24.25", "result_line: exposed share of the median step, MB, bus bandwidth, memory");
+    const RunShape one{"fp16", 12, 768, 1, 0, 64, 1024, 8, 524288, 6.0 * 124e6, 0, 1};
+    const std::string res1 = result_line(one, t, "");
+    kv.clear();
+    const std::vector<std::string> keys1 = result_keys(res1, &kv);
+    CHECK(keys1.size() == want.size() - 3 && kv["mfu"] == "0.00" && kv["busbw_gbs"] == "0.0",
+          "result_line: one GPU, unknown peak: no per-rank fields, MFU 0, no bus bandwidth");
+    return check_finish();
+}
