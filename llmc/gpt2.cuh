@@ -77,6 +77,10 @@ inline void gpt2_build(GPT2* m, const GPT2Config& cfg, int B, int T, int rank = 
     cudaCheck(cudaMalloc(&m->d_loss_sum, sizeof(float)));
     cudaCheck(cudaMalloc(&m->d_sumsq, sizeof(float)));
     cudaCheck(cudaMalloc(&m->d_step, sizeof(StepScalars)));
+    // the decision kernel writes the fields, not the padding between them; the host copies the
+    // whole struct back every step, so zero it once (else compute-sanitizer's initcheck reports
+    // the copy reading bytes never written)
+    cudaCheck(cudaMemset(m->d_step, 0, sizeof(StepScalars)));
 }
 
 inline void gpt2_free(GPT2* m) {
