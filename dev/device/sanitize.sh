@@ -16,6 +16,10 @@
 # trainer, synccheck on the trainer). Each run stops after LIMIT_S; runs not started within BUDGET_S of the start are
 # listed as not run. One line per run: the tool's error count (or why there is none) and the kernels
 # its first PRINT_LIMIT reports name, with their counts.
+# Reading the results (H200, 2026-12-02; dev/perf_log.md): initcheck does not see cuBLASLt's BF16
+# kernels write their outputs (the probe: every read of a correct output reported), so in BF16 its
+# reports of reads of GEMM outputs (layernorm_forward's input) are the tool's, not ours (FP16 was
+# not probed; FP32's cuBLASLt outputs it sees).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -55,7 +59,7 @@ for run in $RUNS; do
     [ $rc -eq 124 ] && verdict="stopped after $LIMIT_S s (no verdict) $verdict"
     [ -z "$verdict" ] && verdict="no summary: $(tail -n 2 "$log" | tr '\n' ' ')"
     kernels=$(grep -oE "Device Frame: ?[A-Za-z_][A-Za-z0-9_]*" "$log" | sed -E 's/Device Frame: ?//' | sort | uniq -c | sort -rn | head -n 6 |
-              awk '{printf "%s%s x%s", NR > 1 ? ", " : "", $2, $1}')
+              awk '{printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1}')
     summary+=("$tool $target: rc=$rc ${secs}s $verdict${kernels:+ [reports in: $kernels]}")
 done
 echo "== compute-sanitizer ($p)"

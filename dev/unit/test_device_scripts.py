@@ -11,7 +11,9 @@ repository layout (no GPU, no third-party packages):
   faults.sh ckpt: the killed-and-resumed run's log.jsonl (appended by every segment) against the
       uninterrupted run's, exactly;
   same_output.sh: two trainers whose outputs differ only in times are the same; a loss, a skip
-      mark, a RESULT shape value or a logged loss that differs is a difference."""
+      mark, a RESULT shape value or a logged loss that differs is a difference;
+  sanitize.sh: each run's verdict line (the tool's summary, the kernels its reports name, counted),
+      a run stopped at LIMIT_S, runs past BUDGET_S not started, a missing binary, no tool at all."""
 import atexit
 import os
 import re
@@ -394,4 +396,43 @@ for env, runs, what in (({"STANDIN_LOSS": "5.123457"}, "train resume nan bench",
                         ({"STANDIN_LOGLOSS": "5.2"}, "train resume", "a loss in log.jsonl")):
     v, detail = same(env)
     check(all(": DIFFERENT" in v.get(r, "") for r in runs.split()), f"same_output.sh: {what} is a difference ({runs})", detail)
+# ---------------------------------------------------------------------------------------------
+# sanitize.sh with a stand-in compute-sanitizer on PATH: it reports per tool as told (STANDIN_*)
+# and runs nothing; "hang" sleeps past LIMIT_S
+SANITIZER = """#!/usr/bin/env bash
+[ "$1" = --version ] && { echo "NVIDIA (R) Compute Sanitizer"; echo "Version 2099.1 (stand-in)"; exit 0; }
+tool=$2
+case "$tool:${STANDIN_MODE:-}" in
+    initcheck:errors)
+        for i in 1 2 3; do echo "========= Uninitialized __global__ memory read of size 16 bytes"
+            echo "=========         Device Frame: layernorm_forward_kernel(float *, int)+0x2d0 in layernorm.cuh:34"; done
+        echo "=========         Device Frame: other_kernel(int)+0x10 in x.cuh:1"
+        echo "========= ERROR SUMMARY: 4 errors"; exit 0 ;;
+    racecheck:*) echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"; exit 0 ;;
+    synccheck:hang) sleep 5 ;;
+    *) [ "$tool" = memcheck ] && echo "========= LEAK SUMMARY: 0 bytes leaked in 0 allocations"
+       echo "========= ERROR SUMMARY: 0 errors"; exit 0 ;;
+esac
+"""
+root = tree("sanitize.sh")
+write(os.path.join(root, "tools/compute-sanitizer"), SANITIZER, exe=True)
+for b in ("train_gpt2cu", "matmul_check", "attention_check"):
+    write(os.path.join(root, f"build/bf16/{b}"), "#!/bin/sh\nexit 0\n", exe=True)
+path = os.path.join(root, "tools") + ":" + os.environ["PATH"]
+rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "STANDIN_MODE": "errors", "LIMIT_S": "2"})
+v = {l.split(":")[0]: l for l in out.splitlines() if re.match(r"^(memcheck|racecheck|initcheck|synccheck) [a-z]+:", l)}
+check("memcheck attention" in v and "memcheck matmul" in v and "memcheck trainer" in v and "initcheck probe" in v and
+      "racecheck layernorm" in v and len(v) == 10, "sanitize.sh: the default runs (memcheck on the trainer and each check found, 3 racecheck on checks, ...)", out + err)
+check("LEAK SUMMARY: 0 bytes" in v["memcheck trainer"] and "ERROR SUMMARY: 0 errors" in v["memcheck trainer"],
+      "sanitize.sh: memcheck's leak and error summaries in its line", v.get("memcheck trainer", out))
+check("ERROR SUMMARY: 4 errors" in v["initcheck trainer"] and
+      "[reports in: layernorm_forward_kernel x3, other_kernel x1]" in v["initcheck trainer"],
+      "sanitize.sh: the error count, and the kernels the reports name, most first", v.get("initcheck trainer", out))
+check("racecheck layernorm: build/bf16/layernorm_check missing" in v["racecheck layernorm"], "sanitize.sh: a missing binary is named")
+rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "STANDIN_MODE": "hang", "LIMIT_S": "1", "BUDGET_S": "1",
+                                            "RUNS": "synccheck:trainer synccheck:attention"})
+check("synccheck trainer: rc=124" in out and "stopped after 1 s (no verdict)" in out and
+      "synccheck attention: not run (BUDGET_S 1 s spent)" in out, "sanitize.sh: a run stopped at LIMIT_S; the next past BUDGET_S not started", out + err)
+rc, out, err = sh(root, "sanitize.sh", env={"PATH": "/usr/bin:/bin"})
+check(rc == 2 and "compute-sanitizer: not found" in out, "sanitize.sh: no compute-sanitizer: one line, exit 2", out + err)
 finish()
