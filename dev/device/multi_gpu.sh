@@ -15,7 +15,9 @@
 #      settings (see the section);
 #   6. `graphs`: CUDA graphs on N GPUs, exactness and speed (see the section);
 #   7. `peers`: PyTorch's DDP (dev/torch_bench.py --ddp under torchrun, torch.compile, bf16 autocast)
-#      at `bench`'s settings, 1 GPU and N GPUs with and without P2P: the scaling of the peer.
+#      at `bench`'s settings, 1 GPU and N GPUs with and without P2P: the scaling of the peer;
+#   8. `spike`: the spike guard on N GPUs (see the section);
+#   9. `hellaswag`: --hellaswag --eval-only on N GPUs against dev/hellaswag_reference.py and 1 GPU.
 # Binaries prebuilt in build/<precision>/ (dev/device/build.sh); shards in dev_data (make data).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -141,6 +143,43 @@ if has graphs; then
     done
     while read -r l; do summary+=("graphs speed: $l"); done < <(OUT=$OUT/graphs LAUNCH="$MPI" PRECISIONS= \
         SHAPES="${GRAPH_SHAPES:-4x128 16x128 64x1024}" dev/device/graphs_ab.sh 2>&1 | grep -E '^(==|MEAN|.*failed)')
+fi
+# `spike`: the spike guard decides alike on every rank (the loss and the norm it reads are global):
+# `equal`'s runs, 30 steps, with step 25 on random tokens (the same tokens whatever the GPU count:
+# --debug-bad-batch seeds each micro-batch by its place in the global batch) and the guard at z 4
+# over a 16-step window; 1 GPU, N GPUs DDP and ZeRO-1 must each print one skip line, for step 25,
+# and their losses agree as `equal`'s do (BF16).
+if has spike; then
+    bin=build/bf16/train_gpt2cu
+    args="-e d12 -b 4 -t 1024 -d $((4 * 1024 * 2 * N)) -x 30 -l 3e-4 --warmup 5 -i dev_data/tinyshakespeare_train.bin
+          --skip-loss-z 4 --spike-window 16 --debug-bad-batch 25"
+    $bin $args > "$OUT/spike_1gpu.log" 2>&1
+    $MPI $bin $args > "$OUT/spike_${N}gpu.log" 2>&1
+    $MPI $bin $args --zero 1 > "$OUT/spike_${N}gpu_zero1.log" 2>&1
+    for v in 1gpu ${N}gpu ${N}gpu_zero1; do
+        f="$OUT/spike_$v.log"
+        line="spike $v: $(grep -c ' skipped: ' "$f") skip line(s): $(grep ' skipped: ' "$f" | head -n 2 | tr '\n' ' ')"
+        [ "$v" != 1gpu ] && line+="| vs 1 GPU: $(python3 dev/compare_losses.py "$OUT/spike_1gpu.log" "$f")"
+        summary+=("$line")
+    done
+fi
+# `hellaswag`: each rank scores its slice of the examples and the counts are summed: on N GPUs the
+# same accuracy as on 1 GPU and as the PyTorch reference (FP32, the reference model's weights,
+# made by dev/reference.py when missing; the set from dev/hellaswag_fixture.py as in loop_run.sh)
+if has hellaswag; then
+    [ -f dev_data/reference_model.bin ] || python3 dev/reference.py --out dev_data > "$OUT/hs_reference_model.log" 2>&1
+    python3 dev/hellaswag_fixture.py /tmp/hs.jsonl --text dev_data/tinyshakespeare.txt --examples 400 > "$OUT/hs_tokenize.log" 2>&1
+    build/tokenize --hellaswag /tmp/hs.jsonl -o dev_data/hs.bin --vocab dev_data/gpt2 >> "$OUT/hs_tokenize.log" 2>&1
+    summary+=("hellaswag fixture + tokenize: rc=$? $(tail -n 1 "$OUT/hs_tokenize.log")")
+    model=dev_data/reference_model.bin
+    eval_args="-e $model --eval-only --hellaswag dev_data/hs.bin -b 8 -t 1024 -j dev_data/tinyshakespeare_val.bin -g 0"
+    build/fp32/train_gpt2cu $eval_args > "$OUT/hs_1gpu.log" 2>&1
+    $MPI build/fp32/train_gpt2cu $eval_args > "$OUT/hs_${N}gpu.log" 2>&1
+    for v in 1gpu ${N}gpu; do
+        python3 dev/hellaswag_reference.py $model dev_data/hs.bin --compare "$OUT/hs_$v.log" --loss-tol 1e-5 --max-flips 1 \
+            > "$OUT/hs_cmp_$v.log" 2>&1
+        summary+=("hellaswag fp32 $v vs PyTorch: cmp rc=$? $(grep 'hellaswag acc' "$OUT/hs_$v.log" | cut -c1-150) | $(grep -E '^(PASS|FAIL)' "$OUT/hs_cmp_$v.log" | tr '\n' ' ')")
+    done
 fi
 echo "================ summary"
 printf '%s\n' "${summary[@]}"
