@@ -123,22 +123,45 @@ inline bool options_apply_text(const std::vector<Option>& opts, const std::strin
     return true;
 }
 
+// The option a command-line argument names: "--name", "--name=value" (*value, *has_value) or "-x";
+// nullptr for none.
+inline const Option* option_of_arg(const std::vector<Option>& opts, const std::string& arg, std::string* value, bool* has_value) {
+    const Option* opt = nullptr;
+    *has_value = false;
+    if (arg.rfind("--", 0) == 0) {
+        std::string name = arg.substr(2);
+        size_t eq = name.find('=');
+        if (eq != std::string::npos) { *value = name.substr(eq + 1); name = name.substr(0, eq); *has_value = true; }
+        for (const Option& o : opts) if (name == o.name) opt = &o;
+    } else if (arg.size() == 2 && arg[0] == '-') {
+        for (const Option& o : opts) if (o.short_name && arg[1] == o.short_name) opt = &o;
+    }
+    return opt;
+}
+
+// The (long) names of the options argv[1..argc) sets, as options_parse would read them; an
+// argument that names no option is passed over (options_parse reports it).
+inline std::vector<std::string> options_given(const std::vector<Option>& opts, int argc, const char* const* argv) {
+    std::vector<std::string> names;
+    for (int i = 1; i < argc; i++) {
+        std::string value;
+        bool has_value;
+        const Option* opt = option_of_arg(opts, argv[i], &value, &has_value);
+        if (!opt) continue;
+        names.push_back(opt->name);
+        if (opt->type != OPT_FLAG && !has_value) i++;   // its value
+    }
+    return names;
+}
+
 // Parses argv[1..argc). Returns false + err on any problem; *help is set when -h/--help appears.
 inline bool options_parse(const std::vector<Option>& opts, int argc, const char* const* argv, bool* help, std::string* err) {
     *help = false;
     for (int i = 1; i < argc; i++) {
         std::string arg = argv[i], value;
         bool has_value = false;
-        const Option* opt = nullptr;
         if (arg == "-h" || arg == "--help") { *help = true; return true; }
-        if (arg.rfind("--", 0) == 0) {
-            std::string name = arg.substr(2);
-            size_t eq = name.find('=');
-            if (eq != std::string::npos) { value = name.substr(eq + 1); name = name.substr(0, eq); has_value = true; }
-            for (const Option& o : opts) if (name == o.name) opt = &o;
-        } else if (arg.size() == 2 && arg[0] == '-') {
-            for (const Option& o : opts) if (o.short_name && arg[1] == o.short_name) opt = &o;
-        }
+        const Option* opt = option_of_arg(opts, arg, &value, &has_value);
         if (!opt) { *err = "unknown option '" + arg + "' (see --help)"; return false; }
         const std::string flag = std::string("--") + opt->name;
         if (opt->type == OPT_FLAG) {

@@ -22,6 +22,13 @@ int main() {
     Cfg c; std::string err;
     CHECK(parse({"-b", "8", "--total=524288", "--lr", "3e-4", "--name", "abc", "-f"}, &c, &err) && c.b == 8 &&
           c.d == 524288 && std::fabs(c.lr - 3e-4f) < 1e-9 && c.name == "abc" && c.flag, "parses long, short, = and flags");
+    {   // the options a command line sets, as the parser reads them (a value is not an option)
+        Cfg t;
+        std::vector<const char*> args = {"prog", "-b", "8", "--total=5", "bogus", "-f", "--name", "-b", "--lr", "0.1"};
+        const std::vector<std::string> given = options_given(table(&t), (int)args.size(), args.data());
+        CHECK((given == std::vector<std::string>{"batch", "total", "flag", "name", "lr"}),
+              "options_given: short, long, = and flag forms by their long names; '-b' as --name's value is no option");
+    }
     auto rejects = [](std::vector<const char*> args, const std::string& expect, const char* name) {
         Cfg c; std::string err;
         bool ok = parse(args, &c, &err);

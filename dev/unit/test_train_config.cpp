@@ -206,6 +206,21 @@ int main() {
         return resume_config(&x, text, "opts.txt", (int)args.size(), args.data(), 1, n, e);
     };
     CHECK(resume_with(kept_rel, {"-o", "r", "--resume", "-i", "./shard_0.bin"}, &note, &err), "-i naming the same file another way is the same data");
+    {   // a kept value this build refuses (a range narrowed since): refused unless the command line replaces it
+        std::string narrowed = kept_rel, tight = kept_rel;
+        const size_t at = narrowed.find("\nspike-window=128\n"), t_at = tight.find("\nseq-len=");
+        CHECK(at != std::string::npos && t_at != std::string::npos, "options.txt holds spike-window=128 and seq-len");
+        narrowed.replace(at, 18, "\nspike-window=8\n");
+        tight.replace(t_at, tight.find('\n', t_at + 1) - t_at, "\nseq-len=0");
+        CHECK(!resume_with(narrowed, {"-o", "r", "--resume"}, &note, &err) &&
+              err.find("opts.txt: option --spike-window: 8 is out of range") == 0, "a kept value out of range, not replaced: refused, naming the file");
+        TrainConfig x;
+        std::vector<const char*> a = {"train_gpt2cu", "-o", "r", "--resume", "--spike-window=32"};
+        CHECK(resume_config(&x, narrowed, "opts.txt", (int)a.size(), a.data(), 1, &note, &err) && x.spike_window == 32,
+              "a kept value out of range that the command line replaces: resumed with the new value");
+        CHECK(!resume_with(tight, {"-o", "r", "--resume", "-t", "64"}, &note, &err) && err.find("opts.txt: option --seq-len: 0") == 0,
+              "an option the run is defined by (--seq-len) out of range: refused even when given again");
+    }
     FILE* g = fopen((dir + "/shard_1.bin").c_str(), "wb");
     if (g) fclose(g);
     CHECK(!resume_with(kept_rel, {"-o", "r", "--resume", "-i", "shard_1.bin"}, &note, &err) && err.find("option --train:") == 0,
