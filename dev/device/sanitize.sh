@@ -23,7 +23,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-p=${PRECISION:-bf16}
+p=$(echo "${PRECISION:-bf16}" | tr "A-Z" "a-z")   # as build/<precision>/ spells it (make says BF16)
 LIMIT_S=${LIMIT_S:-120}
 BUDGET_S=${BUDGET_S:-480}
 RECOMPUTE=${RECOMPUTE:-0}

@@ -419,17 +419,17 @@ write(os.path.join(root, "tools/compute-sanitizer"), SANITIZER, exe=True)
 for b in ("train_gpt2cu", "matmul_check", "attention_check"):
     write(os.path.join(root, f"build/bf16/{b}"), "#!/bin/sh\nexit 0\n", exe=True)
 path = os.path.join(root, "tools") + ":" + os.environ["PATH"]
-rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "STANDIN_MODE": "errors", "LIMIT_S": "2"})
+rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "STANDIN_MODE": "errors", "LIMIT_S": "2", "PRECISION": "BF16"})
 v = {l.split(":")[0]: l for l in out.splitlines() if re.match(r"^(memcheck|racecheck|initcheck|synccheck) [a-z]+:", l)}
 check("memcheck attention" in v and "memcheck matmul" in v and "memcheck trainer" in v and "initcheck probe" in v and
-      "racecheck layernorm" in v and len(v) == 10, "sanitize.sh: the default runs (memcheck on the trainer and each check found, 3 racecheck on checks, ...)", out + err)
+      "racecheck layernorm" in v and len(v) == 10, "sanitize.sh: the default runs (memcheck on the trainer and each check found, 3 racecheck on checks, ...); PRECISION=BF16 as make spells it", out + err)
 check("LEAK SUMMARY: 0 bytes" in v["memcheck trainer"] and "ERROR SUMMARY: 0 errors" in v["memcheck trainer"],
       "sanitize.sh: memcheck's leak and error summaries in its line", v.get("memcheck trainer", out))
 check("ERROR SUMMARY: 4 errors" in v["initcheck trainer"] and
       "[reports in: layernorm_forward_kernel x3, other_kernel x1]" in v["initcheck trainer"],
       "sanitize.sh: the error count, and the kernels the reports name, most first", v.get("initcheck trainer", out))
 check("racecheck layernorm: build/bf16/layernorm_check missing" in v["racecheck layernorm"], "sanitize.sh: a missing binary is named")
-rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "STANDIN_MODE": "hang", "LIMIT_S": "1", "BUDGET_S": "1",
+rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "STANDIN_MODE": "hang", "LIMIT_S": "1", "BUDGET_S": "1", "PRECISION": "bf16",
                                             "RUNS": "synccheck:trainer synccheck:attention"})
 check("synccheck trainer: rc=124" in out and "stopped after 1 s (no verdict)" in out and
       "synccheck attention: not run (BUDGET_S 1 s spent)" in out, "sanitize.sh: a run stopped at LIMIT_S; the next past BUDGET_S not started", out + err)
