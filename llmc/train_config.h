@@ -257,7 +257,8 @@ inline bool resume_config(TrainConfig* c, const std::string& kept_text, const st
     std::vector<std::string> unknown;
     // Line by line: a kept option that the command line gives again may hold a value this build
     // no longer accepts (a range narrowed since the run started); the new value replaces it, so it
-    // does not refuse the resume (it stays at its default in `kept`). `same` options must be valid.
+    // does not refuse the resume (`kept` reads it unchecked: the run's value, for the notes and
+    // checks below). `same` options must be valid.
     const std::vector<std::string> given = options_given(train_options(&kept), argc, argv);
     for (size_t pos = 0; pos < kept_text.size();) {
         const size_t end = std::min(kept_text.find('\n', pos), kept_text.size());
@@ -265,9 +266,13 @@ inline bool resume_config(TrainConfig* c, const std::string& kept_text, const st
         pos = end + 1;
         std::string why;
         if (options_apply_text(train_options(&kept), line, where, &why, &unknown)) continue;
-        if (option_on_resume(name) == OnResume::kept && std::find(given.begin(), given.end(), name) != given.end()) continue;
-        *err = why;
-        return false;
+        if (option_on_resume(name) != OnResume::kept || std::find(given.begin(), given.end(), name) == given.end()) {
+            *err = why;
+            return false;
+        }
+        std::vector<Option> unchecked = train_options(&kept);
+        for (Option& o : unchecked) { o.min = -INFINITY; o.max = INFINITY; }
+        options_apply_text(unchecked, line, where, &why);   // (not even a number: the default stays)
     }
     TrainConfig merged = kept;   // before kept's -d is resolved: a -d left at 0 stays 0 (derived) in merged
     if (kept.total_batch == 0) kept.total_batch = (long long)kept.B * kept.T * world;   // as check_train_config resolves it

@@ -92,6 +92,10 @@ if [ -x "$ck" ]; then
     expect "--resume before the first checkpoint: the run's options.txt" "option --lr: 0.0003 differs from 0.0006, which the run being resumed was started with ($tmp/res0/options.txt)" -- $bin -o "$tmp/res0" --resume -l 3e-4
     printf 'lr=0.0006\nseed=7\nbatch=0\n' > "$tmp/res/step_00000020/options.txt"
     expect "--resume, a bad options.txt" "$tmp/res/step_00000020/options.txt: option --batch: 0 is out of range" -- $bin -o "$tmp/res" --resume
+    # a kept value out of range (a range narrowed since the run began): refused, unless replaced
+    printf 'lr=0.0006\nseed=7\nspike-window=8\n' > "$tmp/res/step_00000020/options.txt"
+    expect "--resume, a kept --spike-window out of range" "options.txt: option --spike-window: 8 is out of range" -- $bin -o "$tmp/res" --resume
+    expect "--resume, the kept --spike-window replaced (gets past the options to the tiny model)" "head size 16/2 is not supported" -- $bin -o "$tmp/res" --resume --spike-window 32
 else
     echo "note: $ck not built: the --resume checks skipped"
 fi
