@@ -1,7 +1,10 @@
 // The run log: one JSON object per line (JSONL) in <out>/log.jsonl, for dev/plot.py and for
-// anyone's own analysis. Appends, so a resumed run continues the same file. Host-only.
+// anyone's own analysis. Appends, so a resumed run continues the same file. With it, the host's
+// small file and text helpers (the run directory, whole-file reads, atomic writes, printf into a
+// string, JSON literals). Host-only.
 #pragma once
 #include <cerrno>
+#include <cstdarg>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -47,6 +50,20 @@ inline bool write_text_file_atomic(const std::string& path, const std::string& t
         return false;
     }
     return true;
+}
+
+// printf into a std::string (any length).
+inline std::string text_printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+inline std::string text_printf(const char* fmt, ...) {
+    va_list a, b;
+    va_start(a, fmt);
+    va_copy(b, a);
+    const int n = vsnprintf(nullptr, 0, fmt, a);
+    va_end(a);
+    std::string s(n > 0 ? (size_t)n : 0, '\0');
+    if (n > 0) vsnprintf(&s[0], (size_t)n + 1, fmt, b);
+    va_end(b);
+    return s;
 }
 
 // A JSON string literal of s (quotes, backslashes and control bytes escaped; other bytes as is,

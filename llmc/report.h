@@ -5,11 +5,10 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <string>
 #include <vector>
-#include "logger.h"        // json_number, json_string
+#include "logger.h"        // json_number, json_string, text_printf
 #include "spike_guard.h"   // SpikeStats, SkipReason
 
 // What one optimizer step returns (llmc/gpt2_step.cuh, gpt2_train_step): identical on every rank,
@@ -26,20 +25,6 @@ struct StepResult {
     float bwd_last_ms = 0, bwd_other_ms = -1;
     double comm_bytes = 0;
 };
-
-// printf into a std::string (any length).
-inline std::string text_printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-inline std::string text_printf(const char* fmt, ...) {
-    va_list a, b;
-    va_start(a, fmt);
-    va_copy(b, a);
-    const int n = vsnprintf(nullptr, 0, fmt, a);
-    va_end(a);
-    std::string s(n > 0 ? (size_t)n : 0, '\0');
-    if (n > 0) vsnprintf(&s[0], (size_t)n + 1, fmt, b);
-    va_end(b);
-    return s;
-}
 
 // ----------------------------------------------------------------------------------------------
 // One training step: the run's side of it (the StepResult is the step's).

@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 #include <vector>
+#include "logger.h"    // text_printf
 #include "options.h"
 #include "schedule.h"
 #include "spike_guard.h"
@@ -301,18 +302,16 @@ inline bool resume_config(TrainConfig* c, const std::string& kept_text, const st
         was.max_steps = kept.max_steps; now.max_steps = merged.max_steps;
         const float a = lr_at(was, at_step), b = lr_at(now, at_step);
         const int from_was = lr_decay_start(was), from_now = lr_decay_start(now);
-        char buf[400];
         if (a == b)
-            snprintf(buf, sizeof buf, " (at step %d, where it resumes, its learning rate is the same either way: %.3e)", at_step + 1, a);
+            *note += text_printf(" (at step %d, where it resumes, its learning rate is the same either way: %.3e)", at_step + 1, a);
         else if (at_step >= from_was)
-            snprintf(buf, sizeof buf, "\nnote: at step %d, where it resumes, the wsd learning rate jumps from %.3e to %.3e: the decay over "
-                     "the last %d of %d steps began at step %d; a wsd run extends without a jump only from a checkpoint before that",
-                     at_step + 1, a, b, kept.max_steps - from_was, kept.max_steps, from_was + 1);
+            *note += text_printf("\nnote: at step %d, where it resumes, the wsd learning rate jumps from %.3e to %.3e: the decay over "
+                                 "the last %d of %d steps began at step %d; a wsd run extends without a jump only from a checkpoint "
+                                 "before that", at_step + 1, a, b, kept.max_steps - from_was, kept.max_steps, from_was + 1);
         else
-            snprintf(buf, sizeof buf, "\nnote: at step %d, where it resumes, the wsd learning rate jumps from %.3e to %.3e: over %d "
-                     "steps the decay (the last %d) starts at step %d, before this checkpoint", at_step + 1, a, b, merged.max_steps,
-                     merged.max_steps - from_now, from_now + 1);
-        *note += buf;
+            *note += text_printf("\nnote: at step %d, where it resumes, the wsd learning rate jumps from %.3e to %.3e: over %d "
+                                 "steps the decay (the last %d) starts at step %d, before this checkpoint", at_step + 1, a, b,
+                                 merged.max_steps, merged.max_steps - from_now, from_now + 1);
     }
     for (const std::string& u : unknown)
         *note += std::string(note->empty() ? "" : "\n") + "note: " + where + ": option '" + u + "' is not one of this build's: ignored";

@@ -180,8 +180,7 @@ if has hellaswag; then
     # these machines), tokenized by data/tokenize (checked against tiktoken), scored by a 60-step
     # model with --eval-only in FP32 (B=8 and B=1: the same counts), BF16 and FP16, and once inside a
     # run (log.jsonl); the reference is dev/hellaswag_reference.py in fp32
-    python3 dev/hellaswag_fixture.py /tmp/hs.jsonl --text dev_data/tinyshakespeare.txt --examples 400 > "$OUT/hs_tokenize.log" 2>&1
-    build/tokenize --hellaswag /tmp/hs.jsonl -o dev_data/hs.bin --vocab dev_data/gpt2 >> "$OUT/hs_tokenize.log" 2>&1
+    dev/device/hellaswag_set.sh "$OUT/hs_tokenize.log"
     summary+=("hellaswag fixture + tokenize: rc=$? $(tail -n 1 "$OUT/hs_tokenize.log")")
     rm -rf runs/hs
     build/bf16/train_gpt2cu $common -x 60 -o runs/hs -v 30 --hellaswag dev_data/hs.bin -g 0 > "$OUT/hs_train.log" 2>&1

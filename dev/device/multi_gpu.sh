@@ -30,11 +30,13 @@ bench_args="--bench -b 64 -t 1024 -d 524288 --bench-warmup 2 --bench-steps ${BEN
 tok() { grep -h ^RESULT "$@" | sed -E 's/.* tok_per_s=([0-9]+) .*/\1/' | tr '\n' ' '; }
 has() { [[ " $sections " == *" $1 "* ]]; }
 summary=()
+# `equal`'s and `spike`'s runs: the same global batch (2 micro-steps of B=4, T=1024 per GPU) on 1 and N GPUs
+equal_args="-e d12 -b 4 -t 1024 -d $((4 * 1024 * 2 * N)) -l 3e-4 --warmup 5 -i dev_data/tinyshakespeare_train.bin"
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
 if has equal; then
     for p in ${PRECISIONS:-fp32 bf16}; do
         bin=build/$p/train_gpt2cu
-        args="-e d12 -b 4 -t 1024 -d $((4 * 1024 * 2 * N)) -x 20 -l 3e-4 --warmup 5 -i dev_data/tinyshakespeare_train.bin"
+        args="$equal_args -x 20"
         $bin $args > "$OUT/eq_${p}_1gpu.log" 2>&1
         $MPI $bin $args > "$OUT/eq_${p}_${N}gpu.log" 2>&1
         $MPI $bin $args --zero 1 > "$OUT/eq_${p}_${N}gpu_zero1.log" 2>&1
@@ -151,8 +153,7 @@ fi
 # and their losses agree as `equal`'s do (BF16).
 if has spike; then
     bin=build/bf16/train_gpt2cu
-    args="-e d12 -b 4 -t 1024 -d $((4 * 1024 * 2 * N)) -x 30 -l 3e-4 --warmup 5 -i dev_data/tinyshakespeare_train.bin
-          --skip-loss-z 4 --spike-window 16 --debug-bad-batch 25"
+    args="$equal_args -x 30 --skip-loss-z 4 --spike-window 16 --debug-bad-batch 25"
     $bin $args > "$OUT/spike_1gpu.log" 2>&1
     $MPI $bin $args > "$OUT/spike_${N}gpu.log" 2>&1
     $MPI $bin $args --zero 1 > "$OUT/spike_${N}gpu_zero1.log" 2>&1
@@ -165,11 +166,10 @@ if has spike; then
 fi
 # `hellaswag`: each rank scores its slice of the examples and the counts are summed: on N GPUs the
 # same accuracy as on 1 GPU and as the PyTorch reference (FP32, the reference model's weights,
-# made by dev/reference.py when missing; the set from dev/hellaswag_fixture.py as in loop_run.sh)
+# made by dev/reference.py when missing; the set of dev/device/hellaswag_set.sh, as loop_run.sh)
 if has hellaswag; then
     [ -f dev_data/reference_model.bin ] || python3 dev/reference.py --out dev_data > "$OUT/hs_reference_model.log" 2>&1
-    python3 dev/hellaswag_fixture.py /tmp/hs.jsonl --text dev_data/tinyshakespeare.txt --examples 400 > "$OUT/hs_tokenize.log" 2>&1
-    build/tokenize --hellaswag /tmp/hs.jsonl -o dev_data/hs.bin --vocab dev_data/gpt2 >> "$OUT/hs_tokenize.log" 2>&1
+    dev/device/hellaswag_set.sh "$OUT/hs_tokenize.log"
     summary+=("hellaswag fixture + tokenize: rc=$? $(tail -n 1 "$OUT/hs_tokenize.log")")
     model=dev_data/reference_model.bin
     eval_args="-e $model --eval-only --hellaswag dev_data/hs.bin -b 8 -t 1024 -j dev_data/tinyshakespeare_val.bin -g 0"

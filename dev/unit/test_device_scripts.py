@@ -12,6 +12,7 @@ repository layout (no GPU, no third-party packages):
       uninterrupted run's, exactly;
   same_output.sh: two trainers whose outputs differ only in times are the same; a loss, a skip
       mark, a RESULT shape value or a logged loss that differs is a difference;
+  hellaswag_set.sh: the fixture's failure is the exit status, and the tokenizer does not run after it;
   sanitize.sh: each run's verdict line (the tool's summary, the kernels its reports name, counted),
       a run stopped at LIMIT_S, runs past BUDGET_S not started, a missing binary, no tool at all."""
 import atexit
@@ -435,4 +436,14 @@ check("synccheck trainer: rc=124" in out and "stopped after 1 s (no verdict)" in
       "synccheck attention: not run (BUDGET_S 1 s spent)" in out, "sanitize.sh: a run stopped at LIMIT_S; the next past BUDGET_S not started", out + err)
 rc, out, err = sh(root, "sanitize.sh", env={"PATH": "/usr/bin:/bin"})
 check(rc == 2 and "compute-sanitizer: not found" in out, "sanitize.sh: no compute-sanitizer: one line, exit 2", out + err)
+# ---------------------------------------------------------------------------------------------
+# hellaswag_set.sh: stand-ins for the fixture (fails when STANDIN_FAIL is set) and the tokenizer
+root = tree("hellaswag_set.sh")
+write(os.path.join(root, "dev/hellaswag_fixture.py"), "import os, sys\nprint('fixture')\nsys.exit(3 if os.environ.get('STANDIN_FAIL') else 0)\n")
+write(os.path.join(root, "build/tokenize"), "#!/bin/sh\necho 'wrote 400 examples'\n", exe=True)
+log = os.path.join(root, "hs.log")
+rc, out, err = sh(root, "hellaswag_set.sh", [log])
+check(rc == 0 and open(log).read() == "fixture\nwrote 400 examples\n", "hellaswag_set.sh: both steps' output in LOG, exit 0")
+rc, out, err = sh(root, "hellaswag_set.sh", [log], env={"STANDIN_FAIL": "1"})
+check(rc == 3 and open(log).read() == "fixture\n", "hellaswag_set.sh: a failed fixture is the exit status; the tokenizer does not run")
 finish()
