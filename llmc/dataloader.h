@@ -79,7 +79,6 @@ inline uint64_t rng_below(uint64_t* s, uint64_t n) {
     do x = splitmix64(s); while (x < reject_below);
     return x % n;
 }
-// 0..n-1, shuffled by Fisher-Yates with the stream of `key` when shuffle is on.
 // A batch of random tokens in [0, vocab), input and target drawn in turn from `rng`: the data of
 // --bench, of GEMM tuning's pass, and of --debug-bad-batch's spike. (std::mt19937: a fixed
 // algorithm, so the same tokens on every machine.)
@@ -89,6 +88,7 @@ inline void random_tokens(std::mt19937* rng, int vocab, std::vector<int>* inputs
         (*targets)[k] = (int)((*rng)() % vocab);
     }
 }
+// 0..n-1, shuffled by Fisher-Yates with the stream of `key` when shuffle is on.
 inline std::vector<uint32_t> permutation(size_t n, bool shuffle, uint64_t key) {
     std::vector<uint32_t> p(n);
     for (size_t i = 0; i < n; i++) p[i] = (uint32_t)i;

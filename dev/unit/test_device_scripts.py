@@ -446,4 +446,10 @@ rc, out, err = sh(root, "hellaswag_set.sh", [log])
 check(rc == 0 and open(log).read() == "fixture\nwrote 400 examples\n", "hellaswag_set.sh: both steps' output in LOG, exit 0")
 rc, out, err = sh(root, "hellaswag_set.sh", [log], env={"STANDIN_FAIL": "1"})
 check(rc == 3 and open(log).read() == "fixture\n", "hellaswag_set.sh: a failed fixture is the exit status; the tokenizer does not run")
+# the usage errors of the two scripts above: one line on stderr, a non-zero exit, nothing run
+for script, args in (("same_output.sh", ["only_one"]), ("hellaswag_set.sh", [])):
+    root = tree(script)
+    rc, out, err = sh(root, script, args)
+    check(rc != 0 and len(err.strip().splitlines()) == 1 and "usage" in err and out == "",
+          f"{script} with {len(args)} argument(s): one usage line, exit {rc}", out + err)
 finish()
