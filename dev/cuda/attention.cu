@@ -25,6 +25,8 @@
 //     both timed at B=8 and B=64, T=1024, NH=12.
 //   - with --io DIR: nothing of the above; runs the model's attention on the cases that
 //     dev/cuda/sdpa_check.py wrote (see IoCase), which then compares it with PyTorch.
+//   - with --racecheck-probe (sm_90a, FP16/BF16), only: three small kernels for compute-sanitizer's
+//     racecheck, one a TMA copy read too early (racecheck_probe; dev/device/sanitize.sh).
 // CHECK_NO_TIMING=1 (e.g. under compute-sanitizer) skips the timings and the long-sequence checks.
 // Run: make dev/cuda/attention_check && ./dev/cuda/attention_check [--sweep] [--lengths] [--batches]   (PRECISION=BF16|FP32 for others)
 #include "check.cuh"
@@ -265,6 +267,90 @@ static void check_exp2_poly() {
     check_true("exp2_poly vs exp2 on [-140, 0]", worst < 1e-4 && tail_ok, detail);
 }
 
+// --racecheck-probe: what compute-sanitizer's racecheck sees of a TMA copy into shared memory.
+// One CTA of 128 threads reads a 64 x 64 tile of floatX from shared memory (each thread sums every
+// 128th 32-bit word), after the tile was written there three ways, one kernel each:
+//   probe_tma_waited_kernel:     thread 0 hands the copy to TMA (as the wgmma kernels' producer
+//                                does); every thread waits on the mbarrier first. Correct.
+//   probe_tma_unwaited_kernel:   the same, but the threads read before they wait: a real race
+//                                (they may read the tile before the copy lands).
+//   probe_store_unsynced_kernel: thread 0 writes the tile with ordinary stores, and the others
+//                                read it with no barrier between: a real race, the control.
+// Under `compute-sanitizer --tool racecheck` the control must be reported; whether the unwaited
+// TMA copy is says whether racecheck sees TMA's writes at all, i.e. how much its "0 hazards" on the
+// wgmma kernels (whose tiles TMA writes and wgmma reads) covers. Without the tool, the waited
+// kernel's sum is checked against the host's (the probe itself works).
+constexpr int PROBE_ROWS = 64, PROBE_TILE_BYTES = PROBE_ROWS * flash::HS * (int)sizeof(floatX);
+constexpr int PROBE_SMEM = PROBE_TILE_BYTES + 1024 + 8;  // the tile, 1024-aligned (128-byte swizzle), then its mbarrier
+enum ProbeWrite { PROBE_TMA_WAITED, PROBE_TMA_UNWAITED, PROBE_STORE_UNSYNCED };
+template <ProbeWrite W>
+__device__ void racecheck_probe(const CUtensorMap* map, const floatX* src, float* sum) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using namespace flash_wgmma;
+    extern __shared__ char smem_raw[];
+    const uint32_t tile = smem_base_1024(smem_raw), bar = tile + PROBE_TILE_BYTES;
+    const uint32_t* words = reinterpret_cast<const uint32_t*>(smem_raw + (tile - smem_u32(smem_raw)));
+    const int nwords = PROBE_TILE_BYTES / 4;
+    if (threadIdx.x == 0) {
+        mbar_init(bar, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        if (W == PROBE_STORE_UNSYNCED) {
+            const uint32_t* g = reinterpret_cast<const uint32_t*>(src);
+            for (int i = 0; i < nwords; i++) st_shared_u32(tile + 4 * i, g[i]);
+            mbar_arrive(bar);  // (only so that every kernel ends the same way, below)
+        } else {
+            mbar_arrive_expect_tx(bar, PROBE_TILE_BYTES);
+            tma_load(tile, map, 0, 0, 0, bar);
+        }
+    }
+    if (W == PROBE_TMA_WAITED) mbar_wait(bar, 0);
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < nwords; i += blockDim.x) {
+        const uint32_t v = words[i];  // two floatX; their sum does not depend on the swizzle
+        floatX pair[2];
+        memcpy(pair, &v, sizeof v);
+        s += (float)pair[0] + (float)pair[1];
+    }
+    mbar_wait(bar, 0);  // no CTA may exit with a copy into its shared memory still in flight
+    atomicAdd(sum, s);
+#endif
+}
+__global__ void probe_tma_waited_kernel(const __grid_constant__ CUtensorMap map, const floatX* src, float* sum) {
+    racecheck_probe<PROBE_TMA_WAITED>(&map, src, sum);
+}
+__global__ void probe_tma_unwaited_kernel(const __grid_constant__ CUtensorMap map, const floatX* src, float* sum) {
+    racecheck_probe<PROBE_TMA_UNWAITED>(&map, src, sum);
+}
+__global__ void probe_store_unsynced_kernel(const __grid_constant__ CUtensorMap map, const floatX* src, float* sum) {
+    racecheck_probe<PROBE_STORE_UNSYNCED>(&map, src, sum);
+}
+static void racecheck_probe_run(Context* ctx) {
+    std::vector<float> h = randn((size_t)PROBE_ROWS * flash::HS);
+    floatX* src = to_device(h);  // rounded to floatX in h too
+    double host = 0.0;
+    for (float v : h) host += v;
+    const CUtensorMap map = make_tile_map(ctx, src, 1, PROBE_ROWS, flash::HS, PROBE_ROWS);
+    float* sums = dalloc<float>(3);
+    cudaCheck(cudaMemset(sums, 0, 3 * sizeof(float)));
+    struct { void (*kernel)(CUtensorMap, const floatX*, float*); const char* name; } probes[] = {
+        {probe_tma_waited_kernel, "TMA copy, read after the mbarrier wait"},
+        {probe_tma_unwaited_kernel, "TMA copy, read before the mbarrier wait (a race)"},
+        {probe_store_unsynced_kernel, "thread 0's stores, read with no barrier (a race)"}};
+    for (int i = 0; i < 3; i++) {
+        cudaCheck(cudaFuncSetAttribute(probes[i].kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, PROBE_SMEM));
+        probes[i].kernel<<<1, 128, PROBE_SMEM, ctx->stream>>>(map, src, sums + i);
+        launchCheck();
+    }
+    const std::vector<float> got = from_device_raw(sums, 3);
+    for (int i = 1; i < 3; i++) printf("  racecheck probe, %s: sum %.4f (host %.4f)\n", probes[i].name, got[i], host);
+    const bool ok = std::fabs(got[0] - host) <= 1e-3 * (1.0 + std::fabs(host));
+    check_true(std::string("racecheck probe, ") + probes[0].name + ": the sum = the host's", ok,
+               "device " + std::to_string(got[0]) + ", host " + std::to_string(host));
+}
+
 // The mma.sync kernels (flash_attention_forward, flash_backward_dq/dkdv: other GPUs' path) vs the
 // model's wgmma kernels at one (B, T, NH): out, lse and the q, k, v parts of dqkv. The same products
 // with the same roundings to floatX; only the summation order differs. The wgmma dQ kernel also
@@ -474,15 +560,22 @@ static bool io_run(Context* ctx, const std::vector<IoCase>& cases) {
 }
 
 int main(int argc, char** argv) {
-    bool do_sweep = false, do_lengths = false, do_batches = false;
+    bool do_sweep = false, do_lengths = false, do_batches = false, do_probe = false;
     const char* io_dir = nullptr;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--sweep") == 0) do_sweep = true;
         else if (strcmp(argv[i], "--lengths") == 0) do_lengths = true;
         else if (strcmp(argv[i], "--batches") == 0) do_batches = true;
         else if (strcmp(argv[i], "--io") == 0 && i + 1 < argc) io_dir = argv[++i];
-        else { fprintf(stderr, "usage: %s [--sweep] [--lengths] [--batches] | --io DIR\n", argv[0]); return 2; }
+        else if (strcmp(argv[i], "--racecheck-probe") == 0) do_probe = true;
+        else { fprintf(stderr, "usage: %s [--sweep] [--lengths] [--batches] | --io DIR | --racecheck-probe\n", argv[0]); return 2; }
     }
+#if !defined(USE_WGMMA) || defined(ENABLE_FP32)
+    if (do_probe) {  // (before any GPU work)
+        fprintf(stderr, "--racecheck-probe: TMA needs an sm_90a build in FP16 or BF16 (this one has no wgmma kernels)\n");
+        return 2;
+    }
+#endif
     std::vector<IoCase> cases;
     if (io_dir && !io_list(io_dir, &cases)) return 1;
     Context ctx;
@@ -493,6 +586,14 @@ int main(int argc, char** argv) {
         context_destroy(&ctx);
         return ok ? 0 : 1;
     }
+#if defined(USE_WGMMA) && !defined(ENABLE_FP32)
+    if (do_probe) {
+        check_begin(ctx, "attention --racecheck-probe");
+        racecheck_probe_run(&ctx);
+        context_destroy(&ctx);
+        return check_finish();
+    }
+#endif
     check_begin(ctx, "attention");
     for (int T : {64, 100}) {
         const Problem P = reference(2, T, 4, 64);

@@ -409,8 +409,9 @@ case "$tool:${STANDIN_MODE:-}" in
             echo "=========         Device Frame: layernorm_forward_kernel(float *, int)+0x2d0 in layernorm.cuh:34"; done
         echo "=========         Device Frame: other_kernel(int)+0x10 in x.cuh:1"
         echo "========= ERROR SUMMARY: 4 errors"; exit 0 ;;
-    racecheck:*) echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"; exit 0 ;;
+    racecheck:*) echo "args: $*"; echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"; exit 0 ;;
     synccheck:hang) sleep 5 ;;
+    memcheck:killed) echo "========= COMPUTE-SANITIZER"; kill -KILL $$ ;;
     *) [ "$tool" = memcheck ] && echo "========= LEAK SUMMARY: 0 bytes leaked in 0 allocations"
        echo "========= ERROR SUMMARY: 0 errors"; exit 0 ;;
 esac
@@ -421,19 +422,27 @@ for b in ("train_gpt2cu", "matmul_check", "attention_check"):
     write(os.path.join(root, f"build/bf16/{b}"), "#!/bin/sh\nexit 0\n", exe=True)
 path = os.path.join(root, "tools") + ":" + os.environ["PATH"]
 rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "STANDIN_MODE": "errors", "LIMIT_S": "2", "PRECISION": "BF16"})
-v = {l.split(":")[0]: l for l in out.splitlines() if re.match(r"^(memcheck|racecheck|initcheck|synccheck) [a-z]+:", l)}
-check("memcheck attention" in v and "memcheck matmul" in v and "memcheck trainer" in v and "initcheck probe" in v and
-      "racecheck layernorm" in v and len(v) == 10, "sanitize.sh: the default runs (memcheck on the trainer and each check found, 3 racecheck on checks, ...); PRECISION=BF16 as make spells it", out + err)
+v = {l.split(":")[0]: l for l in out.splitlines() if re.match(r"^(memcheck|racecheck|initcheck|synccheck) [a-z-]+:", l)}
+check(sorted(v) == ["initcheck probe", "initcheck trainer", "memcheck attention", "memcheck matmul", "memcheck trainer",
+                    "racecheck attention", "racecheck matmul", "racecheck raceprobe", "synccheck trainer-ours"],
+      "sanitize.sh: the default runs (memcheck on the trainer and each check found, racecheck on each check and its probe, ...); PRECISION=BF16 as make spells it", out + err)
 check("LEAK SUMMARY: 0 bytes" in v["memcheck trainer"] and "ERROR SUMMARY: 0 errors" in v["memcheck trainer"],
       "sanitize.sh: memcheck's leak and error summaries in its line", v.get("memcheck trainer", out))
 check("ERROR SUMMARY: 4 errors" in v["initcheck trainer"] and
       "[reports in: layernorm_forward_kernel x3, other_kernel x1]" in v["initcheck trainer"],
       "sanitize.sh: the error count, and the kernels the reports name, most first", v.get("initcheck trainer", out))
-check("racecheck layernorm: build/bf16/layernorm_check missing" in v["racecheck layernorm"], "sanitize.sh: a missing binary is named")
+rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "LIMIT_S": "2", "RUNS": "racecheck:layernorm racecheck:trainer-ours"})
+check("racecheck layernorm: build/bf16/layernorm_check missing" in out, "sanitize.sh: a missing binary is named", out + err)
+log = open(os.path.join(root, "out/sanitize_racecheck_trainer-ours.log")).read()
+check(re.search(r"racecheck trainer-ours: rc=0 \d+s .*RACECHECK SUMMARY: 0 hazards.*\(host memory \+\d+\.\d GB\)", out) and
+      "args: --tool racecheck --kernel-name-exclude regex=nvjet|cublas|xmma|cutlass --print-limit 20 build/bf16/train_gpt2cu --bench" in log,
+      "sanitize.sh: trainer-ours leaves cuBLASLt's kernels unchecked; the host memory it took", out + err)
 rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "STANDIN_MODE": "hang", "LIMIT_S": "1", "BUDGET_S": "1", "PRECISION": "bf16",
                                             "RUNS": "synccheck:trainer synccheck:attention"})
 check("synccheck trainer: rc=124" in out and "stopped after 1 s (no verdict)" in out and
       "synccheck attention: not run (BUDGET_S 1 s spent)" in out, "sanitize.sh: a run stopped at LIMIT_S; the next past BUDGET_S not started", out + err)
+rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "STANDIN_MODE": "killed", "LIMIT_S": "2", "RUNS": "memcheck:attention"})
+check("memcheck attention: rc=137" in out and "killed by signal 9" in out, "sanitize.sh: a run killed by a signal says which", out + err)
 rc, out, err = sh(root, "sanitize.sh", env={"PATH": "/usr/bin:/bin"})
 check(rc == 2 and "compute-sanitizer: not found" in out, "sanitize.sh: no compute-sanitizer: one line, exit 2", out + err)
 # ---------------------------------------------------------------------------------------------
