@@ -2,7 +2,8 @@
 # Runs the tests `make test` asks for and prints one summary line "N passed, N failed".
 #   CPU: every unit-test program given as an argument (dev/unit/test_*.cpp, built by make).
 #   GPU: when nvidia-smi sees a GPU, test_gpt2cu (against the PyTorch reference state, which
-#        dev/reference.py writes; skipped with a note when it is missing), the dev/cuda checks, and
+#        dev/reference.py writes; skipped with a note when it is missing), the dev/cuda checks
+#        (and attention_check --stress 500), and
 #        in FP16/BF16 builds (PRECISION, as make passes it) with torch installed, the attention
 #        against PyTorch (dev/cuda/sdpa_check.py).
 set -u
@@ -19,7 +20,8 @@ run_one() {  # a program that ends with "N passed, N failed"
     local p f; p=${line%% passed*}; f=${line#*, }; f=${f%% failed*}
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "FAIL $*: exit code $rc"; fi
     passed=$((passed + p)); failed=$((failed + f))
-    printf '  %-40s %s\n' "${*: -1}" "$line"
+    local label="${*: -1}"; [[ $label =~ ^[0-9]+$ ]] && label="$*"   # (the program, with its options if any)
+    printf '  %-40s %s\n' "$label" "$line"
 }
 echo "CPU unit tests:"
 for t in "$@"; do run_one "$t"; done
@@ -28,6 +30,8 @@ run_one bash dev/unit/test_cli.sh   # the trainer binary's early, GPU-free error
 if nvidia-smi -L >/dev/null 2>&1; then
     echo "GPU tests:"
     for c in dev/cuda/*_check; do [ -x "$c" ] && run_one "$c"; done
+    # the attention kernels' hand-offs under timing disturbance, each run bitwise the first (1-2 s)
+    [ -x dev/cuda/attention_check ] && run_one dev/cuda/attention_check --stress 500
     p=$(echo "${PRECISION:-}" | tr A-Z a-z)
     if [ -x dev/cuda/attention_check ] && { [ "$p" = fp16 ] || [ "$p" = bf16 ]; } && python3 -c "import torch" 2>/dev/null; then
         run_one python3 dev/cuda/sdpa_check.py --binary dev/cuda/attention_check --dtype "$p"

@@ -33,6 +33,9 @@
 #     (EXTRA="--kernel-name kns=no_such_kernel"), the first nvjet kernel faults under the tool
 #     ("failed to handle a hardware exception"; in matmul_check too). So our kernels are
 #     racechecked in their checks (and the probe), not in the trainer.
+#   - racecheck does not see TMA's writes (raceprobe: only the control's race is reported, not the
+#     copy read before its wait, which reads wrong), so on the wgmma attention its "0 hazards"
+#     covers the ordinary shared-memory accesses only; attention_check --stress covers the rest.
 #   - synccheck on the whole trainer does not finish in 100 s; trainer-ours takes seconds.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -92,8 +95,11 @@ for run in $RUNS; do
     [ $rc -eq 124 ] && verdict="stopped after $LIMIT_S s (no verdict) $verdict"
     [ $rc -gt 128 ] && verdict="killed by signal $((rc - 128)) $verdict"
     [ -z "$verdict" ] && verdict="no summary: $(tail -n 3 "$log" | tr '\n' ' ')"
-    kernels=$(grep -oE "Device Frame: ?[A-Za-z_][A-Za-z0-9_]*" "$log" | sed -E 's/Device Frame: ?//' | sort | uniq -c | sort -rn | head -n 6 |
-              awk '{printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1}')
+    # the functions its reports name: memcheck's and initcheck's "Device Frame: f(...)", racecheck's
+    # "Read access at [void ]f<...>(...)" / "Write access at ..." (template arguments kept)
+    kernels=$(grep -oE "(Device Frame: ?|(Read|Write) access at (void )?)[A-Za-z_][A-Za-z0-9_:]*(<[^>]*>)?" "$log" |
+              sed -E 's/^(Device Frame: ?|(Read|Write) access at (void )?)//' | sort | uniq -c | sort -rn | head -n 6 |
+              awk '{n = $1; $1 = ""; sub(/^ /, ""); printf "%s%s x%s", (NR > 1 ? ", " : ""), $0, n}')
     summary+=("$tool $target: rc=$rc ${secs}s $verdict${kernels:+ [reports in: $kernels]} (host memory +$(awk -v m="$peak" 'BEGIN {printf "%.1f", m / 1024}') GB)")
 done
 echo "== compute-sanitizer ($p)"

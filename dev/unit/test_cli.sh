@@ -2,7 +2,7 @@
 # The trainer binary's early errors, which come before any GPU work, so CI checks them: each is
 # ONE line on stderr, a non-zero exit within a second, and nothing written. Run from the repo root
 # (make test does). Needs ./train_gpt2cu and data/tokenize; also checks dev/cuda/attention_check's
-# --io errors, dev/cuda/matmul_check's and dev/power_probe's argument errors when they are built, and
+# --io and --stress errors, dev/cuda/matmul_check's and dev/power_probe's argument errors when they are built, and
 # dev/device/attn_ab.sh's, gemm_tune_ab.sh's, run.sh's, perf.sh's and power_probe.sh's and
 # dev/torch_bench.py's argument errors.
 set -u
@@ -128,6 +128,10 @@ if [ -x "$chk" ]; then
     else failed=$((failed + 1)); echo "FAIL --io: $sized of 3 precision codes named the size, $shaped the shape"; fi
     if ls "$tmp"/io_*/case_0.out >/dev/null 2>&1; then failed=$((failed + 1)); echo "FAIL --io wrote an output for a bad case"
     else passed=$((passed + 1)); echo "PASS --io wrote nothing for bad cases"; fi
+    expect "attention_check --stress without a count" "usage:" -- $chk --stress
+    expect "attention_check --stress 0" "--stress RUNS (> 0)" -- $chk --stress 0
+    expect "attention_check --stress many" "usage:" -- $chk --stress many
+    expect "attention_check, unknown mode" "usage:" -- $chk --stres 10
 else
     echo "note: $chk not built (make cuda-checks): its --io checks skipped"
 fi

@@ -409,6 +409,11 @@ case "$tool:${STANDIN_MODE:-}" in
             echo "=========         Device Frame: layernorm_forward_kernel(float *, int)+0x2d0 in layernorm.cuh:34"; done
         echo "=========         Device Frame: other_kernel(int)+0x10 in x.cuh:1"
         echo "========= ERROR SUMMARY: 4 errors"; exit 0 ;;
+    racecheck:errors)
+        echo "========= Error: Race reported between Read access at void probe<(Mode)2>(const float *)+0x9e0 in a.cu:312"
+        echo "=========     and Write access at ns::store_u32(unsigned int, unsigned int)+0x390 in b.cuh:92 [128 hazards]"
+        echo "=========     and Write access at ns::store_u32(unsigned int, unsigned int)+0x3b0 in b.cuh:92 [448 hazards]"
+        echo "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"; exit 0 ;;
     racecheck:*) echo "args: $*"; echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"; exit 0 ;;
     synccheck:hang) sleep 5 ;;
     memcheck:killed) echo "========= COMPUTE-SANITIZER"; kill -KILL $$ ;;
@@ -431,6 +436,9 @@ check("LEAK SUMMARY: 0 bytes" in v["memcheck trainer"] and "ERROR SUMMARY: 0 err
 check("ERROR SUMMARY: 4 errors" in v["initcheck trainer"] and
       "[reports in: layernorm_forward_kernel x3, other_kernel x1]" in v["initcheck trainer"],
       "sanitize.sh: the error count, and the kernels the reports name, most first", v.get("initcheck trainer", out))
+check("RACECHECK SUMMARY: 1 hazard displayed" in v["racecheck attention"] and
+      "[reports in: ns::store_u32 x2, probe<(Mode)2> x1]" in v["racecheck attention"],
+      "sanitize.sh: racecheck's races, and the functions they name (with template arguments), most first", v.get("racecheck attention", out))
 rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "LIMIT_S": "2", "RUNS": "racecheck:layernorm racecheck:trainer-ours"})
 check("racecheck layernorm: build/bf16/layernorm_check missing" in out, "sanitize.sh: a missing binary is named", out + err)
 log = open(os.path.join(root, "out/sanitize_racecheck_trainer-ours.log")).read()
