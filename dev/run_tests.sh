@@ -20,7 +20,7 @@ run_one() {  # a program that ends with "N passed, N failed"
     local p f; p=${line%% passed*}; f=${line#*, }; f=${f%% failed*}
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "FAIL $*: exit code $rc"; fi
     passed=$((passed + p)); failed=$((failed + f))
-    local label="${*: -1}"; [[ $label =~ ^[0-9]+$ ]] && label="$*"   # (the program, with its options if any)
+    local label="$*"; label=${label#python3 }; label=${label#bash }   # the program and its options
     printf '  %-40s %s\n' "$label" "$line"
 }
 echo "CPU unit tests:"

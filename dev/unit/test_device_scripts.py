@@ -439,7 +439,7 @@ check("ERROR SUMMARY: 4 errors" in v["initcheck trainer"] and
 check("RACECHECK SUMMARY: 1 hazard displayed" in v["racecheck attention"] and
       "[reports in: ns::store_u32 x2, probe<(Mode)2> x1]" in v["racecheck attention"],
       "sanitize.sh: racecheck's races, and the functions they name (with template arguments), most first", v.get("racecheck attention", out))
-rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "LIMIT_S": "2", "RUNS": "racecheck:layernorm racecheck:trainer-ours"})
+rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "LIMIT_S": "2", "PRECISION": "bf16", "RUNS": "racecheck:layernorm racecheck:trainer-ours"})
 check("racecheck layernorm: build/bf16/layernorm_check missing" in out, "sanitize.sh: a missing binary is named", out + err)
 log = open(os.path.join(root, "out/sanitize_racecheck_trainer-ours.log")).read()
 check(re.search(r"racecheck trainer-ours: rc=0 \d+s .*RACECHECK SUMMARY: 0 hazards.*\(host memory \+\d+\.\d GB\)", out) and
@@ -449,7 +449,7 @@ rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "STANDIN_MODE": "hang"
                                             "RUNS": "synccheck:trainer synccheck:attention"})
 check("synccheck trainer: rc=124" in out and "stopped after 1 s (no verdict)" in out and
       "synccheck attention: not run (BUDGET_S 1 s spent)" in out, "sanitize.sh: a run stopped at LIMIT_S; the next past BUDGET_S not started", out + err)
-rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "STANDIN_MODE": "killed", "LIMIT_S": "2", "RUNS": "memcheck:attention"})
+rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "STANDIN_MODE": "killed", "LIMIT_S": "2", "PRECISION": "bf16", "RUNS": "memcheck:attention"})
 check("memcheck attention: rc=137" in out and "killed by signal 9" in out, "sanitize.sh: a run killed by a signal says which", out + err)
 rc, out, err = sh(root, "sanitize.sh", env={"PATH": "/usr/bin:/bin"})
 check(rc == 2 and "compute-sanitizer: not found" in out, "sanitize.sh: no compute-sanitizer: one line, exit 2", out + err)
