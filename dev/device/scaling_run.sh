@@ -6,7 +6,8 @@
 #   3. the scaling table (dev/scaling.py: 1, 2, 4, ... GPUs; DDP, DDP without P2P, ZeRO-1; the
 #      524288-token global batch and the seed's 4 sequences per GPU; blocks BLOCKS, default
 #      1024,128,512 in that order; STEPS timed steps per row), with the predictor;
-#   4. a stream-race stress test: two identical N-GPU runs must give bitwise-identical loss curves.
+#   4. a stream-race stress test: N-GPU runs, identical or reducing in other buckets (DDP and
+#      ZeRO-1), must give bitwise-identical loss curves (see there).
 # Everything lands in $OUT/scaling_run/ and, packed after each part, in $OUT/scaling_run.tgz (the
 # device tool returns few files); summaries on stdout.
 # Binaries prebuilt here: build/bf16/train_gpt2cu and build/interconnect (dev/device/build.sh BF16);
@@ -28,8 +29,23 @@ pack
 python3 dev/scaling.py --bin build/bf16/train_gpt2cu --probe build/interconnect --blocks "${BLOCKS:-1024,128,512}" \
     --steps "${STEPS:-5}" --out "$R/scaling" 2>&1 | tee "$R/scaling.log" | grep --line-buffered -E "^(probe|  [0-9]|\|)"
 pack
-# race stress: identical runs, identical results (the reducer's events are the only ordering;
-# --gemm-tune 0: both runs on cuBLASLt's first algorithms, not on two timings)
-args="-e d12 -b 4 -t 1024 -d 16384 -x 20 -l 3e-4 --warmup 5 -i dev_data/tinyshakespeare_train.bin --bucket-mb 4 --gemm-tune 0"
-for i in 1 2; do rm -rf "runs/race$i"; mpirun --allow-run-as-root -np $N --bind-to none -x NCCL_NVLS_ENABLE build/bf16/train_gpt2cu $args -o "runs/race$i" > "$R/race$i.log" 2>&1; done
-echo "race stress (two runs, bitwise: their log.jsonl losses): $(python3 dev/compare_losses.py runs/race1/log.jsonl runs/race2/log.jsonl --tol 0)"
+# race stress: the reducer's events are the only ordering between the backward and the reduction
+# (--gemm-tune 0: every run on cuBLASLt's first algorithms, not on its own timings). Two identical
+# runs must agree bitwise; so must runs that reduce in other buckets: one per block (--bucket-mb 0,
+# the most overlap) and a single one (1e6: issued when the whole backward is done, no overlap),
+# DDP and ZeRO-1 (whose shards do not depend on the buckets). On 2 GPUs each element's reduced
+# value is one addition of two numbers whatever the bucketing, so a difference points to a race
+# (unless NCCL reduces differently by message size: look before concluding). On more GPUs NCCL's
+# order of the additions can follow the bucket sizes: there only the identical pairs must agree.
+args="-e d12 -b 4 -t 1024 -d 16384 -x 20 -l 3e-4 --warmup 5 -i dev_data/tinyshakespeare_train.bin --gemm-tune 0"
+race() {  # name, trainer options
+    local name=$1; shift
+    rm -rf "runs/race_$name"
+    mpirun --allow-run-as-root -np $N --bind-to none -x NCCL_NVLS_ENABLE build/bf16/train_gpt2cu $args "$@" -o "runs/race_$name" > "$R/race_$name.log" 2>&1
+}
+race b4 --bucket-mb 4; race b4_again --bucket-mb 4; race b0 --bucket-mb 0; race b1e6 --bucket-mb 1e6
+race z1_b4 --zero 1 --bucket-mb 4; race z1_b4_again --zero 1 --bucket-mb 4; race z1_b1e6 --zero 1 --bucket-mb 1e6
+for pair in "b4 b4_again" "b4 b0" "b4 b1e6" "z1_b4 z1_b4_again" "z1_b4 z1_b1e6"; do
+    set -- $pair
+    echo "race stress, $1 vs $2 (bitwise, log.jsonl losses): $(python3 dev/compare_losses.py "runs/race_$1/log.jsonl" "runs/race_$2/log.jsonl" --tol 0)"
+done
