@@ -35,7 +35,8 @@
 #     racechecked in their checks (and the probe), not in the trainer.
 #   - racecheck does not see TMA's writes (raceprobe: only the control's race is reported, not the
 #     copy read before its wait, which reads wrong), so on the wgmma attention its "0 hazards"
-#     covers the ordinary shared-memory accesses only; attention_check --stress covers the rest.
+#     covers the ordinary shared-memory accesses only; for the rest, attention_check --stress
+#     (timing disturbed, every run bitwise the first: evidence, not proof).
 #   - synccheck on the whole trainer does not finish in 100 s; trainer-ours takes seconds.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
