@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # On a multi-GPU machine (N = the visible GPUs), in order of priority, so that a short device
-# budget cuts only the tail:
-#   1. the interconnect probe (P2P matrix, all-reduce sweep with and without P2P);
-#   2. 1 vs N GPUs loss curves, 20 steps, same global batch (multi_gpu.sh equal, BF16, DDP and ZeRO-1);
-#   3. the scaling table (dev/scaling.py: 1, 2, 4, ... GPUs; DDP, DDP without P2P, ZeRO-1; the
+# budget cuts only the tail (dev/device/scaling_run.sh [probe] [equal] [scaling] [race]: those
+# parts only, in this order; none: all four):
+#   1. `probe`: the interconnect probe (P2P matrix, all-reduce sweep with and without P2P);
+#   2. `equal`: 1 vs N GPUs loss curves, 20 steps, same global batch (multi_gpu.sh equal, BF16, DDP and ZeRO-1);
+#   3. `scaling`: the scaling table (dev/scaling.py: 1, 2, 4, ... GPUs; DDP, DDP without P2P, ZeRO-1; the
 #      524288-token global batch and the seed's 4 sequences per GPU; blocks BLOCKS, default
 #      1024,128,512 in that order; STEPS timed steps per row), with the predictor;
-#   4. a stream-race stress test: N-GPU runs, identical or reducing in other buckets (DDP and
+#   4. `race`: a stream-race stress test: N-GPU runs, identical or reducing in other buckets (DDP and
 #      ZeRO-1), must give bitwise-identical loss curves (see there).
 # Everything lands in $OUT/scaling_run/ and, packed after each part, in $OUT/scaling_run.tgz (the
 # device tool returns few files); summaries on stdout.
@@ -14,21 +15,33 @@
 # shards in dev_data (make data).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+parts=${*:-probe equal scaling race}
+for part in $parts; do
+    case $part in probe|equal|scaling|race) ;; *) echo "scaling_run.sh: unknown part '$part' (probe, equal, scaling, race)" >&2; exit 2 ;; esac
+done
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 R=$OUT/scaling_run; mkdir -p "$R"
 export NCCL_NVLS_ENABLE=0
 N=$(nvidia-smi -L | wc -l)
 pack() { tar czf "$OUT/scaling_run.tgz" -C "$OUT" scaling_run; }
 trap pack EXIT
-nvidia-smi topo -m > "$R/topo.txt" 2>&1; head -n $((N + 1)) "$R/topo.txt"
-timeout 60 build/interconnect > "$R/probe.txt" 2>&1
-NCCL_P2P_DISABLE=1 timeout 60 build/interconnect --no-p2p-matrix >> "$R/probe.txt" 2>&1
-grep -E "^(P2P|ALLREDUCE_FIT)" "$R/probe.txt"
-OUT=$R PRECISIONS=bf16 timeout 120 dev/device/multi_gpu.sh equal 2>&1 | tail -n 3
-pack
-python3 dev/scaling.py --bin build/bf16/train_gpt2cu --probe build/interconnect --blocks "${BLOCKS:-1024,128,512}" \
-    --steps "${STEPS:-5}" --out "$R/scaling" 2>&1 | tee "$R/scaling.log" | grep --line-buffered -E "^(probe|  [0-9]|\|)"
-pack
+has() { [[ " $parts " == *" $1 "* ]]; }
+if has probe; then
+    nvidia-smi topo -m > "$R/topo.txt" 2>&1; head -n $((N + 1)) "$R/topo.txt"
+    timeout 60 build/interconnect > "$R/probe.txt" 2>&1
+    NCCL_P2P_DISABLE=1 timeout 60 build/interconnect --no-p2p-matrix >> "$R/probe.txt" 2>&1
+    grep -E "^(P2P|ALLREDUCE_FIT)" "$R/probe.txt"
+fi
+if has equal; then
+    OUT=$R PRECISIONS=bf16 timeout 120 dev/device/multi_gpu.sh equal 2>&1 | tail -n 3
+    pack
+fi
+if has scaling; then
+    python3 dev/scaling.py --bin build/bf16/train_gpt2cu --probe build/interconnect --blocks "${BLOCKS:-1024,128,512}" \
+        --steps "${STEPS:-5}" --out "$R/scaling" 2>&1 | tee "$R/scaling.log" | grep --line-buffered -E "^(probe|  [0-9]|\|)"
+    pack
+fi
+has race || exit 0
 # race stress: the reducer's events are the only ordering between the backward and the reduction
 # (--gemm-tune 0: every run on cuBLASLt's first algorithms, not on its own timings). Two identical
 # runs must agree bitwise; so must runs that reduce in other buckets: one per block (--bucket-mb 0,

@@ -13,6 +13,7 @@ repository layout (no GPU, no third-party packages):
   same_output.sh: two trainers whose outputs differ only in times are the same; a loss, a skip
       mark, a RESULT shape value or a logged loss that differs is a difference;
   hellaswag_set.sh: the fixture's failure is the exit status, and the tokenizer does not run after it;
+  scaling_run.sh race: the bitwise pairs of the race stress, one made to differ;
   sanitize.sh: each run's verdict line (the tool's summary, the kernels its reports name, counted),
       a run stopped at LIMIT_S, runs past BUDGET_S not started, a missing binary, no tool at all."""
 import atexit
@@ -463,7 +464,33 @@ rc, out, err = sh(root, "hellaswag_set.sh", [log])
 check(rc == 0 and open(log).read() == "fixture\nwrote 400 examples\n", "hellaswag_set.sh: both steps' output in LOG, exit 0")
 rc, out, err = sh(root, "hellaswag_set.sh", [log], env={"STANDIN_FAIL": "1"})
 check(rc == 3 and open(log).read() == "fixture\n", "hellaswag_set.sh: a failed fixture is the exit status; the tokenizer does not run")
-# the usage errors of the two scripts above: one line on stderr, a non-zero exit, nothing run
+# ---------------------------------------------------------------------------------------------
+# scaling_run.sh race: stand-ins for nvidia-smi (2 GPUs), mpirun (runs the command after its
+# options) and the trainer (a log.jsonl of 3 losses in -o DIR; with STANDIN_RACE, --bucket-mb 0
+# changes the last one: the race stress must name that pair, and only it)
+STANDIN_TRAINER_RACE = r'''#!/usr/bin/env bash
+out=""; b=x
+while [ $# -gt 0 ]; do case $1 in -o) out=$2; shift;; --bucket-mb) b=$2; shift;; esac; shift; done
+mkdir -p "$out"; : > "$out/log.jsonl"
+for s in 1 2 3; do l=5.12345$s; [ -n "${STANDIN_RACE:-}" ] && [ "$b" = 0 ] && [ $s = 3 ] && l=5.123999
+    echo "{\"type\": \"step\", \"step\": $s, \"loss\": $l}" >> "$out/log.jsonl"; done
+'''
+root = tree("scaling_run.sh")
+write(os.path.join(root, "tools/nvidia-smi"), "#!/bin/sh\necho 'GPU 0: stand-in'\necho 'GPU 1: stand-in'\n", exe=True)
+write(os.path.join(root, "tools/mpirun"), "#!/usr/bin/env bash\n"
+      "while [[ $1 == -* ]]; do case $1 in -np|-x|--bind-to) shift 2;; *) shift;; esac; done\nexec \"$@\"\n", exe=True)
+write(os.path.join(root, "build/bf16/train_gpt2cu"), STANDIN_TRAINER_RACE, exe=True)
+path = os.path.join(root, "tools") + ":" + os.environ["PATH"]
+for race_env, bad in (({}, []), ({"STANDIN_RACE": "1"}, ["b4 vs b0"])):
+    rc, out, err = sh(root, "scaling_run.sh", ["race"], env=dict(PATH=path, **race_env))
+    lines = [l for l in out.splitlines() if l.startswith("race stress, ")]
+    failed = [l.split(", ")[1].split(" (")[0] for l in lines if ": FAIL" in l]
+    check(rc == 0 and len(lines) == 5 and failed == bad and not os.path.exists(os.path.join(root, "out/scaling_run/probe.txt")),
+          f"scaling_run.sh race: 5 pairs compared bitwise, only the race part run; failing: {bad or 'none'}", out + err)
+# the usage errors of the scripts above: one line on stderr, a non-zero exit, nothing run
+rc, out, err = sh(tree("scaling_run.sh"), "scaling_run.sh", ["rcae"])
+check(rc == 2 and err.strip() == "scaling_run.sh: unknown part 'rcae' (probe, equal, scaling, race)" and out == "",
+      "scaling_run.sh with an unknown part: one line, exit 2", out + err)
 for script, args in (("same_output.sh", ["only_one"]), ("hellaswag_set.sh", [])):
     root = tree(script)
     rc, out, err = sh(root, script, args)
