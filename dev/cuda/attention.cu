@@ -27,6 +27,8 @@
 //     dev/cuda/sdpa_check.py wrote (see IoCase), which then compares it with PyTorch.
 //   - with --racecheck-probe (sm_90a, FP16/BF16), only: three small kernels for compute-sanitizer's
 //     racecheck, one a TMA copy read too early (racecheck_probe; dev/device/sanitize.sh);
+//   - with --memcheck-probe (sm_90a, FP16/BF16), only: a freed tile read by TMA and by ordinary
+//     loads, for memcheck (memcheck_probe_run);
 //   - with --stress RUNS, only: forward + backward RUNS times at three shapes beside a competing
 //     kernel that delays some CTAs, each run bitwise the first (stress_attention).
 // CHECK_NO_TIMING=1 (e.g. under compute-sanitizer) skips the timings and the long-sequence checks.
@@ -454,6 +456,38 @@ static void racecheck_probe_run(Context* ctx, int runs) {
                std::to_string(wrong[0]) + " of " + std::to_string(runs) + " runs wrong");
 }
 
+// --memcheck-probe: whether compute-sanitizer's memcheck sees TMA's reads of global memory. An
+// 8 KB tile is uploaded, its TMA map built, and the allocation freed; then the freed tile is read
+// twice, by probe_tma_waited_kernel (TMA, as the wgmma kernels' producer reads q, k, v) and by
+// read_sum_kernel (ordinary loads: the control). Under `compute-sanitizer --tool memcheck` both
+// reads must be reported as invalid; if only the control is, memcheck's "0 errors" on the wgmma
+// kernels says nothing about their TMA copies. Meant for the tool only: without it, freed memory
+// is read (the pool usually keeps it mapped, and nothing is checked).
+__global__ void read_sum_kernel(float* sum, const floatX* p, int n) {
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += (float)p[i];
+    atomicAdd(sum, s);
+}
+static void memcheck_probe_run(Context* ctx) {
+    float* sums = dalloc<float>(2);
+    cudaCheck(cudaMemset(sums, 0, 2 * sizeof(float)));
+    std::vector<float> h = randn((size_t)PROBE_ROWS * flash::HS);
+    floatX* tile = to_device(h);
+    const CUtensorMap map = make_tile_map(ctx, tile, 1, PROBE_ROWS, flash::HS, PROBE_ROWS);
+    sync();
+    cudaCheck(cudaFree(tile));
+    auto& allocs = check_state().allocs;
+    allocs.erase(std::find(allocs.begin(), allocs.end(), (void*)tile));
+    cudaCheck(cudaFuncSetAttribute(probe_tma_waited_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, PROBE_SMEM));
+    probe_tma_waited_kernel<<<1, 128, PROBE_SMEM, ctx->stream>>>(map, tile, sums);
+    launchCheck();
+    read_sum_kernel<<<1, 128, 0, ctx->stream>>>(sums + 1, tile, PROBE_ROWS * flash::HS);
+    launchCheck();
+    const std::vector<float> got = from_device_raw(sums, 2);
+    printf("  memcheck probe: the freed tile read by TMA (sum %.4f) and by ordinary loads (sum %.4f); "
+           "under memcheck both must be reported\n", got[0], got[1]);
+}
+
 // The mma.sync kernels (flash_attention_forward, flash_backward_dq/dkdv: other GPUs' path) vs the
 // model's wgmma kernels at one (B, T, NH): out, lse and the q, k, v parts of dqkv. The same products
 // with the same roundings to floatX; only the summation order differs. The wgmma dQ kernel also
@@ -663,7 +697,7 @@ static bool io_run(Context* ctx, const std::vector<IoCase>& cases) {
 }
 
 int main(int argc, char** argv) {
-    bool do_sweep = false, do_lengths = false, do_batches = false, do_probe = false;
+    bool do_sweep = false, do_lengths = false, do_batches = false, do_probe = false, do_memprobe = false;
     int stress_runs = 0;
     const char* io_dir = nullptr;
     for (int i = 1; i < argc; i++) {
@@ -672,12 +706,14 @@ int main(int argc, char** argv) {
         else if (strcmp(argv[i], "--batches") == 0) do_batches = true;
         else if (strcmp(argv[i], "--io") == 0 && i + 1 < argc) io_dir = argv[++i];
         else if (strcmp(argv[i], "--racecheck-probe") == 0) do_probe = true;
+        else if (strcmp(argv[i], "--memcheck-probe") == 0) do_memprobe = true;
         else if (strcmp(argv[i], "--stress") == 0 && i + 1 < argc && (stress_runs = atoi(argv[i + 1])) > 0) i++;
-        else { fprintf(stderr, "usage: %s [--sweep] [--lengths] [--batches] | --io DIR | --racecheck-probe | --stress RUNS (> 0)\n", argv[0]); return 2; }
+        else { fprintf(stderr, "usage: %s [--sweep] [--lengths] [--batches] | --io DIR | --racecheck-probe | --memcheck-probe | --stress RUNS (> 0)\n", argv[0]); return 2; }
     }
 #if !defined(USE_WGMMA) || defined(ENABLE_FP32)
-    if (do_probe) {  // (before any GPU work)
-        fprintf(stderr, "--racecheck-probe: TMA needs an sm_90a build in FP16 or BF16 (this one has no wgmma kernels)\n");
+    if (do_probe || do_memprobe) {  // (before any GPU work)
+        fprintf(stderr, "%s: TMA needs an sm_90a build in FP16 or BF16 (this one has no wgmma kernels)\n",
+                do_probe ? "--racecheck-probe" : "--memcheck-probe");
         return 2;
     }
 #endif
@@ -695,6 +731,12 @@ int main(int argc, char** argv) {
     if (do_probe) {
         check_begin(ctx, "attention --racecheck-probe");
         racecheck_probe_run(&ctx, 1);
+        context_destroy(&ctx);
+        return check_finish();
+    }
+    if (do_memprobe) {
+        check_begin(ctx, "attention --memcheck-probe");
+        memcheck_probe_run(&ctx);
         context_destroy(&ctx);
         return check_finish();
     }

@@ -13,11 +13,13 @@
 #            (whether initcheck sees cuBLASLt's writes: with it, initcheck's reports are read);
 #   raceprobe: attention_check --racecheck-probe: a TMA copy into shared memory read before its
 #            mbarrier wait, and ordinary stores read with no barrier (the control): whether
-#            racecheck sees TMA's writes (with it, its reports on the wgmma kernels are read).
+#            racecheck sees TMA's writes (with it, its reports on the wgmma kernels are read);
+#   memprobe: attention_check --memcheck-probe: a freed tile read by TMA and by ordinary loads (the
+#            control): whether memcheck sees TMA's reads of global memory.
 #   [PRECISION=bf16] [RUNS="memcheck:trainer memcheck:attention ..."] [LIMIT_S=120] [BUDGET_S=480]
 #   [RECOMPUTE=0] [PRINT_LIMIT=20] [EXTRA="more compute-sanitizer options"] dev/device/sanitize.sh
-# RUNS: tool:target pairs (default: memcheck on the trainer and every check, racecheck on every
-# check and the probe, initcheck on its probe and the trainer, synccheck on trainer-ours). Each run
+# RUNS: tool:target pairs (default: memcheck on the trainer, memprobe and every check; racecheck on
+# every check and raceprobe; initcheck on probe and the trainer; synccheck on trainer-ours). Each run
 # stops after LIMIT_S; runs not started within BUDGET_S of the start are listed as not run. One
 # line per run: the tool's error count (or why there is none: the log's last lines, the signal that
 # killed it), the kernels its first PRINT_LIMIT reports name, with their counts, and the most host
@@ -37,6 +39,9 @@
 #     copy read before its wait, which reads wrong), so on the wgmma attention its "0 hazards"
 #     covers the ordinary shared-memory accesses only; for the rest, attention_check --stress
 #     (timing disturbed, every run bitwise the first: evidence, not proof).
+#   - memcheck does not see TMA's reads of global memory (memprobe: the freed tile's ordinary loads
+#     are reported, its TMA copy is not), so on the wgmma attention its 0 errors cover the
+#     ordinary accesses only.
 #   - synccheck on the whole trainer does not finish in 100 s; trainer-ours takes seconds.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -52,7 +57,7 @@ mem_used_mb() { awk '/^MemTotal/ {t = $2} /^MemAvailable/ {a = $2} END {print in
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1)
 [ -n "$CS" ] || { echo "compute-sanitizer: not found (PATH, /usr/local/cuda*/bin)"; exit 2; }
 checks=$(for c in build/$p/*_check; do [ -x "$c" ] && basename "$c" _check; done)
-default="memcheck:trainer"
+default="memcheck:trainer memcheck:memprobe"
 for c in $checks; do default+=" memcheck:$c"; done
 for c in $checks; do default+=" racecheck:$c"; done
 default+=" racecheck:raceprobe initcheck:probe initcheck:trainer synccheck:trainer-ours"
@@ -68,6 +73,7 @@ for run in $RUNS; do
             cmd=(build/$p/train_gpt2cu --bench -e d12 -b 2 -t 256 --bench-warmup 1 --bench-steps 1 --cuda-graphs 0 -r "$RECOMPUTE") ;;
         probe) cmd=(build/$p/matmul_check --initcheck-probe) ;;
         raceprobe) cmd=(build/$p/attention_check --racecheck-probe) ;;
+        memprobe) cmd=(build/$p/attention_check --memcheck-probe) ;;
         *) cmd=(build/$p/${target}_check) ;;
     esac
     [ -x "${cmd[0]}" ] || { summary+=("$tool $target: ${cmd[0]} missing"); continue; }

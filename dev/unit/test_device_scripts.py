@@ -429,9 +429,9 @@ for b in ("train_gpt2cu", "matmul_check", "attention_check"):
 path = os.path.join(root, "tools") + ":" + os.environ["PATH"]
 rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "STANDIN_MODE": "errors", "LIMIT_S": "2", "PRECISION": "BF16"})
 v = {l.split(":")[0]: l for l in out.splitlines() if re.match(r"^(memcheck|racecheck|initcheck|synccheck) [a-z-]+:", l)}
-check(sorted(v) == ["initcheck probe", "initcheck trainer", "memcheck attention", "memcheck matmul", "memcheck trainer",
+check(sorted(v) == ["initcheck probe", "initcheck trainer", "memcheck attention", "memcheck matmul", "memcheck memprobe", "memcheck trainer",
                     "racecheck attention", "racecheck matmul", "racecheck raceprobe", "synccheck trainer-ours"],
-      "sanitize.sh: the default runs (memcheck on the trainer and each check found, racecheck on each check and its probe, ...); PRECISION=BF16 as make spells it", out + err)
+      "sanitize.sh: the default runs (memcheck on the trainer, its probe and each check found, racecheck on each check and its probe, ...); PRECISION=BF16 as make spells it", out + err)
 check("LEAK SUMMARY: 0 bytes" in v["memcheck trainer"] and "ERROR SUMMARY: 0 errors" in v["memcheck trainer"],
       "sanitize.sh: memcheck's leak and error summaries in its line", v.get("memcheck trainer", out))
 check("ERROR SUMMARY: 4 errors" in v["initcheck trainer"] and
