@@ -459,15 +459,10 @@ static void racecheck_probe_run(Context* ctx, int runs) {
 // --memcheck-probe: whether compute-sanitizer's memcheck sees TMA's reads of global memory. An
 // 8 KB tile is uploaded, its TMA map built, and the allocation freed; then the freed tile is read
 // twice, by probe_tma_waited_kernel (TMA, as the wgmma kernels' producer reads q, k, v) and by
-// read_sum_kernel (ordinary loads: the control). Under `compute-sanitizer --tool memcheck` both
-// reads must be reported as invalid; if only the control is, memcheck's "0 errors" on the wgmma
-// kernels says nothing about their TMA copies. Meant for the tool only: without it, freed memory
+// sum_all_kernel (check.cuh; ordinary loads: the control). Under `compute-sanitizer --tool
+// memcheck` both reads must be reported as invalid; if only the control is, memcheck's "0 errors"
+// on the wgmma kernels says nothing about their TMA copies. Meant for the tool only: without it, freed memory
 // is read (the pool usually keeps it mapped, and nothing is checked).
-__global__ void read_sum_kernel(float* sum, const floatX* p, int n) {
-    float s = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) s += (float)p[i];
-    atomicAdd(sum, s);
-}
 static void memcheck_probe_run(Context* ctx) {
     float* sums = dalloc<float>(2);
     cudaCheck(cudaMemset(sums, 0, 2 * sizeof(float)));
@@ -481,7 +476,7 @@ static void memcheck_probe_run(Context* ctx) {
     cudaCheck(cudaFuncSetAttribute(probe_tma_waited_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, PROBE_SMEM));
     probe_tma_waited_kernel<<<1, 128, PROBE_SMEM, ctx->stream>>>(map, tile, sums);
     launchCheck();
-    read_sum_kernel<<<1, 128, 0, ctx->stream>>>(sums + 1, tile, PROBE_ROWS * flash::HS);
+    sum_all_kernel<<<1, 128, 0, ctx->stream>>>(sums + 1, tile, (size_t)PROBE_ROWS * flash::HS);
     launchCheck();
     const std::vector<float> got = from_device_raw(sums, 2);
     printf("  memcheck probe: the freed tile read by TMA (sum %.4f) and by ordinary loads (sum %.4f); "

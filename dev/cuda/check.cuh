@@ -227,6 +227,18 @@ inline float time_ms(Context* ctx, const char* name, double bytes, double flops,
     return med;
 }
 
+// sum (one float, zeroed first) += every element of x (n, a multiple of x128::size), read with
+// ordinary 16-byte loads (as layernorm_forward reads its input): the sanitizer probes' plain reader
+// (matmul --initcheck-probe, attention --memcheck-probe).
+__global__ void sum_all_kernel(float* sum, const floatX* x, size_t n) {
+    float acc = 0.0f;
+    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * x128::size; i < n; i += (size_t)gridDim.x * blockDim.x * x128::size) {
+        const x128 v = load128(x + i);
+        for (int k = 0; k < x128::size; k++) acc += (float)v[k];
+    }
+    atomicAdd(sum, acc);
+}
+
 // Device-side fill for the timing runs (host generation of ~1e8 values would dominate the run).
 template <class T>
 __global__ void fill_uniform_kernel(T* d, size_t n, float lo, float hi, unsigned long long seed) {

@@ -375,17 +375,6 @@ static void check_rowmajor(Context* ctx, bool tx, bool ty, float beta) {
     check_close(name, out, ref, tol_default());
 }
 
-// sum (one float, zeroed first) += every element of x (n, a multiple of x128::size), read in
-// 16-byte loads as layernorm_forward reads its input.
-__global__ void sum_all_kernel(float* sum, const floatX* x, size_t n) {
-    float acc = 0.0f;
-    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * x128::size; i < n; i += (size_t)gridDim.x * blockDim.x * x128::size) {
-        const x128 v = load128(x + i);
-        for (int k = 0; k < x128::size; k++) acc += (float)v[k];
-    }
-    atomicAdd(sum, acc);
-}
-
 // --initcheck-probe: the trainer's attention projection at B*T = 512 (out = residual + inp @ w^T +
 // bias, out a fresh cudaMalloc never written before) and then a plain kernel that reads all of
 // out. Run under `compute-sanitizer --tool initcheck`: a report of an uninitialized read in
