@@ -132,6 +132,12 @@ if [ -x "$chk" ]; then
     expect "attention_check --stress 0" "--stress RUNS (> 0)" -- $chk --stress 0
     expect "attention_check --stress many" "usage:" -- $chk --stress many
     expect "attention_check, unknown mode" "usage:" -- $chk --stres 10
+    # a build without the wgmma kernels (FP32, or not sm_90a; CI's last build of the checks is
+    # FP32) refuses the TMA probes before any GPU work: the message is compiled into those only
+    if grep -q "TMA needs an sm_90a build" "$chk"; then
+        expect "attention_check --racecheck-probe without wgmma" "--racecheck-probe: TMA needs an sm_90a build" -- $chk --racecheck-probe
+        expect "attention_check --memcheck-probe without wgmma" "--memcheck-probe: TMA needs an sm_90a build" -- $chk --memcheck-probe
+    fi
 else
     echo "note: $chk not built (make cuda-checks): its --io checks skipped"
 fi
