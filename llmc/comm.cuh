@@ -33,6 +33,7 @@
 // legitimate wait, e.g. rank 0 writing a checkpoint while the others wait in the next step.
 #pragma once
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -221,8 +222,16 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, 
         return false;
     }
     comm_watch(c, 0, "creating the NCCL communicator");
-    ncclCheck(ncclCommInitRank(&c->nccl, c->world, id, c->rank));
+    const ncclResult_t made = ncclCommInitRank(&c->nccl, c->world, id, c->rank);
     comm_unwatch(c);
+    if (made != ncclSuccess) {  // NCCL's own words say why (its return code alone is "invalid usage")
+        std::string why = ncclGetLastError(nullptr);
+        while (!why.empty() && isspace((unsigned char)why.back())) why.pop_back();
+        *err = std::string("creating the NCCL communicator: ") + ncclGetErrorString(made) + (why.empty() ? "" : ": " + why);
+        if (why.find("Duplicate GPU") != std::string::npos)  // ranks > GPUs, or CUDA_VISIBLE_DEVICES alike on every rank
+            *err += " (NCCL takes one rank per GPU of a host: start at most as many ranks per node as it has GPUs)";
+        return false;
+    }
     if (c->launcher != "mpi" && rendezvous.rfind("file:", 0) == 0) rendezvous_file_done(c->rank, rendezvous.substr(5));
     c->watchdog->nccl = c->nccl;
     return true;

@@ -19,13 +19,28 @@
 #   8. `spike`: the spike guard on N GPUs (see the section);
 #   9. `hellaswag`: --hellaswag --eval-only on N GPUs against dev/hellaswag_reference.py and 1 GPU.
 # Binaries prebuilt in build/<precision>/ (dev/device/build.sh); shards in dev_data (make data).
+# RANKS=N (more than the visible GPUs): N ranks sharing the GPUs, each a host of its own to NCCL
+# (dev/device/own_host.sh, sockets on loopback): the sections that check losses and exactness
+# (equal env graphs spike hellaswag) run as on N GPUs; the timed ones are refused (the ranks share
+# SMs and the wire is a socket), and `graphs` skips its speed part.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-N=$(nvidia-smi -L | wc -l)
-MPI="mpirun --allow-run-as-root -np $N --bind-to none -x NCCL_NVLS_ENABLE=0 -x NCCL_P2P_DISABLE"
-export NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=${NCCL_P2P_DISABLE:-0}
+GPUS=$(nvidia-smi -L | wc -l)
+N=${RANKS:-$GPUS}
 sections=${*:-equal bench env}
+RUN=""   # what each rank runs under: nothing, or own_host.sh when the ranks share GPUs
+if (( N > GPUS )); then
+    RUN=dev/device/own_host.sh
+    for s in $sections; do
+        case $s in bench|ceiling|interference|peers)
+            echo "multi_gpu.sh: '$s' times the GPUs; with RANKS=$N on $GPUS GPU(s) the ranks share them (only equal env graphs spike hellaswag)" >&2
+            exit 2 ;;
+        esac
+    done
+fi
+MPI="mpirun --allow-run-as-root -np $N --bind-to none -x NCCL_NVLS_ENABLE=0 -x NCCL_P2P_DISABLE $RUN"
+export NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=${NCCL_P2P_DISABLE:-0}
 bench_args="--bench -b 64 -t 1024 -d 524288 --bench-warmup 2 --bench-steps ${BENCH_STEPS:-6}"
 tok() { grep -h ^RESULT "$@" | sed -E 's/.* tok_per_s=([0-9]+) .*/\1/' | tr '\n' ' '; }
 has() { [[ " $sections " == *" $1 "* ]]; }
@@ -75,7 +90,7 @@ env_launch() {
     local name=$1 bin=$2; shift 2
     for r in $(seq 0 $((N - 1))); do
         RANK=$r WORLD_SIZE=$N LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=${PORT:-29511} \
-            $bin "$@" --bench -b 8 -t 1024 --bench-warmup 1 --bench-steps 3 > "$OUT/${name}_rank$r.log" 2>&1 &
+            $RUN $bin "$@" --bench -b 8 -t 1024 --bench-warmup 1 --bench-steps 3 > "$OUT/${name}_rank$r.log" 2>&1 &
     done
     wait
     grep -h ^RESULT "$OUT/${name}"_rank*.log || tail -n 3 "$OUT/${name}"_rank*.log
@@ -143,7 +158,7 @@ if has graphs; then
         while read -r l; do summary+=("graphs zero=$z: $l"); done < <(OUT=$OUT/graphs TAG=_z$z LAUNCH="$MPI" \
             EXACT_ARGS="-d $((4 * 256 * N * 3)) --zero $z" SHAPES= PRECISIONS=${PRECISIONS:-fp32 bf16} dev/device/graphs_ab.sh 2>&1)
     done
-    while read -r l; do summary+=("graphs speed: $l"); done < <(OUT=$OUT/graphs LAUNCH="$MPI" PRECISIONS= \
+    [ -z "$RUN" ] && while read -r l; do summary+=("graphs speed: $l"); done < <(OUT=$OUT/graphs LAUNCH="$MPI" PRECISIONS= \
         SHAPES="${GRAPH_SHAPES:-4x128 16x128 64x1024}" dev/device/graphs_ab.sh 2>&1 | grep -E '^(==|MEAN|.*failed)')
 fi
 # `spike`: the spike guard decides alike on every rank (the loss and the norm it reads are global):

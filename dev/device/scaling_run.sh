@@ -12,17 +12,26 @@
 # Everything lands in $OUT/scaling_run/ and, packed after each part, in $OUT/scaling_run.tgz (the
 # device tool returns few files); summaries on stdout.
 # Binaries prebuilt here: build/bf16/train_gpt2cu and build/interconnect (dev/device/build.sh BF16);
-# shards in dev_data (make data).
+# shards in dev_data (make data). RANKS=N, more than the visible GPUs: N ranks sharing them
+# (dev/device/own_host.sh; only `equal` and `race`, which check losses, not times).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 parts=${*:-probe equal scaling race}
 for part in $parts; do
     case $part in probe|equal|scaling|race) ;; *) echo "scaling_run.sh: unknown part '$part' (probe, equal, scaling, race)" >&2; exit 2 ;; esac
 done
+GPUS=$(nvidia-smi -L | wc -l)
+N=${RANKS:-$GPUS}
+RUN=""
+if (( N > GPUS )); then
+    RUN=dev/device/own_host.sh
+    for part in $parts; do
+        case $part in probe|scaling) echo "scaling_run.sh: '$part' measures the GPUs; with RANKS=$N on $GPUS GPU(s) the ranks share them (only equal, race)" >&2; exit 2 ;; esac
+    done
+fi
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 R=$OUT/scaling_run; mkdir -p "$R"
 export NCCL_NVLS_ENABLE=0
-N=$(nvidia-smi -L | wc -l)
 pack() { tar czf "$OUT/scaling_run.tgz" -C "$OUT" scaling_run; }
 trap pack EXIT
 has() { [[ " $parts " == *" $1 "* ]]; }
@@ -43,22 +52,29 @@ if has scaling; then
 fi
 has race || exit 0
 # race stress: the reducer's events are the only ordering between the backward and the reduction
-# (--gemm-tune 0: every run on cuBLASLt's first algorithms, not on its own timings). Two identical
-# runs must agree bitwise; so must runs that reduce in other buckets: one per block (--bucket-mb 0,
-# the most overlap) and a single one (1e6: issued when the whole backward is done, no overlap),
-# DDP and ZeRO-1 (whose shards do not depend on the buckets). On 2 GPUs each element's reduced
+# (2 micro-steps of 4 x 1024 tokens per rank; --gemm-tune 0: every run on cuBLASLt's first
+# algorithms, not on its own timings). Two identical runs must agree bitwise; so must runs that
+# reduce in other buckets: one per block (--bucket-mb 0, the most overlap) and a single one (1e6:
+# issued when the whole backward is done, no overlap), DDP and ZeRO-1 (whose shards do not depend
+# on the buckets). On 2 GPUs each element's reduced
 # value is one addition of two numbers whatever the bucketing, so a difference points to a race
 # (unless NCCL reduces differently by message size: look before concluding). On more GPUs NCCL's
-# order of the additions can follow the bucket sizes: there only the identical pairs must agree.
-args="-e d12 -b 4 -t 1024 -d 16384 -x 20 -l 3e-4 --warmup 5 -i dev_data/tinyshakespeare_train.bin --gemm-tune 0"
+# order of the additions follows the bucket sizes (a ring starts each chunk's sum at another
+# rank), so there DDP's pairs of other buckets are held to 1e-4, not bitwise (3 and 4 ranks on
+# one GPU, 2026-12-02: 4.6e-6 to 1.2e-5 apart; ZeRO-1's were bitwise equal); the identical pairs
+# must agree bitwise.
+args="-e d12 -b 4 -t 1024 -d $((4 * 1024 * 2 * N)) -x 20 -l 3e-4 --warmup 5 -i dev_data/tinyshakespeare_train.bin --gemm-tune 0"
 race() {  # name, trainer options
     local name=$1; shift
     rm -rf "runs/race_$name"
-    mpirun --allow-run-as-root -np $N --bind-to none -x NCCL_NVLS_ENABLE build/bf16/train_gpt2cu $args "$@" -o "runs/race_$name" > "$R/race_$name.log" 2>&1
+    mpirun --allow-run-as-root -np $N --bind-to none -x NCCL_NVLS_ENABLE $RUN build/bf16/train_gpt2cu $args "$@" -o "runs/race_$name" > "$R/race_$name.log" 2>&1 ||
+        echo "race stress, run $name failed (rc $?): $(grep -m 1 'error' "$R/race_$name.log" || tail -n 1 "$R/race_$name.log")"
 }
 race b4 --bucket-mb 4; race b4_again --bucket-mb 4; race b0 --bucket-mb 0; race b1e6 --bucket-mb 1e6
 race z1_b4 --zero 1 --bucket-mb 4; race z1_b4_again --zero 1 --bucket-mb 4; race z1_b1e6 --zero 1 --bucket-mb 1e6
 for pair in "b4 b4_again" "b4 b0" "b4 b1e6" "z1_b4 z1_b4_again" "z1_b4 z1_b1e6"; do
     set -- $pair
-    echo "race stress, $1 vs $2 (bitwise, log.jsonl losses): $(python3 dev/compare_losses.py "runs/race_$1/log.jsonl" "runs/race_$2/log.jsonl" --tol 0)"
+    tol=0; how=bitwise
+    if (( N > 2 )) && [[ $1 == b4 && $2 != b4_again ]]; then tol=1e-4; how="within 1e-4: $N ranks add in the buckets' order"; fi
+    echo "race stress, $1 vs $2 ($how, log.jsonl losses): $(python3 dev/compare_losses.py "runs/race_$1/log.jsonl" "runs/race_$2/log.jsonl" --tol $tol)"
 done

@@ -13,7 +13,8 @@ repository layout (no GPU, no third-party packages):
   same_output.sh: two trainers whose outputs differ only in times are the same; a loss, a skip
       mark, a RESULT shape value or a logged loss that differs is a difference;
   hellaswag_set.sh: the fixture's failure is the exit status, and the tokenizer does not run after it;
-  scaling_run.sh race: the bitwise pairs of the race stress, one made to differ;
+  scaling_run.sh race: the bitwise pairs of the race stress, one made to differ; with RANKS above
+      the GPUs, the ranks under own_host.sh and the timed parts refused (multi_gpu.sh too);
   sanitize.sh: each run's verdict line (the tool's summary, the kernels its reports name, counted),
       a run stopped at LIMIT_S, runs past BUDGET_S not started, a missing binary, no tool at all."""
 import atexit
@@ -471,7 +472,7 @@ check(rc == 3 and open(log).read() == "fixture\n", "hellaswag_set.sh: a failed f
 STANDIN_TRAINER_RACE = r'''#!/usr/bin/env bash
 out=""; b=x
 while [ $# -gt 0 ]; do case $1 in -o) out=$2; shift;; --bucket-mb) b=$2; shift;; esac; shift; done
-mkdir -p "$out"; : > "$out/log.jsonl"
+mkdir -p "$out"; : > "$out/log.jsonl"; echo "${NCCL_HOSTID:-none} ${NCCL_NET:-none}" > "$out/host"
 for s in 1 2 3; do l=5.12345$s; [ -n "${STANDIN_RACE:-}" ] && [ "$b" = 0 ] && [ $s = 3 ] && l=5.123999
     echo "{\"type\": \"step\", \"step\": $s, \"loss\": $l}" >> "$out/log.jsonl"; done
 '''
@@ -487,6 +488,31 @@ for race_env, bad in (({}, []), ({"STANDIN_RACE": "1"}, ["b4 vs b0"])):
     failed = [l.split(", ")[1].split(" (")[0] for l in lines if ": FAIL" in l]
     check(rc == 0 and len(lines) == 5 and failed == bad and not os.path.exists(os.path.join(root, "out/scaling_run/probe.txt")),
           f"scaling_run.sh race: 5 pairs compared bitwise, only the race part run; failing: {bad or 'none'}", out + err)
+# RANKS=4 on the 2 stand-in GPUs: every rank under own_host.sh (a host id of its own, NCCL over
+# sockets); DDP's pairs of other buckets held to 1e-4 (4 ranks add in the buckets' order), the
+# identical pairs and ZeRO-1's still bitwise
+root = tree("scaling_run.sh", "own_host.sh")
+write(os.path.join(root, "tools/nvidia-smi"), "#!/bin/sh\necho 'GPU 0: stand-in'\necho 'GPU 1: stand-in'\n", exe=True)
+write(os.path.join(root, "tools/mpirun"), "#!/usr/bin/env bash\n"
+      "while [[ $1 == -* ]]; do case $1 in -np|-x|--bind-to) shift 2;; *) shift;; esac; done\nexec \"$@\"\n", exe=True)
+write(os.path.join(root, "build/bf16/train_gpt2cu"), STANDIN_TRAINER_RACE, exe=True)
+path = os.path.join(root, "tools") + ":" + os.environ["PATH"]
+rc, out, err = sh(root, "scaling_run.sh", ["race"], env=dict(PATH=path, RANKS="4"))
+lines = lines_with(out, "race stress, ")
+loose = [l.split(", ")[1].split(" (")[0] for l in lines if "(within 1e-4: 4 ranks add in the buckets' order" in l]
+check(rc == 0 and len(lines) == 5 and loose == ["b4 vs b0", "b4 vs b1e6"] and not any(": FAIL" in l for l in lines) and
+      open(os.path.join(root, "runs/race_z1_b4/host")).read() == "own-host-rank0 Socket\n",
+      "scaling_run.sh race, RANKS=4 on 2 GPUs: ranks under own_host.sh; other buckets within 1e-4, the rest bitwise", out + err)
+rc, out, err = sh(root, "scaling_run.sh", ["race", "probe"], env=dict(PATH=path, RANKS="4"))
+check(rc == 2 and err.strip() == "scaling_run.sh: 'probe' measures the GPUs; with RANKS=4 on 2 GPU(s) the ranks share them (only equal, race)"
+      and out == "", "scaling_run.sh, RANKS=4 on 2 GPUs: a timed part refused in one line, exit 2, nothing run", out + err)
+root = tree("multi_gpu.sh", "own_host.sh")
+write(os.path.join(root, "tools/nvidia-smi"), "#!/bin/sh\necho 'GPU 0: stand-in'\n", exe=True)
+path = os.path.join(root, "tools") + ":" + os.environ["PATH"]
+rc, out, err = sh(root, "multi_gpu.sh", ["equal", "bench"], env=dict(PATH=path, RANKS="2"))
+check(rc == 2 and err.strip() == "multi_gpu.sh: 'bench' times the GPUs; with RANKS=2 on 1 GPU(s) the ranks share them "
+      "(only equal env graphs spike hellaswag)" and out == "" and not os.path.exists(os.path.join(root, "out/eq_fp32_1gpu.log")),
+      "multi_gpu.sh, RANKS=2 on 1 GPU: a timed section refused in one line, exit 2, nothing run", out + err)
 # the usage errors of the scripts above: one line on stderr, a non-zero exit, nothing run
 rc, out, err = sh(tree("scaling_run.sh"), "scaling_run.sh", ["rcae"])
 check(rc == 2 and err.strip() == "scaling_run.sh: unknown part 'rcae' (probe, equal, scaling, race)" and out == "",
