@@ -3,7 +3,7 @@
 #   CPU: every unit-test program given as an argument (dev/unit/test_*.cpp, built by make).
 #   GPU: when nvidia-smi sees a GPU, test_gpt2cu (against the PyTorch reference state, which
 #        dev/reference.py writes; skipped with a note when it is missing), the dev/cuda checks
-#        (and attention_check --stress 500), and
+#        (and attention_check --stress 500), dev/ranks_check.sh (2 ranks on this GPU vs 1), and
 #        in FP16/BF16 builds (PRECISION, as make passes it) with torch installed, the attention
 #        against PyTorch (dev/cuda/sdpa_check.py).
 set -u
@@ -36,6 +36,8 @@ if nvidia-smi -L >/dev/null 2>&1; then
     if [ -x dev/cuda/attention_check ] && { [ "$p" = fp16 ] || [ "$p" = bf16 ]; } && python3 -c "import torch" 2>/dev/null; then
         run_one python3 dev/cuda/sdpa_check.py --binary dev/cuda/attention_check --dtype "$p"
     fi
+    # the multi-GPU code with 2 ranks sharing this GPU against 1 rank (NCCL over loopback sockets)
+    [ -x ./train_gpt2cu ] && [ -x data/tokenize ] && run_one bash dev/ranks_check.sh ./train_gpt2cu
     if [ -f dev_data/reference_state.bin ] && [ -x ./test_gpt2cu ]; then
         run_one ./test_gpt2cu
     else
