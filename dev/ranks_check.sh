@@ -7,8 +7,10 @@
 #   - 2 ranks reducing in one bucket per block vs in 16 MB buckets: equal losses (on 2 ranks every
 #     reduced element is one addition whatever the buckets, so a difference is a stream race).
 # Launched by mpirun when there is one, else through the environment (RANK/WORLD_SIZE, TCP).
-#   dev/ranks_check.sh [TRAINER] [TEXT]   (default ./train_gpt2cu, ../shared/data/tinyshakespeare.txt;
-#   data/tokenize makes the shard). Prints PASS/FAIL lines and "N passed, N failed".
+#   dev/ranks_check.sh [TRAINER] [TEXT]   (default ./train_gpt2cu, $TINYSHAKESPEARE or
+#   ../shared/data/tinyshakespeare.txt, which data/tokenize turns into shards with the vocabulary
+#   in $GPT2_VOCAB_DIR or ../shared/data/gpt2). Prints PASS/FAIL lines and "N passed, N failed";
+#   exit 0 when all pass, 1 when not, 2 (one line) when it cannot start.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-./train_gpt2cu}

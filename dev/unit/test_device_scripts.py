@@ -15,6 +15,8 @@ repository layout (no GPU, no third-party packages):
   hellaswag_set.sh: the fixture's failure is the exit status, and the tokenizer does not run after it;
   scaling_run.sh race: the bitwise pairs of the race stress, one made to differ; with RANKS above
       the GPUs, the ranks under own_host.sh and the timed parts refused (multi_gpu.sh too);
+  ranks_check.sh: 1 vs 2 ranks (under own_host.sh) and the buckets' pair compared, the FP32 bound,
+      a differing pair, a failed run, a missing trainer or text;
   sanitize.sh: each run's verdict line (the tool's summary, the kernels its reports name, counted),
       a run stopped at LIMIT_S, runs past BUDGET_S not started, a missing binary, no tool at all."""
 import atexit
@@ -513,6 +515,56 @@ rc, out, err = sh(root, "multi_gpu.sh", ["equal", "bench"], env=dict(PATH=path, 
 check(rc == 2 and err.strip() == "multi_gpu.sh: 'bench' times the GPUs; with RANKS=2 on 1 GPU(s) the ranks share them "
       "(only equal env graphs spike hellaswag)" and out == "" and not os.path.exists(os.path.join(root, "out/eq_fp32_1gpu.log")),
       "multi_gpu.sh, RANKS=2 on 1 GPU: a timed section refused in one line, exit 2, nothing run", out + err)
+# ---------------------------------------------------------------------------------------------
+# dev/ranks_check.sh (make test's 2 ranks on one GPU): stand-ins for data/tokenize, mpirun (runs
+# the command after its options) and the trainer (8 step lines; with STANDIN_RACE, --bucket-mb 0
+# changes step 8's loss; with STANDIN_FAIL, --zero 1 fails); a failed run is one FAIL line and
+# leaves out its comparison
+STANDIN_TRAINER_STEPS = r'''#!/usr/bin/env bash
+[ "$1" = --help ] && { echo "build: precision ${STANDIN_PRECISION:-bf16}"; exit 0; }
+b=x; z=0
+while [ $# -gt 0 ]; do case $1 in --bucket-mb) b=$2; shift;; --zero) z=$2; shift;; esac; shift; done
+[ -n "${STANDIN_FAIL:-}" ] && [ "$z" = 1 ] && { echo "rank 0: error: stand-in failure" >&2; exit 1; }
+echo "${NCCL_HOSTID:-none}" >> "$HOSTS"
+for s in 1 2 3 4 5 6 7 8; do l=9.12345$s; [ -n "${STANDIN_RACE:-}" ] && [ "$b" = 0 ] && [ $s = 8 ] && l=9.123999
+    echo "step    $s/8 | loss $l | norm 1.0"; done
+'''
+root = tree("own_host.sh")
+os.makedirs(os.path.join(root, "dev"), exist_ok=True)
+shutil.copy2(os.path.join(ROOT, "dev/ranks_check.sh"), os.path.join(root, "dev/ranks_check.sh"))
+write(os.path.join(root, "data/tokenize"), "#!/bin/sh\n[ -f \"$1\" ] || { echo \"tokenize: $1: cannot open\"; exit 1; }\n", exe=True)
+write(os.path.join(root, "train_gpt2cu"), STANDIN_TRAINER_STEPS, exe=True)
+write(os.path.join(root, "text.txt"), "text\n")
+write(os.path.join(root, "tools/mpirun"), "#!/usr/bin/env bash\n"
+      "while [[ $1 == -* ]]; do case $1 in -np|-x|--bind-to) shift 2;; *) shift;; esac; done\nexec \"$@\"\n", exe=True)
+path = os.path.join(root, "tools") + ":" + os.environ["PATH"]
+hosts = os.path.join(root, "hosts.txt")
+
+
+def ranks_check(env=None, args=("./train_gpt2cu", "text.txt")):
+    if os.path.exists(hosts):
+        os.remove(hosts)
+    p = subprocess.run(["bash", "dev/ranks_check.sh"] + list(args), cwd=root, capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PATH=path, HOSTS=hosts, **(env or {})))
+    return p.returncode, p.stdout, p.stderr
+
+
+rc, out, err = ranks_check()
+check(rc == 0 and out.count("PASS ") == 3 and "(tol 5e-3)" in out and out.strip().endswith("3 passed, 0 failed") and
+      open(hosts).read().split() == ["none"] + ["own-host-rank0"] * 3,
+      "ranks_check.sh: 3 comparisons pass; the 2-rank runs under own_host.sh, the 1-rank run not", out + err)
+rc, out, err = ranks_check({"STANDIN_PRECISION": "fp32"})
+check(rc == 0 and out.count("(tol 1e-5)") == 2, "ranks_check.sh: an FP32 trainer is held to 1e-5", out + err)
+rc, out, err = ranks_check({"STANDIN_RACE": "1"})
+check(rc == 1 and "FAIL 2 ranks, one bucket per block vs 16 MB buckets (equal)" in out and
+      out.strip().endswith("2 passed, 1 failed"), "ranks_check.sh: a difference between the buckets' runs fails, exit 1", out + err)
+rc, out, err = ranks_check({"STANDIN_FAIL": "1"})
+check(rc == 1 and "FAIL run zero1 (2 rank(s)): rank 0: error: stand-in failure" in out and "ZeRO-1" not in out and
+      out.strip().endswith("2 passed, 1 failed"), "ranks_check.sh: a failed run is one FAIL line naming its error, its comparison left out", out + err)
+for args, msg in ((["./no_trainer", "text.txt"], "ranks_check.sh: ./no_trainer: not built (make train_gpt2cu data/tokenize)"),
+                  (["./train_gpt2cu", "missing.txt"], "ranks_check.sh: data/tokenize missing.txt failed: tokenize: missing.txt: cannot open")):
+    rc, out, err = ranks_check(args=args)
+    check(rc == 2 and err.strip() == msg and out == "", f"ranks_check.sh {' '.join(args)}: one line, exit 2", out + err)
 # the usage errors of the scripts above: one line on stderr, a non-zero exit, nothing run
 rc, out, err = sh(tree("scaling_run.sh"), "scaling_run.sh", ["rcae"])
 check(rc == 2 and err.strip() == "scaling_run.sh: unknown part 'rcae' (probe, equal, scaling, race)" and out == "",
