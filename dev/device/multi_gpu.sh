@@ -17,11 +17,12 @@
 #   7. `peers`: PyTorch's DDP (dev/torch_bench.py --ddp under torchrun, torch.compile, bf16 autocast)
 #      at `bench`'s settings, 1 GPU and N GPUs with and without P2P: the scaling of the peer;
 #   8. `spike`: the spike guard on N GPUs (see the section);
-#   9. `hellaswag`: --hellaswag --eval-only on N GPUs against dev/hellaswag_reference.py and 1 GPU.
+#   9. `hellaswag`: --hellaswag --eval-only on N GPUs against dev/hellaswag_reference.py and 1 GPU;
+#  10. `resume`: checkpoints on N GPUs, DDP and ZeRO-1 (see the section).
 # Binaries prebuilt in build/<precision>/ (dev/device/build.sh); shards in dev_data (make data).
 # RANKS=N (more than the visible GPUs): N ranks sharing the GPUs, each a host of its own to NCCL
 # (dev/device/own_host.sh, sockets on loopback): the sections that check losses and exactness
-# (equal env graphs spike hellaswag) run as on N GPUs; the timed ones are refused (the ranks share
+# (equal env graphs spike hellaswag resume) run as on N GPUs; the timed ones are refused (the ranks share
 # SMs and the wire is a socket), and `graphs` skips its speed part.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -34,7 +35,7 @@ if (( N > GPUS )); then
     RUN=dev/device/own_host.sh
     for s in $sections; do
         case $s in bench|ceiling|interference|peers)
-            echo "multi_gpu.sh: '$s' times the GPUs; with RANKS=$N on $GPUS GPU(s) the ranks share them (only equal env graphs spike hellaswag)" >&2
+            echo "multi_gpu.sh: '$s' times the GPUs; with RANKS=$N on $GPUS GPU(s) the ranks share them (only equal env graphs spike hellaswag resume)" >&2
             exit 2 ;;
         esac
     done
@@ -195,6 +196,28 @@ if has hellaswag; then
             > "$OUT/hs_cmp_$v.log" 2>&1
         summary+=("hellaswag fp32 $v vs PyTorch: cmp rc=$? $(grep 'hellaswag acc' "$OUT/hs_$v.log" | cut -c1-150) | $(grep -E '^(PASS|FAIL)' "$OUT/hs_cmp_$v.log" | tr '\n' ' ')")
     done
+fi
+# `resume`: a checkpoint gathers every rank's state (ZeRO-1: the optimizer shards) to rank 0, and a
+# resume scatters it back and puts every rank's data loader where it was. `equal`'s runs, 20 steps
+# straight against 20 with a checkpoint every 5, every rank exiting abruptly after step 10
+# (--debug-exit-after), then resumed with only -o and --resume: log.jsonl's losses equal at tol 0,
+# DDP and ZeRO-1 (BF16); then that checkpoint resumed on 1 GPU must be refused in one line. (The
+# other ranks exit while rank 0 may still be writing step 10's checkpoint, and mpirun then kills
+# it: the resume takes step 10's checkpoint if it was complete, else step 5's; the line says which.)
+if has resume; then
+    bin=build/bf16/train_gpt2cu
+    for z in 0 1; do
+        a=runs/mgpu_resume_a_z$z; b=runs/mgpu_resume_b_z$z; rm -rf "$a" "$b"
+        $MPI $bin $equal_args -x 20 --zero $z -o "$a" > "$OUT/resume_a_z$z.log" 2>&1
+        $MPI $bin $equal_args -x 20 --zero $z -n 5 -o "$b" --debug-exit-after 10 > "$OUT/resume_b1_z$z.log" 2>&1
+        killed=$?
+        $MPI $bin -o "$b" --resume > "$OUT/resume_b2_z$z.log" 2>&1
+        resumed=$?
+        at=$(grep -m 1 -oE 'resumed from .* at step [0-9]+' "$OUT/resume_b2_z$z.log" | grep -oE '[0-9]+$' || echo "none")
+        summary+=("resume $N GPUs zero=$z (killed rc=$killed after step 10, resumed rc=$resumed at step $at), log.jsonl: $(python3 dev/compare_losses.py "$a/log.jsonl" "$b/log.jsonl" --tol 0)")
+    done
+    $bin -o "$b" --resume > "$OUT/resume_1gpu.log" 2>&1
+    summary+=("that checkpoint resumed on 1 GPU: rc=$? $(tail -n 1 "$OUT/resume_1gpu.log")")
 fi
 echo "================ summary"
 printf '%s\n' "${summary[@]}"

@@ -15,6 +15,8 @@ repository layout (no GPU, no third-party packages):
   hellaswag_set.sh: the fixture's failure is the exit status, and the tokenizer does not run after it;
   scaling_run.sh race: the bitwise pairs of the race stress, one made to differ; with RANKS above
       the GPUs, the ranks under own_host.sh and the timed parts refused (multi_gpu.sh too);
+  multi_gpu.sh resume: straight vs killed-and-resumed runs on N ranks compared, DDP and ZeRO-1, and
+      the checkpoint's refusal on 1 GPU;
   ranks_check.sh: 1 vs 2 ranks (under own_host.sh) and the buckets' pair compared, the FP32 bound,
       a differing pair, a failed run, a missing trainer or text;
   sanitize.sh: each run's verdict line (the tool's summary, the kernels its reports name, counted),
@@ -513,8 +515,42 @@ write(os.path.join(root, "tools/nvidia-smi"), "#!/bin/sh\necho 'GPU 0: stand-in'
 path = os.path.join(root, "tools") + ":" + os.environ["PATH"]
 rc, out, err = sh(root, "multi_gpu.sh", ["equal", "bench"], env=dict(PATH=path, RANKS="2"))
 check(rc == 2 and err.strip() == "multi_gpu.sh: 'bench' times the GPUs; with RANKS=2 on 1 GPU(s) the ranks share them "
-      "(only equal env graphs spike hellaswag)" and out == "" and not os.path.exists(os.path.join(root, "out/eq_fp32_1gpu.log")),
+      "(only equal env graphs spike hellaswag resume)" and out == "" and not os.path.exists(os.path.join(root, "out/eq_fp32_1gpu.log")),
       "multi_gpu.sh, RANKS=2 on 1 GPU: a timed section refused in one line, exit 2, nothing run", out + err)
+# multi_gpu.sh resume, RANKS=2 on 1 stand-in GPU: stand-ins for mpirun (sets STANDIN_RANKS) and
+# the trainer (log.jsonl in -o: steps 1-20, or 1-10 then exit 137 with --debug-exit-after 10, and
+# a --resume appends 6-20 (from step 5's checkpoint), refused in one line by another rank count; with
+# STANDIN_RESUME_DRIFT the resumed ZeRO-1 run's step 15 differs)
+STANDIN_TRAINER_RESUME = r'''#!/usr/bin/env bash
+out=""; z=0; stop=0; resume=0; ranks=${STANDIN_RANKS:-1}
+while [ $# -gt 0 ]; do case $1 in -o) out=$2; shift;; --zero) z=$2; shift;; --debug-exit-after) stop=$2; shift;;
+    --resume) resume=1;; esac; shift; done
+mkdir -p "$out"
+if [ $resume = 1 ]; then
+    read -r was zw < "$out/ckpt"
+    [ "$was" != "$ranks" ] && { echo "error: $out/ckpt: checkpoint written by $was GPUs, this run has $ranks" >&2; exit 1; }
+    z=$zw; first=6; echo "resumed from $out/step_00000005 at step 5"
+else first=1; echo "$ranks $z" > "$out/ckpt"; fi
+for s in $(seq $first 20); do l=7.$s$z; [ -n "${STANDIN_RESUME_DRIFT:-}" ] && [ $resume = 1 ] && [ $z = 1 ] && [ $s = 15 ] && l=7.999
+    echo "{\"type\": \"step\", \"step\": $s, \"loss\": $l}" >> "$out/log.jsonl"; [ "$s" = "$stop" ] && exit 137; done
+exit 0
+'''
+root = tree("multi_gpu.sh", "own_host.sh")
+write(os.path.join(root, "tools/nvidia-smi"), "#!/bin/sh\necho 'GPU 0: stand-in'\n", exe=True)
+write(os.path.join(root, "tools/mpirun"), "#!/usr/bin/env bash\nn=1\n"
+      "while [[ $1 == -* ]]; do case $1 in -np) n=$2; shift 2;; -x|--bind-to) shift 2;; *) shift;; esac; done\n"
+      "STANDIN_RANKS=$n exec \"$@\"\n", exe=True)
+write(os.path.join(root, "build/bf16/train_gpt2cu"), STANDIN_TRAINER_RESUME, exe=True)
+path = os.path.join(root, "tools") + ":" + os.environ["PATH"]
+for drift in ("", "1"):
+    shutil.rmtree(os.path.join(root, "runs"), ignore_errors=True)
+    rc, out, err = sh(root, "multi_gpu.sh", ["resume"], env=dict(PATH=path, RANKS="2", STANDIN_RESUME_DRIFT=drift))
+    lines = lines_with(out, "resume 2 GPUs zero=")
+    oks = ["killed rc=137 after step 10, resumed rc=0 at step 5" in l and "log.jsonl: OK 20 steps" in l for l in lines]
+    check(rc == 0 and len(lines) == 2 and oks == ([True, True] if not drift else [True, False]) and
+          "that checkpoint resumed on 1 GPU: rc=1 error: runs/mgpu_resume_b_z1/ckpt: checkpoint written by 2 GPUs, this run has 1" in out,
+          f"multi_gpu.sh resume, RANKS=2: straight vs killed + resumed, DDP and ZeRO-1{', a drift in ZeRO-1 named' if drift else ''}; "
+          "the 1-GPU resume refused", out + err)
 # ---------------------------------------------------------------------------------------------
 # dev/ranks_check.sh (make test's 2 ranks on one GPU): stand-ins for data/tokenize, mpirun (runs
 # the command after its options) and the trainer (8 step lines; with STANDIN_RACE, --bucket-mb 0
