@@ -9,7 +9,9 @@
 #          random moments 20 times and resumed each time; the losses of the finished run must
 #          equal, bit for bit, those of a run never interrupted (the runs' log.jsonl: exact floats).
 # Each result line goes to stdout and $OUT/faults_summary.txt as it comes; logs in $OUT/faults.tar.gz
-# (from $FAULTS_LOGS, default /tmp/faults, emptied first).
+# (from $FAULTS_LOGS, default /tmp/faults, emptied first). On a 1-GPU machine the two ranks of
+# `kill` and `nan` share the GPU, each a host of its own to NCCL (dev/device/own_host.sh: sockets
+# on loopback, so a killed peer shows as a closed connection rather than as a silent NVLink peer).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -21,6 +23,7 @@ sections=${*:-kill nan ckpt}
 has() { [[ " $sections " == *" $1 "* ]]; }
 summary=()
 BIN=build/bf16/train_gpt2cu
+RUN=""; [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -lt 2 ] && RUN=dev/device/own_host.sh   # what each of 2 ranks runs under
 TIMEOUT=5
 now() { date +%s.%N; }
 since() { awk -v a="$(now)" -v b="$1" 'BEGIN {printf "%.1f", a - b}'; }   # seconds since $1 (a now)
@@ -50,7 +53,7 @@ if has kill; then
     for trial in $(seq 1 10); do
         victim=$(( RANDOM % 2 )); log="$LOGS/kill_env_$trial"
         for r in 0 1; do
-            MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29600 + trial)) RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r $BIN $ARGS > "$log.r$r" 2>&1 &
+            MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29600 + trial)) RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r $RUN $BIN $ARGS > "$log.r$r" 2>&1 &
             eval "pid$r=$!"
         done
         wait_for_line "$log.r0" "^step    3/" 60 "$pid0"
@@ -68,7 +71,7 @@ if has kill; then
     hangs=0; times=()
     for trial in $(seq 1 5); do
         log="$LOGS/kill_mpi_$trial.log"
-        mpirun --allow-run-as-root -np 2 --bind-to none -x NCCL_NVLS_ENABLE $BIN $ARGS > "$log" 2>&1 &
+        mpirun --allow-run-as-root -np 2 --bind-to none -x NCCL_NVLS_ENABLE $RUN $BIN $ARGS > "$log" 2>&1 &
         mpid=$!
         wait_for_line "$log" "^step    3/" 60 "$mpid"
         sleep "0.$(( RANDOM % 10 ))$(( RANDOM % 10 ))"
@@ -87,7 +90,7 @@ if has nan; then
     for p in bf16 fp16; do
         log="$LOGS/nan_$p.log"
         t0=$(now)
-        mpirun --allow-run-as-root -np 2 --bind-to none -x NCCL_NVLS_ENABLE build/$p/train_gpt2cu --bench -e d12 -b 8 -t 1024 \
+        mpirun --allow-run-as-root -np 2 --bind-to none -x NCCL_NVLS_ENABLE $RUN build/$p/train_gpt2cu --bench -e d12 -b 8 -t 1024 \
             --bench-warmup 0 --bench-steps 20 --debug-nan 1:5 --max-bad-steps 3 > "$log" 2>&1
         rc=$?
         note "nan $p: rc=$rc after $(since "$t0") s; $(grep -c 'skipped: non-finite' "$log") skipped steps; $(grep -m1 'skipped: non-finite' "$log"); $(grep -m1 '^error' "$log")"
