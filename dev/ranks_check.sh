@@ -31,12 +31,14 @@ run() {  # name ranks options: the run's output (rank 0 prints the steps) in $tm
     elif command -v mpirun > /dev/null; then
         mpirun --allow-run-as-root -np "$n" --bind-to none dev/device/own_host.sh "$bin" $args "$@" > "$tmp/$name.log" 2>&1
     else
-        local r
+        local r pids=() rc=0
         for r in $(seq 0 $((n - 1))); do
             RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=${PORT:-29571} \
                 dev/device/own_host.sh "$bin" $args "$@" > "$tmp/$name.r$r.log" 2>&1 &
+            pids+=($!)
         done
-        wait; cat "$tmp/$name".r*.log > "$tmp/$name.log"
+        for r in "${pids[@]}"; do wait "$r" || rc=1; done
+        cat "$tmp/$name".r*.log > "$tmp/$name.log"; [ $rc = 0 ]
     fi || { echo "FAIL run $name ($n rank(s)): $(grep -m 1 -i error "$tmp/$name.log" || tail -n 1 "$tmp/$name.log")"
             failed=$((failed + 1)); broken+=" $name "; }
 }
@@ -50,7 +52,7 @@ compare() {  # what, run A, run B, tolerance (the printed losses: 6 decimals, fl
     fi
 }
 tol=5e-3
-"$bin" --help | grep -q '^build: precision fp32' && tol=1e-5
+[[ $("$bin" --help 2>&1) == *'build: precision fp32'* ]] && tol=1e-5
 run one 1; run ddp 2; run zero1 2 --zero 1; run ddp_b0 2 --bucket-mb 0
 compare "1 rank vs 2 sharing the GPU, DDP (tol $tol)" one ddp $tol
 compare "1 rank vs 2 sharing the GPU, ZeRO-1 (tol $tol)" one zero1 $tol

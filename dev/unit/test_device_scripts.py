@@ -597,6 +597,27 @@ check(rc == 1 and "FAIL 2 ranks, one bucket per block vs 16 MB buckets (equal)" 
 rc, out, err = ranks_check({"STANDIN_FAIL": "1"})
 check(rc == 1 and "FAIL run zero1 (2 rank(s)): rank 0: error: stand-in failure" in out and "ZeRO-1" not in out and
       out.strip().endswith("2 passed, 1 failed"), "ranks_check.sh: a failed run is one FAIL line naming its error, its comparison left out", out + err)
+# without mpirun: the environment-variable launch, each rank under own_host.sh (the stand-in trainer
+# records RANK through NCCL_HOSTID), a failed rank is a failed run
+bare = os.path.join(root, "bare")
+os.makedirs(bare, exist_ok=True)
+for tool in ("bash", "python3", "mktemp", "seq", "cat", "grep", "tail", "rm", "dirname", "mkdir"):
+    found = shutil.which(tool)
+    if found and not os.path.exists(os.path.join(bare, tool)):
+        os.symlink(found, os.path.join(bare, tool))
+STANDIN_TRAINER_RANKED = STANDIN_TRAINER_STEPS.replace('echo "${NCCL_HOSTID:-none}" >> "$HOSTS"',
+    'echo "${NCCL_HOSTID:-none}" >> "$HOSTS"; [ -n "${STANDIN_FAIL_RANK1:-}" ] && [ "${RANK:-0}" = 1 ] && exit 3')
+write(os.path.join(root, "train_gpt2cu"), STANDIN_TRAINER_RANKED, exe=True)
+saved_path, path = path, bare
+rc, out, err = ranks_check()
+check(rc == 0 and out.strip().endswith("3 passed, 0 failed") and
+      sorted(open(hosts).read().split()) == ["none"] + ["own-host-rank0"] * 3 + ["own-host-rank1"] * 3,
+      "ranks_check.sh without mpirun: the env launch, every rank under own_host.sh", out + err)
+rc, out, err = ranks_check({"STANDIN_FAIL_RANK1": "1"})
+check(rc == 1 and out.count("FAIL run ") == 3 and out.strip().endswith("0 passed, 3 failed"),
+      "ranks_check.sh without mpirun: a rank that fails makes its run fail", out + err)
+path = saved_path
+write(os.path.join(root, "train_gpt2cu"), STANDIN_TRAINER_STEPS, exe=True)
 for args, msg in ((["./no_trainer", "text.txt"], "ranks_check.sh: ./no_trainer: not built (make train_gpt2cu data/tokenize)"),
                   (["./train_gpt2cu", "missing.txt"], "ranks_check.sh: data/tokenize missing.txt failed: tokenize: missing.txt: cannot open")):
     rc, out, err = ranks_check(args=args)
