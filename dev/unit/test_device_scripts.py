@@ -1,6 +1,7 @@
 """Unit test of the device scripts' bookkeeping (dev/device/trainer_ab.sh, attn_ab.sh, graphs_ab.sh,
-run.sh's ref section, loop_run.sh), with stand-in binaries and scripts in a temporary copy of the
-repository layout (no GPU, no third-party packages):
+run.sh's ref section, loop_run.sh, faults.sh, same_output.sh, sanitize.sh, hellaswag_set.sh), with
+stand-in binaries and scripts in a temporary copy of the repository layout (dev/unit/standins.py;
+the multi-rank scripts: test_rank_scripts.py):
   trainer_ab.sh / attn_ab.sh: a failed run is left out of the mean (and reported); the same binary
       given twice (an A/A test) is two entries, with their own means and logs;
   graphs_ab.sh: steps printed as `scale N (skipped) |` are stripped of their timings too;
@@ -13,68 +14,15 @@ repository layout (no GPU, no third-party packages):
   same_output.sh: two trainers whose outputs differ only in times are the same; a loss, a skip
       mark, a RESULT shape value or a logged loss that differs is a difference;
   hellaswag_set.sh: the fixture's failure is the exit status, and the tokenizer does not run after it;
-  scaling_run.sh race: the bitwise pairs of the race stress, one made to differ; with RANKS above
-      the GPUs, the ranks under own_host.sh and the timed parts refused (multi_gpu.sh too);
-  multi_gpu.sh resume: straight vs killed-and-resumed runs on N ranks compared, DDP and ZeRO-1, and
-      the checkpoint's refusal on 1 GPU;
-  ranks_check.sh: 1 vs 2 ranks (under own_host.sh) and the buckets' pair compared, the FP32 bound,
-      a differing pair, a failed run, a missing trainer or text;
   sanitize.sh: each run's verdict line (the tool's summary, the kernels its reports name, counted),
       a run stopped at LIMIT_S, runs past BUDGET_S not started, a missing binary, no tool at all."""
-import atexit
 import os
 import re
 import shutil
-import stat
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from check import check as _check, finish  # noqa: E402
-
-
-def check(ok, name, detail=""):
-    """check(), and on a failure what the script printed (detail)."""
-    _check(ok, name)
-    if not ok and detail:
-        print("    " + str(detail).replace("\n", "\n    "))
-
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-TMP = tempfile.mkdtemp()
-atexit.register(shutil.rmtree, TMP, ignore_errors=True)
-_trees = [0]
-
-
-def write(path, text, exe=False):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        f.write(text)
-    if exe:
-        os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-
-
-def tree(*scripts):
-    """A fresh copy of the repository layout the scripts need: dev/device/<scripts>, gpu_power.sh,
-    ab_means.sh, dev/compare_losses.py. Returns its root."""
-    _trees[0] += 1
-    root = os.path.join(TMP, f"repo{_trees[0]}")
-    for rel in [f"dev/device/{s}" for s in scripts] + ["dev/device/gpu_power.sh", "dev/device/ab_means.sh", "dev/compare_losses.py"]:
-        os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
-        shutil.copy2(os.path.join(ROOT, rel), os.path.join(root, rel))
-    return root
-
-
-def sh(root, script, args=(), env=None, timeout=120):
-    e = dict(os.environ, OUT=os.path.join(root, "out"), **(env or {}))
-    p = subprocess.run(["bash", f"dev/device/{script}"] + list(args), cwd=root, env=e, capture_output=True, text=True,
-                       timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
-
-
-def lines_with(out, prefix):
-    return [line for line in out.splitlines() if line.startswith(prefix)]
-
+from standins import check, finish, lines_with, sh, tree, write  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------
 def ab_run(root, script, binary, fail_calls):
@@ -469,163 +417,7 @@ rc, out, err = sh(root, "hellaswag_set.sh", [log])
 check(rc == 0 and open(log).read() == "fixture\nwrote 400 examples\n", "hellaswag_set.sh: both steps' output in LOG, exit 0")
 rc, out, err = sh(root, "hellaswag_set.sh", [log], env={"STANDIN_FAIL": "1"})
 check(rc == 3 and open(log).read() == "fixture\n", "hellaswag_set.sh: a failed fixture is the exit status; the tokenizer does not run")
-# ---------------------------------------------------------------------------------------------
-# scaling_run.sh race: stand-ins for nvidia-smi (2 GPUs), mpirun (runs the command after its
-# options) and the trainer (a log.jsonl of 3 losses in -o DIR; with STANDIN_RACE, --bucket-mb 0
-# changes the last one: the race stress must name that pair, and only it)
-STANDIN_TRAINER_RACE = r'''#!/usr/bin/env bash
-out=""; b=x
-while [ $# -gt 0 ]; do case $1 in -o) out=$2; shift;; --bucket-mb) b=$2; shift;; esac; shift; done
-mkdir -p "$out"; : > "$out/log.jsonl"; echo "${NCCL_HOSTID:-none} ${NCCL_NET:-none}" > "$out/host"
-for s in 1 2 3; do l=5.12345$s; [ -n "${STANDIN_RACE:-}" ] && [ "$b" = 0 ] && [ $s = 3 ] && l=5.123999
-    echo "{\"type\": \"step\", \"step\": $s, \"loss\": $l}" >> "$out/log.jsonl"; done
-'''
-root = tree("scaling_run.sh")
-write(os.path.join(root, "tools/nvidia-smi"), "#!/bin/sh\necho 'GPU 0: stand-in'\necho 'GPU 1: stand-in'\n", exe=True)
-write(os.path.join(root, "tools/mpirun"), "#!/usr/bin/env bash\n"
-      "while [[ $1 == -* ]]; do case $1 in -np|-x|--bind-to) shift 2;; *) shift;; esac; done\nexec \"$@\"\n", exe=True)
-write(os.path.join(root, "build/bf16/train_gpt2cu"), STANDIN_TRAINER_RACE, exe=True)
-path = os.path.join(root, "tools") + ":" + os.environ["PATH"]
-for race_env, bad in (({}, []), ({"STANDIN_RACE": "1"}, ["b4 vs b0"])):
-    rc, out, err = sh(root, "scaling_run.sh", ["race"], env=dict(PATH=path, **race_env))
-    lines = [l for l in out.splitlines() if l.startswith("race stress, ")]
-    failed = [l.split(", ")[1].split(" (")[0] for l in lines if ": FAIL" in l]
-    check(rc == 0 and len(lines) == 5 and failed == bad and not os.path.exists(os.path.join(root, "out/scaling_run/probe.txt")),
-          f"scaling_run.sh race: 5 pairs compared bitwise, only the race part run; failing: {bad or 'none'}", out + err)
-# RANKS=4 on the 2 stand-in GPUs: every rank under own_host.sh (a host id of its own, NCCL over
-# sockets); DDP's pairs of other buckets held to 1e-4 (4 ranks add in the buckets' order), the
-# identical pairs and ZeRO-1's still bitwise
-root = tree("scaling_run.sh", "own_host.sh")
-write(os.path.join(root, "tools/nvidia-smi"), "#!/bin/sh\necho 'GPU 0: stand-in'\necho 'GPU 1: stand-in'\n", exe=True)
-write(os.path.join(root, "tools/mpirun"), "#!/usr/bin/env bash\n"
-      "while [[ $1 == -* ]]; do case $1 in -np|-x|--bind-to) shift 2;; *) shift;; esac; done\nexec \"$@\"\n", exe=True)
-write(os.path.join(root, "build/bf16/train_gpt2cu"), STANDIN_TRAINER_RACE, exe=True)
-path = os.path.join(root, "tools") + ":" + os.environ["PATH"]
-rc, out, err = sh(root, "scaling_run.sh", ["race"], env=dict(PATH=path, RANKS="4"))
-lines = lines_with(out, "race stress, ")
-loose = [l.split(", ")[1].split(" (")[0] for l in lines if "(within 1e-4: 4 ranks add in the buckets' order" in l]
-check(rc == 0 and len(lines) == 5 and loose == ["b4 vs b0", "b4 vs b1e6"] and not any(": FAIL" in l for l in lines) and
-      open(os.path.join(root, "runs/race_z1_b4/host")).read() == "own-host-rank0 Socket\n",
-      "scaling_run.sh race, RANKS=4 on 2 GPUs: ranks under own_host.sh; other buckets within 1e-4, the rest bitwise", out + err)
-rc, out, err = sh(root, "scaling_run.sh", ["race", "probe"], env=dict(PATH=path, RANKS="4"))
-check(rc == 2 and err.strip() == "scaling_run.sh: 'probe' measures the GPUs; with RANKS=4 on 2 GPU(s) the ranks share them (only equal, race)"
-      and out == "", "scaling_run.sh, RANKS=4 on 2 GPUs: a timed part refused in one line, exit 2, nothing run", out + err)
-root = tree("multi_gpu.sh", "own_host.sh")
-write(os.path.join(root, "tools/nvidia-smi"), "#!/bin/sh\necho 'GPU 0: stand-in'\n", exe=True)
-path = os.path.join(root, "tools") + ":" + os.environ["PATH"]
-rc, out, err = sh(root, "multi_gpu.sh", ["equal", "bench"], env=dict(PATH=path, RANKS="2"))
-check(rc == 2 and err.strip() == "multi_gpu.sh: 'bench' times the GPUs; with RANKS=2 on 1 GPU(s) the ranks share them "
-      "(only equal env graphs spike hellaswag resume)" and out == "" and not os.path.exists(os.path.join(root, "out/eq_fp32_1gpu.log")),
-      "multi_gpu.sh, RANKS=2 on 1 GPU: a timed section refused in one line, exit 2, nothing run", out + err)
-# multi_gpu.sh resume, RANKS=2 on 1 stand-in GPU: stand-ins for mpirun (sets STANDIN_RANKS) and
-# the trainer (log.jsonl in -o: steps 1-20, or 1-10 then exit 137 with --debug-exit-after 10, and
-# a --resume appends 6-20 (from step 5's checkpoint), refused in one line by another rank count; with
-# STANDIN_RESUME_DRIFT the resumed ZeRO-1 run's step 15 differs)
-STANDIN_TRAINER_RESUME = r'''#!/usr/bin/env bash
-out=""; z=0; stop=0; resume=0; ranks=${STANDIN_RANKS:-1}
-while [ $# -gt 0 ]; do case $1 in -o) out=$2; shift;; --zero) z=$2; shift;; --debug-exit-after) stop=$2; shift;;
-    --resume) resume=1;; esac; shift; done
-mkdir -p "$out"
-if [ $resume = 1 ]; then
-    read -r was zw < "$out/ckpt"
-    [ "$was" != "$ranks" ] && { echo "error: $out/ckpt: checkpoint written by $was GPUs, this run has $ranks" >&2; exit 1; }
-    z=$zw; first=6; echo "resumed from $out/step_00000005 at step 5"
-else first=1; echo "$ranks $z" > "$out/ckpt"; fi
-for s in $(seq $first 20); do l=7.$s$z; [ -n "${STANDIN_RESUME_DRIFT:-}" ] && [ $resume = 1 ] && [ $z = 1 ] && [ $s = 15 ] && l=7.999
-    echo "{\"type\": \"step\", \"step\": $s, \"loss\": $l}" >> "$out/log.jsonl"; [ "$s" = "$stop" ] && exit 137; done
-exit 0
-'''
-root = tree("multi_gpu.sh", "own_host.sh")
-write(os.path.join(root, "tools/nvidia-smi"), "#!/bin/sh\necho 'GPU 0: stand-in'\n", exe=True)
-write(os.path.join(root, "tools/mpirun"), "#!/usr/bin/env bash\nn=1\n"
-      "while [[ $1 == -* ]]; do case $1 in -np) n=$2; shift 2;; -x|--bind-to) shift 2;; *) shift;; esac; done\n"
-      "STANDIN_RANKS=$n exec \"$@\"\n", exe=True)
-write(os.path.join(root, "build/bf16/train_gpt2cu"), STANDIN_TRAINER_RESUME, exe=True)
-path = os.path.join(root, "tools") + ":" + os.environ["PATH"]
-for drift in ("", "1"):
-    shutil.rmtree(os.path.join(root, "runs"), ignore_errors=True)
-    rc, out, err = sh(root, "multi_gpu.sh", ["resume"], env=dict(PATH=path, RANKS="2", STANDIN_RESUME_DRIFT=drift))
-    lines = lines_with(out, "resume 2 GPUs zero=")
-    oks = ["killed rc=137 after step 10, resumed rc=0 at step 5" in l and "log.jsonl: OK 20 steps" in l for l in lines]
-    check(rc == 0 and len(lines) == 2 and oks == ([True, True] if not drift else [True, False]) and
-          "that checkpoint resumed on 1 GPU: rc=1 error: runs/mgpu_resume_b_z1/ckpt: checkpoint written by 2 GPUs, this run has 1" in out,
-          f"multi_gpu.sh resume, RANKS=2: straight vs killed + resumed, DDP and ZeRO-1{', a drift in ZeRO-1 named' if drift else ''}; "
-          "the 1-GPU resume refused", out + err)
-# ---------------------------------------------------------------------------------------------
-# dev/ranks_check.sh (make test's 2 ranks on one GPU): stand-ins for data/tokenize, mpirun (runs
-# the command after its options) and the trainer (8 step lines; with STANDIN_RACE, --bucket-mb 0
-# changes step 8's loss; with STANDIN_FAIL, --zero 1 fails); a failed run is one FAIL line and
-# leaves out its comparison
-STANDIN_TRAINER_STEPS = r'''#!/usr/bin/env bash
-[ "$1" = --help ] && { echo "build: precision ${STANDIN_PRECISION:-bf16}"; exit 0; }
-b=x; z=0
-while [ $# -gt 0 ]; do case $1 in --bucket-mb) b=$2; shift;; --zero) z=$2; shift;; esac; shift; done
-[ -n "${STANDIN_FAIL:-}" ] && [ "$z" = 1 ] && { echo "rank 0: error: stand-in failure" >&2; exit 1; }
-echo "${NCCL_HOSTID:-none}" >> "$HOSTS"
-for s in 1 2 3 4 5 6 7 8; do l=9.12345$s; [ -n "${STANDIN_RACE:-}" ] && [ "$b" = 0 ] && [ $s = 8 ] && l=9.123999
-    echo "step    $s/8 | loss $l | norm 1.0"; done
-'''
-root = tree("own_host.sh")
-os.makedirs(os.path.join(root, "dev"), exist_ok=True)
-shutil.copy2(os.path.join(ROOT, "dev/ranks_check.sh"), os.path.join(root, "dev/ranks_check.sh"))
-write(os.path.join(root, "data/tokenize"), "#!/bin/sh\n[ -f \"$1\" ] || { echo \"tokenize: $1: cannot open\"; exit 1; }\n", exe=True)
-write(os.path.join(root, "train_gpt2cu"), STANDIN_TRAINER_STEPS, exe=True)
-write(os.path.join(root, "text.txt"), "text\n")
-write(os.path.join(root, "tools/mpirun"), "#!/usr/bin/env bash\n"
-      "while [[ $1 == -* ]]; do case $1 in -np|-x|--bind-to) shift 2;; *) shift;; esac; done\nexec \"$@\"\n", exe=True)
-path = os.path.join(root, "tools") + ":" + os.environ["PATH"]
-hosts = os.path.join(root, "hosts.txt")
-
-
-def ranks_check(env=None, args=("./train_gpt2cu", "text.txt")):
-    if os.path.exists(hosts):
-        os.remove(hosts)
-    p = subprocess.run(["bash", "dev/ranks_check.sh"] + list(args), cwd=root, capture_output=True, text=True, timeout=60,
-                       env=dict(os.environ, PATH=path, HOSTS=hosts, **(env or {})))
-    return p.returncode, p.stdout, p.stderr
-
-
-rc, out, err = ranks_check()
-check(rc == 0 and out.count("PASS ") == 3 and "(tol 5e-3)" in out and out.strip().endswith("3 passed, 0 failed") and
-      open(hosts).read().split() == ["none"] + ["own-host-rank0"] * 3,
-      "ranks_check.sh: 3 comparisons pass; the 2-rank runs under own_host.sh, the 1-rank run not", out + err)
-rc, out, err = ranks_check({"STANDIN_PRECISION": "fp32"})
-check(rc == 0 and out.count("(tol 1e-5)") == 2, "ranks_check.sh: an FP32 trainer is held to 1e-5", out + err)
-rc, out, err = ranks_check({"STANDIN_RACE": "1"})
-check(rc == 1 and "FAIL 2 ranks, one bucket per block vs 16 MB buckets (equal)" in out and
-      out.strip().endswith("2 passed, 1 failed"), "ranks_check.sh: a difference between the buckets' runs fails, exit 1", out + err)
-rc, out, err = ranks_check({"STANDIN_FAIL": "1"})
-check(rc == 1 and "FAIL run zero1 (2 rank(s)): rank 0: error: stand-in failure" in out and "ZeRO-1" not in out and
-      out.strip().endswith("2 passed, 1 failed"), "ranks_check.sh: a failed run is one FAIL line naming its error, its comparison left out", out + err)
-# without mpirun: the environment-variable launch, each rank under own_host.sh (the stand-in trainer
-# records RANK through NCCL_HOSTID), a failed rank is a failed run
-bare = os.path.join(root, "bare")
-os.makedirs(bare, exist_ok=True)
-for tool in ("bash", "python3", "mktemp", "seq", "cat", "grep", "tail", "rm", "dirname", "mkdir"):
-    found = shutil.which(tool)
-    if found and not os.path.exists(os.path.join(bare, tool)):
-        os.symlink(found, os.path.join(bare, tool))
-STANDIN_TRAINER_RANKED = STANDIN_TRAINER_STEPS.replace('echo "${NCCL_HOSTID:-none}" >> "$HOSTS"',
-    'echo "${NCCL_HOSTID:-none}" >> "$HOSTS"; [ -n "${STANDIN_FAIL_RANK1:-}" ] && [ "${RANK:-0}" = 1 ] && exit 3')
-write(os.path.join(root, "train_gpt2cu"), STANDIN_TRAINER_RANKED, exe=True)
-saved_path, path = path, bare
-rc, out, err = ranks_check()
-check(rc == 0 and out.strip().endswith("3 passed, 0 failed") and
-      sorted(open(hosts).read().split()) == ["none"] + ["own-host-rank0"] * 3 + ["own-host-rank1"] * 3,
-      "ranks_check.sh without mpirun: the env launch, every rank under own_host.sh", out + err)
-rc, out, err = ranks_check({"STANDIN_FAIL_RANK1": "1"})
-check(rc == 1 and out.count("FAIL run ") == 3 and out.strip().endswith("0 passed, 3 failed"),
-      "ranks_check.sh without mpirun: a rank that fails makes its run fail", out + err)
-path = saved_path
-write(os.path.join(root, "train_gpt2cu"), STANDIN_TRAINER_STEPS, exe=True)
-for args, msg in ((["./no_trainer", "text.txt"], "ranks_check.sh: ./no_trainer: not built (make train_gpt2cu data/tokenize)"),
-                  (["./train_gpt2cu", "missing.txt"], "ranks_check.sh: data/tokenize missing.txt failed: tokenize: missing.txt: cannot open")):
-    rc, out, err = ranks_check(args=args)
-    check(rc == 2 and err.strip() == msg and out == "", f"ranks_check.sh {' '.join(args)}: one line, exit 2", out + err)
 # the usage errors of the scripts above: one line on stderr, a non-zero exit, nothing run
-rc, out, err = sh(tree("scaling_run.sh"), "scaling_run.sh", ["rcae"])
-check(rc == 2 and err.strip() == "scaling_run.sh: unknown part 'rcae' (probe, equal, scaling, race)" and out == "",
-      "scaling_run.sh with an unknown part: one line, exit 2", out + err)
 for script, args in (("same_output.sh", ["only_one"]), ("hellaswag_set.sh", [])):
     root = tree(script)
     rc, out, err = sh(root, script, args)

@@ -1,0 +1,157 @@
+"""Unit test of the multi-rank scripts' bookkeeping, with stand-in binaries and scripts
+(dev/unit/standins.py: mpirun runs the command with STANDIN_RANKS = its -np; nvidia-smi lists
+stand-in GPUs):
+  scaling_run.sh race: the bitwise pairs of the race stress, one made to differ; with RANKS above
+      the GPUs, the ranks under own_host.sh and the timed parts refused (multi_gpu.sh too);
+  multi_gpu.sh resume: straight vs killed-and-resumed runs on N ranks compared, DDP and ZeRO-1, and
+      the checkpoint's refusal on 1 GPU;
+  ranks_check.sh: 1 vs 2 ranks (under own_host.sh) and the buckets' pair compared, the FP32 bound,
+      a differing pair, a failed run, a missing trainer or text, the launch without mpirun;
+  scaling_run.sh with an unknown part: one line, exit 2."""
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from standins import ROOT, check, finish, gpu_tools, lines_with, sh, tree, write  # noqa: E402
+
+# scaling_run.sh race, on 2 stand-in GPUs: the trainer (a log.jsonl of 3 losses in -o DIR; with STANDIN_RACE, --bucket-mb 0
+# changes the last one: the race stress must name that pair, and only it)
+STANDIN_TRAINER_RACE = r'''#!/usr/bin/env bash
+out=""; b=x
+while [ $# -gt 0 ]; do case $1 in -o) out=$2; shift;; --bucket-mb) b=$2; shift;; esac; shift; done
+mkdir -p "$out"; : > "$out/log.jsonl"; echo "${NCCL_HOSTID:-none} ${NCCL_NET:-none}" > "$out/host"
+for s in 1 2 3; do l=5.12345$s; [ -n "${STANDIN_RACE:-}" ] && [ "$b" = 0 ] && [ $s = 3 ] && l=5.123999
+    echo "{\"type\": \"step\", \"step\": $s, \"loss\": $l}" >> "$out/log.jsonl"; done
+'''
+root = tree("scaling_run.sh")
+path = gpu_tools(root, gpus=2)
+write(os.path.join(root, "build/bf16/train_gpt2cu"), STANDIN_TRAINER_RACE, exe=True)
+for race_env, bad in (({}, []), ({"STANDIN_RACE": "1"}, ["b4 vs b0"])):
+    rc, out, err = sh(root, "scaling_run.sh", ["race"], env=dict(PATH=path, **race_env))
+    lines = [l for l in out.splitlines() if l.startswith("race stress, ")]
+    failed = [l.split(", ")[1].split(" (")[0] for l in lines if ": FAIL" in l]
+    check(rc == 0 and len(lines) == 5 and failed == bad and not os.path.exists(os.path.join(root, "out/scaling_run/probe.txt")),
+          f"scaling_run.sh race: 5 pairs compared bitwise, only the race part run; failing: {bad or 'none'}", out + err)
+# RANKS=4 on the 2 stand-in GPUs: every rank under own_host.sh (a host id of its own, NCCL over
+# sockets); DDP's pairs of other buckets held to 1e-4 (4 ranks add in the buckets' order), the
+# identical pairs and ZeRO-1's still bitwise
+root = tree("scaling_run.sh", "own_host.sh")
+path = gpu_tools(root, gpus=2)
+write(os.path.join(root, "build/bf16/train_gpt2cu"), STANDIN_TRAINER_RACE, exe=True)
+rc, out, err = sh(root, "scaling_run.sh", ["race"], env=dict(PATH=path, RANKS="4"))
+lines = lines_with(out, "race stress, ")
+loose = [l.split(", ")[1].split(" (")[0] for l in lines if "(within 1e-4: 4 ranks add in the buckets' order" in l]
+check(rc == 0 and len(lines) == 5 and loose == ["b4 vs b0", "b4 vs b1e6"] and not any(": FAIL" in l for l in lines) and
+      open(os.path.join(root, "runs/race_z1_b4/host")).read() == "own-host-rank0 Socket\n",
+      "scaling_run.sh race, RANKS=4 on 2 GPUs: ranks under own_host.sh; other buckets within 1e-4, the rest bitwise", out + err)
+rc, out, err = sh(root, "scaling_run.sh", ["race", "probe"], env=dict(PATH=path, RANKS="4"))
+check(rc == 2 and err.strip() == "scaling_run.sh: 'probe' measures the GPUs; with RANKS=4 on 2 GPU(s) the ranks share them (only equal, race)"
+      and out == "", "scaling_run.sh, RANKS=4 on 2 GPUs: a timed part refused in one line, exit 2, nothing run", out + err)
+root = tree("multi_gpu.sh", "own_host.sh")
+path = gpu_tools(root, gpus=1)
+rc, out, err = sh(root, "multi_gpu.sh", ["equal", "bench"], env=dict(PATH=path, RANKS="2"))
+check(rc == 2 and err.strip() == "multi_gpu.sh: 'bench' times the GPUs; with RANKS=2 on 1 GPU(s) the ranks share them "
+      "(only equal env graphs spike hellaswag resume)" and out == "" and not os.path.exists(os.path.join(root, "out/eq_fp32_1gpu.log")),
+      "multi_gpu.sh, RANKS=2 on 1 GPU: a timed section refused in one line, exit 2, nothing run", out + err)
+# multi_gpu.sh resume, RANKS=2 on 1 stand-in GPU: the trainer (log.jsonl in -o: steps 1-20, or 1-10 then exit 137 with --debug-exit-after 10, and
+# a --resume appends 6-20 (from step 5's checkpoint), refused in one line by another rank count; with
+# STANDIN_RESUME_DRIFT the resumed ZeRO-1 run's step 15 differs)
+STANDIN_TRAINER_RESUME = r'''#!/usr/bin/env bash
+out=""; z=0; stop=0; resume=0; ranks=${STANDIN_RANKS:-1}
+while [ $# -gt 0 ]; do case $1 in -o) out=$2; shift;; --zero) z=$2; shift;; --debug-exit-after) stop=$2; shift;;
+    --resume) resume=1;; esac; shift; done
+mkdir -p "$out"
+if [ $resume = 1 ]; then
+    read -r was zw < "$out/ckpt"
+    [ "$was" != "$ranks" ] && { echo "error: $out/ckpt: checkpoint written by $was GPUs, this run has $ranks" >&2; exit 1; }
+    z=$zw; first=6; echo "resumed from $out/step_00000005 at step 5"
+else first=1; echo "$ranks $z" > "$out/ckpt"; fi
+for s in $(seq $first 20); do l=7.$s$z; [ -n "${STANDIN_RESUME_DRIFT:-}" ] && [ $resume = 1 ] && [ $z = 1 ] && [ $s = 15 ] && l=7.999
+    echo "{\"type\": \"step\", \"step\": $s, \"loss\": $l}" >> "$out/log.jsonl"; [ "$s" = "$stop" ] && exit 137; done
+exit 0
+'''
+root = tree("multi_gpu.sh", "own_host.sh")
+path = gpu_tools(root, gpus=1)
+write(os.path.join(root, "build/bf16/train_gpt2cu"), STANDIN_TRAINER_RESUME, exe=True)
+for drift in ("", "1"):
+    shutil.rmtree(os.path.join(root, "runs"), ignore_errors=True)
+    rc, out, err = sh(root, "multi_gpu.sh", ["resume"], env=dict(PATH=path, RANKS="2", STANDIN_RESUME_DRIFT=drift))
+    lines = lines_with(out, "resume 2 GPUs zero=")
+    oks = ["killed rc=137 after step 10, resumed rc=0 at step 5" in l and "log.jsonl: OK 20 steps" in l for l in lines]
+    check(rc == 0 and len(lines) == 2 and oks == ([True, True] if not drift else [True, False]) and
+          "that checkpoint resumed on 1 GPU: rc=1 error: runs/mgpu_resume_b_z1/ckpt: checkpoint written by 2 GPUs, this run has 1" in out,
+          f"multi_gpu.sh resume, RANKS=2: straight vs killed + resumed, DDP and ZeRO-1{', a drift in ZeRO-1 named' if drift else ''}; "
+          "the 1-GPU resume refused", out + err)
+# ---------------------------------------------------------------------------------------------
+# dev/ranks_check.sh (make test's 2 ranks on one GPU): stand-ins for data/tokenize, mpirun and
+# the trainer (8 step lines; with STANDIN_RACE, --bucket-mb 0
+# changes step 8's loss; with STANDIN_FAIL, --zero 1 fails); a failed run is one FAIL line and
+# leaves out its comparison
+STANDIN_TRAINER_STEPS = r'''#!/usr/bin/env bash
+[ "$1" = --help ] && { echo "build: precision ${STANDIN_PRECISION:-bf16}"; exit 0; }
+b=x; z=0
+while [ $# -gt 0 ]; do case $1 in --bucket-mb) b=$2; shift;; --zero) z=$2; shift;; esac; shift; done
+[ -n "${STANDIN_FAIL:-}" ] && [ "$z" = 1 ] && { echo "rank 0: error: stand-in failure" >&2; exit 1; }
+echo "${NCCL_HOSTID:-none}" >> "$HOSTS"
+for s in 1 2 3 4 5 6 7 8; do l=9.12345$s; [ -n "${STANDIN_RACE:-}" ] && [ "$b" = 0 ] && [ $s = 8 ] && l=9.123999
+    echo "step    $s/8 | loss $l | norm 1.0"; done
+'''
+root = tree("own_host.sh")
+os.makedirs(os.path.join(root, "dev"), exist_ok=True)
+shutil.copy2(os.path.join(ROOT, "dev/ranks_check.sh"), os.path.join(root, "dev/ranks_check.sh"))
+write(os.path.join(root, "data/tokenize"), "#!/bin/sh\n[ -f \"$1\" ] || { echo \"tokenize: $1: cannot open\"; exit 1; }\n", exe=True)
+write(os.path.join(root, "train_gpt2cu"), STANDIN_TRAINER_STEPS, exe=True)
+write(os.path.join(root, "text.txt"), "text\n")
+path = gpu_tools(root)
+hosts = os.path.join(root, "hosts.txt")
+
+
+def ranks_check(env=None, args=("./train_gpt2cu", "text.txt")):
+    if os.path.exists(hosts):
+        os.remove(hosts)
+    return sh(root, "ranks_check.sh", args, env=dict(PATH=path, HOSTS=hosts, **(env or {})), timeout=60, where="dev")
+
+
+rc, out, err = ranks_check()
+check(rc == 0 and out.count("PASS ") == 3 and "(tol 5e-3)" in out and out.strip().endswith("3 passed, 0 failed") and
+      open(hosts).read().split() == ["none"] + ["own-host-rank0"] * 3,
+      "ranks_check.sh: 3 comparisons pass; the 2-rank runs under own_host.sh, the 1-rank run not", out + err)
+rc, out, err = ranks_check({"STANDIN_PRECISION": "fp32"})
+check(rc == 0 and out.count("(tol 1e-5)") == 2, "ranks_check.sh: an FP32 trainer is held to 1e-5", out + err)
+rc, out, err = ranks_check({"STANDIN_RACE": "1"})
+check(rc == 1 and "FAIL 2 ranks, one bucket per block vs 16 MB buckets (equal)" in out and
+      out.strip().endswith("2 passed, 1 failed"), "ranks_check.sh: a difference between the buckets' runs fails, exit 1", out + err)
+rc, out, err = ranks_check({"STANDIN_FAIL": "1"})
+check(rc == 1 and "FAIL run zero1 (2 rank(s)): rank 0: error: stand-in failure" in out and "ZeRO-1" not in out and
+      out.strip().endswith("2 passed, 1 failed"), "ranks_check.sh: a failed run is one FAIL line naming its error, its comparison left out", out + err)
+# without mpirun: the environment-variable launch, each rank under own_host.sh (the stand-in trainer
+# records RANK through NCCL_HOSTID), a failed rank is a failed run
+bare = os.path.join(root, "bare")
+os.makedirs(bare, exist_ok=True)
+for tool in ("bash", "python3", "mktemp", "seq", "cat", "grep", "tail", "rm", "dirname", "mkdir"):
+    found = shutil.which(tool)
+    if found and not os.path.exists(os.path.join(bare, tool)):
+        os.symlink(found, os.path.join(bare, tool))
+STANDIN_TRAINER_RANKED = STANDIN_TRAINER_STEPS.replace('echo "${NCCL_HOSTID:-none}" >> "$HOSTS"',
+    'echo "${NCCL_HOSTID:-none}" >> "$HOSTS"; [ -n "${STANDIN_FAIL_RANK1:-}" ] && [ "${RANK:-0}" = 1 ] && exit 3')
+write(os.path.join(root, "train_gpt2cu"), STANDIN_TRAINER_RANKED, exe=True)
+saved_path, path = path, bare
+rc, out, err = ranks_check()
+check(rc == 0 and out.strip().endswith("3 passed, 0 failed") and
+      sorted(open(hosts).read().split()) == ["none"] + ["own-host-rank0"] * 3 + ["own-host-rank1"] * 3,
+      "ranks_check.sh without mpirun: the env launch, every rank under own_host.sh", out + err)
+rc, out, err = ranks_check({"STANDIN_FAIL_RANK1": "1"})
+check(rc == 1 and out.count("FAIL run ") == 3 and out.strip().endswith("0 passed, 3 failed"),
+      "ranks_check.sh without mpirun: a rank that fails makes its run fail", out + err)
+path = saved_path
+write(os.path.join(root, "train_gpt2cu"), STANDIN_TRAINER_STEPS, exe=True)
+for args, msg in ((["./no_trainer", "text.txt"], "ranks_check.sh: ./no_trainer: not built (make train_gpt2cu data/tokenize)"),
+                  (["./train_gpt2cu", "missing.txt"], "ranks_check.sh: data/tokenize missing.txt failed: tokenize: missing.txt: cannot open")):
+    rc, out, err = ranks_check(args=args)
+    check(rc == 2 and err.strip() == msg and out == "", f"ranks_check.sh {' '.join(args)}: one line, exit 2", out + err)
+# a usage error: one line on stderr, exit 2, nothing run
+rc, out, err = sh(tree("scaling_run.sh"), "scaling_run.sh", ["rcae"])
+check(rc == 2 and err.strip() == "scaling_run.sh: unknown part 'rcae' (probe, equal, scaling, race)" and out == "",
+      "scaling_run.sh with an unknown part: one line, exit 2", out + err)
+finish()
