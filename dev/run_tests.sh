@@ -12,7 +12,8 @@ passed=0; failed=0
 run_one() {  # a program that ends with "N passed, N failed"
     local out rc
     out=$("$@" 2>&1); rc=$?
-    echo "$out" | grep -E '^(FAIL|PASS)' | grep -v '^PASS' || true
+    # each failure, and the first lines of the detail the test indents under it (what the script printed)
+    echo "$out" | awk '/^FAIL/ {d = 1; n = 0; print; next} d && /^    / && n < 12 {n++; print; next} {d = 0}'
     local line; line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
     if [ -z "$line" ]; then
         echo "FAIL $*: exited $rc without a summary line"; echo "$out" | tail -n 5; failed=$((failed + 1)); return

@@ -399,10 +399,11 @@ log = open(os.path.join(root, "out/sanitize_racecheck_trainer-ours.log")).read()
 check(re.search(r"racecheck trainer-ours: rc=0 \d+s .*RACECHECK SUMMARY: 0 hazards.*\(host memory \+\d+\.\d GB\)", out) and
       "args: --tool racecheck --kernel-name-exclude regex=nvjet|cublas|xmma|cutlass --print-limit 20 build/bf16/train_gpt2cu --bench" in log,
       "sanitize.sh: trainer-ours leaves cuBLASLt's kernels unchecked; the host memory it took", out + err)
-rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "STANDIN_MODE": "hang", "LIMIT_S": "1", "BUDGET_S": "1", "PRECISION": "bf16",
+# BUDGET_S 2, not 1: the script reads a whole-second clock, so a first run could find 1 s "spent" already
+rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "STANDIN_MODE": "hang", "LIMIT_S": "2", "BUDGET_S": "2", "PRECISION": "bf16",
                                             "RUNS": "synccheck:trainer synccheck:attention"})
-check("synccheck trainer: rc=124" in out and "stopped after 1 s (no verdict)" in out and
-      "synccheck attention: not run (BUDGET_S 1 s spent)" in out, "sanitize.sh: a run stopped at LIMIT_S; the next past BUDGET_S not started", out + err)
+check("synccheck trainer: rc=124" in out and "stopped after 2 s (no verdict)" in out and
+      "synccheck attention: not run (BUDGET_S 2 s spent)" in out, "sanitize.sh: a run stopped at LIMIT_S; the next past BUDGET_S not started", out + err)
 rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "STANDIN_MODE": "killed", "LIMIT_S": "2", "PRECISION": "bf16", "RUNS": "memcheck:attention"})
 check("memcheck attention: rc=137" in out and "killed by signal 9" in out, "sanitize.sh: a run killed by a signal says which", out + err)
 rc, out, err = sh(root, "sanitize.sh", env={"PATH": "/usr/bin:/bin"})
