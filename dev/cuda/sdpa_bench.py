@@ -18,7 +18,8 @@ def bench(fn, reps, sync_each=False):
     """Median ms of fn() (GPU time), each run between its own pair of events. The runs are queued
     behind torch.cuda._sleep, which holds the stream until Python has enqueued all of them, so the
     events measure the GPU's time for fn() and not Python's dispatch (at B=8 SDPA's forward takes
-    about as long on the GPU as its dispatch on the host); attention.cu's median_ms does the same.
+    about as long on the GPU as its dispatch on the host); dev/cuda/check.cuh's median_ms (used by
+    attention_check's timings) does the same.
     If enqueueing took longer than the hold, the hold doubles and the runs are repeated.
     sync_each (--sync-timing): event, fn(), event, synchronize per run, the host's latency included."""
     for _ in range(2):
