@@ -11,7 +11,8 @@
 //     ||flash - ref|| / ||ref|| of out, dq, dk, dv (the reference rounds its probabilities and their
 //     gradients to floatX, so this measures both: ~5e-4 fp16, ~4e-3 bf16 measured), and determinism;
 //   - timing at B=8 and B=64, T=1024, NH=12, hs=64, as effective TFLOP/s counting the causal half
-//     (forward 2*B*NH*T*T*hs FLOPs, backward 2.5x that), the backward also kernel by kernel;
+//     (forward 2*B*NH*T*T*hs FLOPs, backward 2.5x that), the backward also kernel by kernel (this
+//     and the three studies below: attention_timing.cuh);
 //   - with --lengths (sm_90a builds): the wgmma forward, dQ (+delta) and dK/dV kernels alone at
 //     B*T = 64K tokens, NH=12, T = 1024 .. 16384;
 //   - with --batches (sm_90a builds): the same kernels at T=1024, NH=12, B = 1 .. 64, beside the
@@ -24,7 +25,7 @@
 //     mma.sync kernels (other GPUs' path) against them at B=4, T=1000/1024/2048, NH=12/25, and
 //     both timed at B=8 and B=64, T=1024, NH=12.
 //   - with --io DIR: nothing of the above; runs the model's attention on the cases that
-//     dev/cuda/sdpa_check.py wrote (see IoCase), which then compares it with PyTorch.
+//     dev/cuda/sdpa_check.py wrote (attention_io.cuh), which then compares it with PyTorch.
 //   - with --racecheck-probe (sm_90a, FP16/BF16), only: three small kernels for compute-sanitizer's
 //     racecheck, one a TMA copy read too early; with --memcheck-probe (the same), only: a freed
 //     tile read by TMA and by ordinary loads, for memcheck; with --stress RUNS, only: forward +
@@ -35,6 +36,8 @@
 #include "check.cuh"
 #include "../../llmc/attention.cuh"
 #include "attention_stress.cuh"  // --stress, --racecheck-probe, --memcheck-probe
+#include "attention_timing.cuh"  // the timings, --sweep, --lengths, --batches
+#include "attention_io.cuh"      // --io DIR
 
 // The log-sum-exp the forward saves. The wgmma forward (sm_90a) sums each row's probabilities on
 // the tensor cores, as P rounded to floatX times a column of ones, so its sum carries P's
@@ -325,160 +328,6 @@ static void check_mma_vs_wgmma(Context* ctx, int B, int T, int NH) {
 }
 #endif
 
-
-#if !defined(ENABLE_FP32)
-// The model's attention path over B x T x NH; buffers sized once for the largest configuration.
-static void sweep(Context* ctx) {
-    const int Bs[] = {1, 4, 8, 64}, Ts[] = {64, 128, 1000, 1024, 2048}, NHs[] = {12, 16, 20, 25}, hs = 64;
-    const size_t max_bt = 64 * 2048, max_c = 25 * hs;
-    floatX* qkv = random_device<floatX>(ctx, max_bt * 3 * max_c, -1.5f, 1.5f);
-    floatX* dout = random_device<floatX>(ctx, max_bt * max_c, -1.0f, 1.0f);
-    floatX *out = dalloc<floatX>(max_bt * max_c), *dqkv = dalloc<floatX>(max_bt * 3 * max_c);
-    float* state = dalloc<float>(attention_state_elems(64, 2048, 25));
-    unsigned char* scratch = dalloc<unsigned char>(attention_scratch_bytes(64, 2048, 25 * hs, 25));
-    printf("SWEEP %s attention (causal, hs=64): effective TFLOP/s, forward 2*B*NH*T*T*hs FLOPs, backward 2.5x\n",
-           PRECISION_NAME);
-    for (int B : Bs)
-        for (int T : Ts)
-            for (int NH : NHs) {
-                const int C = NH * hs;
-                const double flops = 2.0 * B * NH * (double)T * T * hs;
-                const int reps = flops > 1e11 ? 10 : 20;
-                attention_forward(ctx, out, state, qkv, scratch, B, T, C, NH);
-                const float f = median_ms(ctx, [&] { attention_forward(ctx, out, state, qkv, scratch, B, T, C, NH); }, reps);
-                const float b = median_ms(ctx, [&] { attention_backward(ctx, dqkv, dout, qkv, out, state, scratch, B, T, C, NH); }, reps);
-                printf("SWEEP B=%2d T=%4d NH=%2d  fwd %8.4f ms %6.1f TFLOP/s | bwd %8.4f ms %6.1f TFLOP/s | fwd+bwd %6.1f TFLOP/s\n",
-                       B, T, NH, f, flops / f / 1e9, b, 2.5 * flops / b / 1e9, 3.5 * flops / (f + b) / 1e9);
-            }
-}
-#endif
-
-#if defined(USE_WGMMA) && !defined(ENABLE_FP32)
-// The Hopper kernels one by one at a fixed 64K tokens (B*T) and NH=12, from T=1024 to T=16384: the
-// longer the sequence, the fewer and longer the work items, so this separates what the main loops
-// reach from what each item costs once (the kernels' head comments quote it).
-static void lengths(Context* ctx) {
-    const int NH = 12, hs = 64, C = NH * hs;
-    const size_t bt = 65536;
-    floatX* qkv = random_device<floatX>(ctx, bt * 3 * C, -1.5f, 1.5f);
-    floatX* dout = random_device<floatX>(ctx, bt * C, -1.0f, 1.0f);
-    floatX *out = dalloc<floatX>(bt * C), *dqkv = dalloc<floatX>(bt * 3 * C);
-    float *lse = dalloc<float>(bt * NH), *delta = dalloc<float>(bt * NH);
-    printf("LENGTHS %s wgmma kernels, B*T = 65536, NH=12: TFLOP/s of each kernel's matmuls (causal)\n", PRECISION_NAME);
-    for (int T : {1024, 2048, 4096, 16384}) {
-        const int B = (int)(bt / T);
-        const double flops = 2.0 * B * NH * (double)T * T * hs;
-        const float f = median_ms(ctx, [&] { flash_attention_forward_wgmma(ctx, out, lse, qkv, B, T, NH); }, 20);
-        const float q = median_ms(ctx, [&] { flash_backward_dq_wgmma(ctx, dqkv, delta, dout, qkv, out, lse, B, T, NH); }, 20);
-        const float kv = median_ms(ctx, [&] { flash_backward_dkdv_wgmma(ctx, dqkv, delta, dout, qkv, lse, B, T, NH); }, 20);
-        printf("LENGTHS B=%2d T=%5d  forward %7.4f ms %6.1f | dq (+delta) %7.4f ms %6.1f | dkdv %7.4f ms %6.1f\n", B, T, f,
-               flops / f / 1e9, q, 1.5 * flops / q / 1e9, kv, 2.0 * flops / kv / 1e9);
-    }
-}
-#endif
-
-#if defined(USE_WGMMA) && !defined(ENABLE_FP32)
-// --batches: the wgmma kernels at T=1024, NH=12 for B = 1 .. 64, next to what the schedule gives
-// the busiest CTA (key tiles and items; llmc/attention_schedule.h): time against that load
-// separates a launch's fixed cost (start, first loads, the last item's end) from the cost per tile.
-static void batches(Context* ctx) {
-    const int NH = 12, hs = 64, C = NH * hs, T = 1024, nt = T / 128, G = ctx->props.multiProcessorCount;
-    const size_t max_bt = 64 * (size_t)T;
-    floatX* qkv = random_device<floatX>(ctx, max_bt * 3 * C, -1.5f, 1.5f);
-    floatX* dout = random_device<floatX>(ctx, max_bt * C, -1.0f, 1.0f);
-    floatX *out = dalloc<floatX>(max_bt * C), *dqkv = dalloc<floatX>(max_bt * 3 * C);
-    float *lse = dalloc<float>(max_bt * NH), *delta = dalloc<float>(max_bt * NH);
-    printf("BATCHES %s wgmma kernels, T=1024, NH=12, %d SMs: busiest CTA's key tiles / items (forward), TFLOP/s\n",
-           PRECISION_NAME, G);
-    for (int B : {1, 2, 4, 8, 16, 32, 64}) {
-        const int BH = B * NH, items = BH * nt, g = std::min(items, G);
-        int max_tiles = 0, max_items = 0;
-        for (int c = 0; c < g; c++) {
-            int tiles = 0, n = 0;
-            for (int w = c; w < items; w = attn_sched::next_item(w, c, g), n++) tiles += nt - attn_sched::item_rank(w, BH, nt);
-            max_tiles = std::max(max_tiles, tiles), max_items = std::max(max_items, n);
-        }
-        const double flops = 2.0 * B * NH * (double)T * T * hs;
-        const float f = median_ms(ctx, [&] { flash_attention_forward_wgmma(ctx, out, lse, qkv, B, T, NH); }, 20);
-        const float q = median_ms(ctx, [&] { flash_backward_dq_wgmma(ctx, dqkv, delta, dout, qkv, out, lse, B, T, NH); }, 20);
-        const float kv = median_ms(ctx, [&] { flash_backward_dkdv_wgmma(ctx, dqkv, delta, dout, qkv, lse, B, T, NH); }, 20);
-        printf("BATCHES B=%2d tiles %3d items %2d  forward %7.4f ms %6.1f | dq (+delta) %7.4f ms %6.1f | dkdv %7.4f ms %6.1f\n", B,
-               max_tiles, max_items, f, flops / f / 1e9, q, 1.5 * flops / q / 1e9, kv, 2.0 * flops / kv / 1e9);
-    }
-}
-#endif
-
-// --io DIR: the model's attention on inputs PyTorch made, for dev/cuda/sdpa_check.py (which
-// compares the outputs with a float64 attention and with scaled_dot_product_attention). The cases
-// are DIR/case_<i>.in for i = 0, 1, ... while they exist: int32 {precision: 0 fp32, 1 fp16, 2 bf16;
-// B, T, NH}, then qkv (B,T,3C) and dout (B,T,C) as floatX (the build's precision). Each gets
-// attention_forward and attention_backward (the trainer's path), written to DIR/case_<i>.out: out
-// (B,T,C), then dqkv (B,T,3C), as floatX.
-struct IoCase { std::string in, out; int B, T, NH; };
-
-// The cases in DIR, every header and size checked before any GPU work (so a bad file costs
-// nothing and CI can test these errors): false after one line naming the file that is wrong.
-static bool io_list(const std::string& dir, std::vector<IoCase>* cases) {
-    const int32_t precision = strcmp(PRECISION_NAME, "fp32") == 0 ? 0 : strcmp(PRECISION_NAME, "fp16") == 0 ? 1 : 2;
-    for (int i = 0;; i++) {
-        const std::string base = dir + "/case_" + std::to_string(i);
-        IoCase c{base + ".in", base + ".out", 0, 0, 0};
-        FILE* f = fopen(c.in.c_str(), "rb");
-        if (!f) break;
-        int32_t hdr[4];
-        const bool hdr_ok = fread(hdr, sizeof(hdr), 1, f) == 1;
-        fseek(f, 0, SEEK_END);
-        const long size = ftell(f);
-        fclose(f);
-        const char* why = !hdr_ok ? "shorter than its 16-byte header"
-                          : hdr[0] != precision ? "its precision is not this build's (" PRECISION_NAME ")"
-                          : hdr[1] < 1 || hdr[2] < 1 || hdr[3] < 1 ? "B, T, NH must be positive" : nullptr;
-        if (!why) {
-            c.B = hdr[1], c.T = hdr[2], c.NH = hdr[3];
-            if ((size_t)size != 16 + 4 * (size_t)c.B * c.T * c.NH * 64 * sizeof(floatX)) why = "size is not 16 + 4*B*T*NH*64*sizeof(floatX) bytes";
-        }
-        if (why) { fprintf(stderr, "%s: %s\n", c.in.c_str(), why); return false; }
-        cases->push_back(c);
-    }
-    if (cases->empty()) { fprintf(stderr, "%s/case_0.in: cannot be opened (no cases)\n", dir.c_str()); return false; }
-    return true;
-}
-
-// Runs the listed cases; false after one line if an output cannot be written.
-static bool io_run(Context* ctx, const std::vector<IoCase>& cases) {
-    for (const IoCase& c : cases) {
-        const int B = c.B, T = c.T, NH = c.NH, C = NH * 64;
-        const size_t n_qkv = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C;
-        std::vector<floatX> h_qkv(n_qkv), h_dout(n_out);
-        FILE* f = fopen(c.in.c_str(), "rb");
-        const bool read_ok = f && fseek(f, 16, SEEK_SET) == 0 && fread(h_qkv.data(), sizeof(floatX), n_qkv, f) == n_qkv &&
-                             fread(h_dout.data(), sizeof(floatX), n_out, f) == n_out;
-        if (f) fclose(f);
-        if (!read_ok) { fprintf(stderr, "%s: could not be read\n", c.in.c_str()); return false; }
-        floatX *qkv, *dout, *out, *dqkv;
-        float* state;
-        unsigned char* scratch;
-        cudaCheck(cudaMalloc(&qkv, n_qkv * sizeof(floatX)));
-        cudaCheck(cudaMalloc(&dqkv, n_qkv * sizeof(floatX)));
-        cudaCheck(cudaMalloc(&dout, n_out * sizeof(floatX)));
-        cudaCheck(cudaMalloc(&out, n_out * sizeof(floatX)));
-        cudaCheck(cudaMalloc(&state, attention_state_elems(B, T, NH) * sizeof(float)));
-        cudaCheck(cudaMalloc(&scratch, attention_scratch_bytes(B, T, C, NH)));
-        cudaCheck(cudaMemcpy(qkv, h_qkv.data(), n_qkv * sizeof(floatX), cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemcpy(dout, h_dout.data(), n_out * sizeof(floatX), cudaMemcpyHostToDevice));
-        attention_forward(ctx, out, state, qkv, scratch, B, T, C, NH);
-        attention_backward(ctx, dqkv, dout, qkv, out, state, scratch, B, T, C, NH);
-        cudaCheck(cudaMemcpy(h_dout.data(), out, n_out * sizeof(floatX), cudaMemcpyDeviceToHost));  // h_dout now holds out
-        cudaCheck(cudaMemcpy(h_qkv.data(), dqkv, n_qkv * sizeof(floatX), cudaMemcpyDeviceToHost));   // h_qkv now holds dqkv
-        for (void* p : {(void*)qkv, (void*)dqkv, (void*)dout, (void*)out, (void*)state, (void*)scratch}) cudaCheck(cudaFree(p));
-        FILE* g = fopen(c.out.c_str(), "wb");
-        const bool written = g && fwrite(h_dout.data(), sizeof(floatX), n_out, g) == n_out &&
-                             fwrite(h_qkv.data(), sizeof(floatX), n_qkv, g) == n_qkv;
-        if (!g || fclose(g) != 0 || !written) { fprintf(stderr, "%s: could not be written\n", c.out.c_str()); return false; }
-    }
-    return true;
-}
-
 int main(int argc, char** argv) {
     bool do_sweep = false, do_lengths = false, do_batches = false, do_probe = false, do_memprobe = false;
     int stress_runs = 0;
@@ -560,48 +409,7 @@ int main(int argc, char** argv) {
 
     // ---- timing at GPT-2 small shapes
     if (timing_enabled()) {
-        for (int B : {8, 64}) {
-            const int T = 1024, NH = 12, hs = 64, C = NH * hs;
-            floatX* qkv = random_device<floatX>(&ctx, (size_t)B * T * 3 * C, -1.5f, 1.5f);
-            floatX* dout = random_device<floatX>(&ctx, (size_t)B * T * C, -1, 1);
-            floatX *out = dalloc<floatX>((size_t)B * T * C), *dqkv = dalloc<floatX>((size_t)B * T * 3 * C);
-            float* state = dalloc<float>(attention_state_elems(B, T, NH));
-            unsigned char* scratch = dalloc<unsigned char>(attention_scratch_bytes(B, T, C, NH));
-            const double flops = 2.0 * B * NH * (double)T * T * hs;
-            const std::string shape = " B=" + std::to_string(B) + " T=1024 NH=12 hs=64";
-            time_ms(&ctx, ("attention_forward" + shape).c_str(), 0, flops,
-                    [&] { attention_forward(&ctx, out, state, qkv, scratch, B, T, C, NH); });
-#if defined(USE_WGMMA) && !defined(ENABLE_FP32)  // the model's forward is the wgmma kernel; the mma.sync one for comparison
-            time_ms(&ctx, ("  flash forward mma.sync (not used here)" + shape).c_str(), 0, flops,
-                    [&] { flash_attention_forward(&ctx, out, state, qkv, B, T, NH); });
-            attention_forward(&ctx, out, state, qkv, scratch, B, T, C, NH);  // the backward below reads these
-#endif
-            time_ms(&ctx, ("attention_backward" + shape).c_str(), 0, 2.5 * flops,
-                    [&] { attention_backward(&ctx, dqkv, dout, qkv, out, state, scratch, B, T, C, NH); });
-#if !defined(ENABLE_FP32)  // the backward's kernels one by one; TFLOP/s of the matmuls each does (dkdv 4, dq 3)
-            float* delta = (float*)scratch;
-            time_ms(&ctx, ("  flash backward delta" + shape).c_str(), 2.0 * B * T * C * sizeof(floatX) + B * NH * T * 4.0, 0,
-                    [&] { flash_backward_delta(&ctx, delta, dout, out, B, T, NH); });
-            time_ms(&ctx, ("  flash backward dkdv (4 matmuls)" + shape).c_str(), 0, 2.0 * flops,
-                    [&] { flash_backward_dkdv(&ctx, dqkv, delta, dout, qkv, state, B, T, NH); });
-            time_ms(&ctx, ("  flash backward dq (3 matmuls)" + shape).c_str(), 0, 1.5 * flops,
-                    [&] { flash_backward_dq(&ctx, dqkv, delta, dout, qkv, state, B, T, NH); });
-#if defined(USE_WGMMA)  // the model's dkdv and dq on Hopper
-            time_ms(&ctx, ("  flash backward dkdv wgmma (4 matmuls)" + shape).c_str(), 0, 2.0 * flops,
-                    [&] { flash_backward_dkdv_wgmma(&ctx, dqkv, delta, dout, qkv, state, B, T, NH); });
-            time_ms(&ctx, ("  flash backward dq wgmma (3 matmuls, + delta)" + shape).c_str(), 0, 1.5 * flops,
-                    [&] { flash_backward_dq_wgmma(&ctx, dqkv, delta, dout, qkv, out, state, B, T, NH); });
-#endif
-            if (B == 8) {  // in FP32 builds the model's path is the reference: timed above
-                floatX* att = dalloc<floatX>((size_t)B * NH * T * T);
-                floatX* ref_scratch = dalloc<floatX>(attention_reference_scratch_elems(B, T, C, NH));
-                time_ms(&ctx, "attention_reference_forward B=8 T=1024 NH=12", 0, flops,
-                        [&] { attention_reference_forward(&ctx, out, att, qkv, ref_scratch, B, T, C, NH); });
-                time_ms(&ctx, "attention_reference_backward B=8 T=1024 NH=12", 0, 2.5 * flops,
-                        [&] { attention_reference_backward(&ctx, dqkv, dout, qkv, att, ref_scratch, B, T, C, NH); });
-            }
-#endif
-        }
+        time_gpt2_small(&ctx);
 #if !defined(ENABLE_FP32)
         if (do_sweep) sweep(&ctx);
 #else
