@@ -8,7 +8,9 @@
 // Tolerances per precision are in `Tolerances` below (and in the README): fp32 is checked tightly;
 // fp16/bf16 round every activation to 11/8 significant bits, so they get looser bounds that still
 // catch any wrong kernel (a wrong kernel gives errors of order 1, not 1e-2).
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -28,10 +30,16 @@ constexpr Tolerances TOL = {3e-2f, 1e-2f, 1.5e-1f, 1.5e-2f};
 constexpr Tolerances TOL = {1e-2f, 3e-3f, 6e-2f, 5e-3f};
 #endif
 
-static int passed = 0, failed = 0;
+static int passed = 0, failed = 0;  // this test program's tally (not a header: no one else sees it)
 static void report(bool ok, const char* what, double rel, double max_abs, double tol) {
     (ok ? passed : failed)++;
     printf("%s %-10s rel_err %.3e  max_abs %.3e  (tol %.1e)\n", ok ? "PASS" : "FAIL", what, rel, max_abs, tol);
+}
+// a check that two gradient vectors are bitwise equal: "<what>: gradients bitwise <equal|DIFFERENT>"
+static void report_bitwise(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+    const bool same = a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    (same ? passed : failed)++;
+    printf("%s %s: gradients bitwise %s\n", same ? "PASS" : "FAIL", what, same ? "equal" : "DIFFERENT");
 }
 // ||a - b|| / ||b|| (or ||a - b|| when b is all zeros), and max |a - b|.
 static void compare(const float* a, const float* b, size_t n, double* rel, double* max_abs) {
@@ -76,39 +84,36 @@ static bool read_state(const char* path, const GPT2Config& c, ReferenceState* s,
     return ok;
 }
 
-int main(int argc, char** argv) {
-    const char* model_path = argc > 1 ? argv[1] : "dev_data/reference_model.bin";
-    const char* state_path = argc > 2 ? argv[2] : "dev_data/reference_state.bin";
-    const int recompute = argc > 3 ? atoi(argv[3]) : 0;
-    const size_t logit_chunk = argc > 4 ? (size_t)atol(argv[4]) : DEFAULT_LOGIT_CHUNK;  // smaller: the chunked lm head
-    const bool tune = argc > 5 && atoi(argv[5]) != 0;  // the GEMM algorithms the trainer's --gemm-tune picks
-    std::string err;
+// what every check reads: the model (built for the reference's batch), its context, the reference
+struct Fixture {
     GPT2Config cfg;
     ReferenceState ref;
-    if (!model_file_read_header(model_path, &cfg, &err) || !read_state(state_path, cfg, &ref, &err)) {
-        fprintf(stderr, "error: %s\n", err.c_str());
-        return 1;
-    }
-    printf("test_gpt2cu (%s): L=%d NH=%d C=%d, B=%d T=%d, %d steps, recompute %d, lm-head chunk %zu tokens, GEMM algorithms %s\n",
-           PRECISION_NAME, cfg.num_layers, cfg.num_heads, cfg.channels, ref.B, ref.T, ref.steps, recompute,
-           std::min(logit_chunk, (size_t)ref.B * ref.T), tune ? "timed" : "cuBLASLt's first");
     Context ctx;
-    context_create(&ctx, 0);
     GPT2 m;
-    gpt2_build(&m, cfg, ref.B, ref.T, 0, 1, 0, recompute, logit_chunk);
-    if (!gpt2_init_from_file(&m, &ctx, model_path, &err)) { fprintf(stderr, "error: %s\n", err.c_str()); return 1; }
-    const size_t BT = (size_t)ref.B * ref.T, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
-    if (tune) {
-        gpt2_tune_gemms(&m, &ctx, 1);
-        int differ = 0;
-        for (int c : matmul_choices(&ctx)) differ += c != 0;
-        printf("     GEMM algorithms timed: %zu shapes, %d not cuBLASLt's first choice\n", matmul_choices(&ctx).size(), differ);
-    }
+    LossScaler scaler = LossScaler::make(USES_LOSS_SCALING);
+    size_t BT() const { return (size_t)ref.B * ref.T; }
+    size_t n() const { return m.layout.total; }  // parameters (= gradients)
+};
 
-    // 1. forward: logits (only the V real columns) and the mean loss
-    gpt2_set_batch(&m, &ctx, ref.x.data(), ref.y.data());
-    cudaCheck(cudaMemsetAsync(m.d_loss_sum, 0, sizeof(float), ctx.stream));
-    gpt2_forward(&m, &ctx, m.B, m.T, true, 0.0f);
+// The model's gradients after one forward + backward of the batch set last, at dloss = `dloss`.
+static std::vector<float> forward_backward(Fixture* f, float dloss) {
+    std::vector<float> g(f->n());
+    cudaCheck(cudaMemsetAsync(f->m.grads, 0, f->n() * sizeof(floatX), f->ctx.stream));
+    cudaCheck(cudaMemsetAsync(f->m.d_loss_sum, 0, sizeof(float), f->ctx.stream));
+    gpt2_forward(&f->m, &f->ctx, f->m.B, f->m.T, true, dloss);
+    gpt2_backward(&f->m, &f->ctx, GradReadyFn());
+    copy_from_device_as_float(g.data(), f->m.grads, f->n());
+    return g;
+}
+
+// 1. forward: logits (only the V real columns) and the mean loss
+static void check_forward(Fixture* f) {
+    GPT2& m = f->m;
+    ReferenceState& ref = f->ref;
+    const size_t BT = f->BT(), V = f->cfg.vocab_size, Vp = f->cfg.padded_vocab_size;
+    gpt2_set_batch(&m, &f->ctx, ref.x.data(), ref.y.data());
+    cudaCheck(cudaMemsetAsync(m.d_loss_sum, 0, sizeof(float), f->ctx.stream));
+    gpt2_forward(&m, &f->ctx, m.B, m.T, true, 0.0f);
     // the logits buffer holds the last chunk of tokens (all of them unless a chunk was asked for)
     const size_t rows = m.acts.logit_rows, first = BT - rows;
     std::vector<float> logits(rows * Vp), got(rows * V);
@@ -122,126 +127,157 @@ int main(int argc, char** argv) {
     const float loss = loss_sum / BT;
     report(fabsf(loss - ref.loss) < TOL.loss * ref.loss, "loss", fabsf(loss - ref.loss) / ref.loss, fabsf(loss - ref.loss), TOL.loss);
     printf("     loss %.6f (reference %.6f)\n", loss, ref.loss);
+}
 
-    // 2. forward + backward twice from the same weights: bitwise identical gradients
-    LossScaler scaler = LossScaler::make(USES_LOSS_SCALING);
-    const size_t n = m.layout.total;
-    std::vector<float> g1(n), g2(n);
-    for (std::vector<float>* g : {&g1, &g2}) {
-        cudaCheck(cudaMemsetAsync(m.grads, 0, n * sizeof(floatX), ctx.stream));
-        cudaCheck(cudaMemsetAsync(m.d_loss_sum, 0, sizeof(float), ctx.stream));
-        gpt2_forward(&m, &ctx, m.B, m.T, true, scaler.scale / BT);
-        gpt2_backward(&m, &ctx, GradReadyFn());
-        copy_from_device_as_float(g->data(), m.grads, n);
+// 2. forward + backward twice from the same weights: bitwise identical gradients; then the same
+// replayed from CUDA graphs (as gpt2_train_step does from its second step on): captured and
+// replayed, then replayed again, bitwise identical to the launches. Returns the (scaled) gradients.
+static std::vector<float> check_determinism(Fixture* f) {
+    const float dloss = f->scaler.scale / f->BT();
+    const std::vector<float> g1 = forward_backward(f, dloss), g2 = forward_backward(f, dloss);
+    report_bitwise(g1, g2, "backward is deterministic, two runs");
+    cudaGraphExec_t fwd = nullptr, bwd = nullptr;
+    for (int rep = 0; rep < 2; rep++) {
+        cudaCheck(cudaMemsetAsync(f->m.grads, 0, f->n() * sizeof(floatX), f->ctx.stream));
+        cudaCheck(cudaMemsetAsync(f->m.d_loss_sum, 0, sizeof(float), f->ctx.stream));
+        run_graph(&f->ctx, &fwd, false, [&] { gpt2_forward(&f->m, &f->ctx, f->m.B, f->m.T, true, dloss); });
+        run_graph(&f->ctx, &bwd, false, [&] { gpt2_backward(&f->m, &f->ctx, GradReadyFn()); });
     }
-    const bool same = memcmp(g1.data(), g2.data(), n * sizeof(float)) == 0;
-    (same ? passed : failed)++;
-    printf("%s backward is deterministic (two runs bitwise %s)\n", same ? "PASS" : "FAIL", same ? "identical" : "DIFFERENT");
+    std::vector<float> g3(f->n());
+    copy_from_device_as_float(g3.data(), f->m.grads, f->n());
+    cudaCheck(cudaGraphExecDestroy(fwd));
+    cudaCheck(cudaGraphExecDestroy(bwd));
+    report_bitwise(g3, g1, "forward + backward replayed from CUDA graphs vs launched");
+    return g1;
+}
 
-    // 2b. the same, replayed from CUDA graphs (as gpt2_train_step does from its second step on):
-    // captured and replayed, then replayed again; bitwise identical to the launches
-    {
-        std::vector<float> g3(n);
-        cudaGraphExec_t fwd = nullptr, bwd = nullptr;
-        for (int rep = 0; rep < 2; rep++) {
-            cudaCheck(cudaMemsetAsync(m.grads, 0, n * sizeof(floatX), ctx.stream));
-            cudaCheck(cudaMemsetAsync(m.d_loss_sum, 0, sizeof(float), ctx.stream));
-            run_graph(&ctx, &fwd, false, [&] { gpt2_forward(&m, &ctx, m.B, m.T, true, scaler.scale / BT); });
-            run_graph(&ctx, &bwd, false, [&] { gpt2_backward(&m, &ctx, GradReadyFn()); });
-        }
-        copy_from_device_as_float(g3.data(), m.grads, n);
-        cudaCheck(cudaGraphExecDestroy(fwd));
-        cudaCheck(cudaGraphExecDestroy(bwd));
-        const bool same_graph = memcmp(g1.data(), g3.data(), n * sizeof(float)) == 0;
-        (same_graph ? passed : failed)++;
-        printf("%s forward + backward replayed from CUDA graphs: gradients bitwise %s\n", same_graph ? "PASS" : "FAIL",
-               same_graph ? "identical" : "DIFFERENT");
-    }
-
-    // 3. every parameter gradient, per tensor (all layers together), unscaled
-    for (float& v : g1) v /= scaler.scale;
+// 3. every parameter gradient against the reference, per tensor (all layers together); `g` is
+// scaled by the loss scale
+static void check_grads(const Fixture& f, std::vector<float> g) {
+    for (float& v : g) v /= f.scaler.scale;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         std::vector<float> a, b;
-        for (size_t l = 0; l < param_tensor_count(cfg, t); l++) {
-            const size_t e = param_tensor_elems(cfg, t);
-            const float* pa = &g1[param_offset(cfg, m.layout, t, (int)l)];
-            const float* pb = &ref.grads[model_file_offset(cfg, t, (int)l)];
+        for (size_t l = 0; l < param_tensor_count(f.cfg, t); l++) {
+            const size_t e = param_tensor_elems(f.cfg, t);
+            const float* pa = &g[param_offset(f.cfg, f.m.layout, t, (int)l)];
+            const float* pb = &f.ref.grads[model_file_offset(f.cfg, t, (int)l)];
             a.insert(a.end(), pa, pa + e);
             b.insert(b.end(), pb, pb + e);
         }
+        double rel, max_abs;
         compare(a.data(), b.data(), a.size(), &rel, &max_abs);
         report(rel < TOL.grads, param_tensor_name(t), rel, max_abs, TOL.grads);
     }
+}
 
-    // 4. training: the losses of `steps` AdamW steps on the same batch (from the second step on
-    // through CUDA graphs, as the trainer runs them)
-    m.use_graphs = true;
-    AdamWHyper h{ref.lr, ref.beta1, ref.beta2, ref.eps, ref.weight_decay, 0};
+// 4. training: the losses of `steps` AdamW steps on the same batch (from the second step on
+// through CUDA graphs, as the trainer runs them)
+static void check_training(Fixture* f, const AdamWHyper& h) {
+    ReferenceState& ref = f->ref;
+    f->m.use_graphs = true;
     double worst = 0;
     for (int s = 0; s < ref.steps; s++) {
-        StepResult r = gpt2_train_step(&m, &ctx, 1, [&](int, int** in, int** tg) { *in = ref.x.data(); *tg = ref.y.data(); },
-                                       h, &scaler, UpdateRules{ref.grad_clip});
+        StepResult r = gpt2_train_step(&f->m, &f->ctx, 1, [&](int, int** in, int** tg) { *in = ref.x.data(); *tg = ref.y.data(); },
+                                       h, &f->scaler, UpdateRules{ref.grad_clip});
         const double d = fabs(r.loss - ref.losses[s]) / ref.losses[s];
         worst = std::max(worst, d);
         printf("     step %2d: loss %.6f (reference %.6f) norm %.4f%s\n", s, r.loss, ref.losses[s], r.grad_norm, r.skipped ? " SKIPPED" : "");
     }
     if (ref.steps > 0) report(worst < TOL.losses, "losses", worst, worst * ref.losses[0], TOL.losses);
+}
 
-    // 5. gradient accumulation and the graphs' reuse, through gpt2_train_step as the trainer runs
-    // it, with learning rate 0 (the weights stay put, so every step's gradients can be compared):
-    //   a. a step of two micro-batches (x, then x' = x's tokens permuted) leaves the sum of what
-    //      the two backward passes give one by one (the accumulation adds, the bias gradients of
-    //      the ones column too), within one rounding per added term (1e-5 fp32, 1e-2 fp16/bf16);
-    //      launched and replayed from graphs, bitwise the same;
-    //   b. the loss scale changed between replayed steps (the forward graph is captured again, the
-    //      backward replayed): bitwise what launches give at the new scale.
-    {
-        std::vector<int> x2(BT), y2(BT);
-        for (size_t i = 0; i < BT; i++) { x2[i] = ref.x[(i * 7 + 3) % BT]; y2[i] = ref.y[(i * 7 + 3) % BT]; }
-        AdamWHyper h0 = h;
-        h0.lr = 0.0f;
-        const float scale = scaler.scale;
-        auto batches = [&](int i, int** in, int** tg) {
-            *in = i == 0 ? ref.x.data() : x2.data();
-            *tg = i == 0 ? ref.y.data() : y2.data();
-        };
-        auto step_grads = [&](bool graphs, float at_scale) {
-            m.use_graphs = graphs;
-            scaler.scale = at_scale;
-            gpt2_train_step(&m, &ctx, 2, batches, h0, &scaler, UpdateRules{ref.grad_clip});
-            std::vector<float> g(n);
-            copy_from_device_as_float(g.data(), m.grads, n);
-            return g;
-        };
-        // one by one: each micro-batch's backward with the step's dloss, added on the host
-        std::vector<float> expect(n, 0.0f), one(n);
-        for (int i = 0; i < 2; i++) {
-            int *in, *tg;
-            batches(i, &in, &tg);
-            cudaCheck(cudaMemsetAsync(m.grads, 0, n * sizeof(floatX), ctx.stream));
-            gpt2_set_batch(&m, &ctx, in, tg);
-            gpt2_forward(&m, &ctx, m.B, m.T, true, scale / (2.0f * BT));
-            gpt2_backward(&m, &ctx, GradReadyFn());
-            copy_from_device_as_float(one.data(), m.grads, n);
-            for (size_t k = 0; k < n; k++) expect[k] += one[k];
-        }
-        const std::vector<float> launched = step_grads(false, scale), replayed = step_grads(true, scale);
-        const double tol_acc = sizeof(floatX) == 4 ? 1e-5 : 1e-2;  // one rounding to floatX per added term
-        compare(launched.data(), expect.data(), n, &rel, &max_abs);
-        report(rel < tol_acc, "accum 2", rel, max_abs, tol_acc);
-        const bool same_acc = memcmp(launched.data(), replayed.data(), n * sizeof(float)) == 0;
-        (same_acc ? passed : failed)++;
-        printf("%s a step of 2 micro-batches replayed from CUDA graphs: gradients bitwise %s the launches'\n",
-               same_acc ? "PASS" : "FAIL", same_acc ? "equal to" : "DIFFERENT from");
-        const std::vector<float> rescaled = step_grads(true, scale / 4), rescaled_launched = step_grads(false, scale / 4);
-        const bool same_scale = memcmp(rescaled.data(), rescaled_launched.data(), n * sizeof(float)) == 0;
-        (same_scale ? passed : failed)++;
-        printf("%s the loss scale changed between replayed steps: gradients bitwise %s the launches' at the new scale\n",
-               same_scale ? "PASS" : "FAIL", same_scale ? "equal to" : "DIFFERENT from");
+// 5. gradient accumulation and the graphs' reuse, through gpt2_train_step as the trainer runs
+// it, with learning rate 0 (the weights stay put, so every step's gradients can be compared):
+//   a. a step of two micro-batches (x, then x' = x's tokens permuted) leaves the sum of what
+//      the two backward passes give one by one (the accumulation adds, the bias gradients of
+//      the ones column too), within one rounding per added term (1e-5 fp32, 1e-2 fp16/bf16);
+//      launched and replayed from graphs, bitwise the same;
+//   b. the loss scale changed between replayed steps (the forward graph is captured again, the
+//      backward replayed): bitwise what launches give at the new scale.
+static void check_accumulation(Fixture* f, const AdamWHyper& h) {
+    ReferenceState& ref = f->ref;
+    const size_t BT = f->BT(), n = f->n();
+    std::vector<int> x2(BT), y2(BT);
+    for (size_t i = 0; i < BT; i++) { x2[i] = ref.x[(i * 7 + 3) % BT]; y2[i] = ref.y[(i * 7 + 3) % BT]; }
+    AdamWHyper h0 = h;
+    h0.lr = 0.0f;
+    const float scale = f->scaler.scale;
+    auto batches = [&](int i, int** in, int** tg) {
+        *in = i == 0 ? ref.x.data() : x2.data();
+        *tg = i == 0 ? ref.y.data() : y2.data();
+    };
+    auto step_grads = [&](bool graphs, float at_scale) {
+        f->m.use_graphs = graphs;
+        f->scaler.scale = at_scale;
+        gpt2_train_step(&f->m, &f->ctx, 2, batches, h0, &f->scaler, UpdateRules{ref.grad_clip});
+        std::vector<float> g(n);
+        copy_from_device_as_float(g.data(), f->m.grads, n);
+        return g;
+    };
+    // one by one: each micro-batch's backward with the step's dloss, added on the host
+    std::vector<float> expect(n, 0.0f);
+    for (int i = 0; i < 2; i++) {
+        int *in, *tg;
+        batches(i, &in, &tg);
+        gpt2_set_batch(&f->m, &f->ctx, in, tg);
+        const std::vector<float> one = forward_backward(f, scale / (2.0f * BT));
+        for (size_t k = 0; k < n; k++) expect[k] += one[k];
     }
+    const std::vector<float> launched = step_grads(false, scale), replayed = step_grads(true, scale);
+    const double tol_acc = sizeof(floatX) == 4 ? 1e-5 : 1e-2;  // one rounding to floatX per added term
+    double rel, max_abs;
+    compare(launched.data(), expect.data(), n, &rel, &max_abs);
+    report(rel < tol_acc, "accum 2", rel, max_abs, tol_acc);
+    report_bitwise(replayed, launched, "a step of 2 micro-batches replayed from CUDA graphs vs launched");
+    const std::vector<float> rescaled = step_grads(true, scale / 4), rescaled_launched = step_grads(false, scale / 4);
+    report_bitwise(rescaled, rescaled_launched, "the loss scale changed between replayed steps vs launched at the new scale");
+}
 
-    gpt2_free(&m);
-    context_destroy(&ctx);
+// an optional numeric argument: `argv[i]` if given, else `dflt`; an integer in [lo, hi] or one line and exit 2
+static long arg_or(int argc, char** argv, int i, const char* name, long dflt, long lo, long hi) {
+    if (argc <= i) return dflt;
+    char* end;
+    errno = 0;
+    const long v = strtol(argv[i], &end, 10);
+    if (errno != 0 || end == argv[i] || *end != '\0' || v < lo || v > hi) {
+        fprintf(stderr, "error: %s (argument %d) must be an integer in [%ld, %ld], got '%s'\n", name, i, lo, hi, argv[i]);
+        exit(2);
+    }
+    return v;
+}
+
+int main(int argc, char** argv) {
+    const char* model_path = argc > 1 ? argv[1] : "dev_data/reference_model.bin";
+    const char* state_path = argc > 2 ? argv[2] : "dev_data/reference_state.bin";
+    const int recompute = (int)arg_or(argc, argv, 3, "recompute level", 0, 0, 2);
+    const size_t logit_chunk = (size_t)arg_or(argc, argv, 4, "lm-head chunk (tokens)", DEFAULT_LOGIT_CHUNK, 1, 1L << 30);
+    const bool tune = arg_or(argc, argv, 5, "timed GEMM algorithms (0|1)", 0, 0, 1) != 0;
+    std::string err;
+    Fixture f;
+    if (!model_file_read_header(model_path, &f.cfg, &err) || !read_state(state_path, f.cfg, &f.ref, &err)) {
+        fprintf(stderr, "error: %s\n", err.c_str());
+        return 1;
+    }
+    const ReferenceState& ref = f.ref;
+    printf("test_gpt2cu (%s): L=%d NH=%d C=%d, B=%d T=%d, %d steps, recompute %d, lm-head chunk %zu tokens, GEMM algorithms %s\n",
+           PRECISION_NAME, f.cfg.num_layers, f.cfg.num_heads, f.cfg.channels, ref.B, ref.T, ref.steps, recompute,
+           std::min(logit_chunk, f.BT()), tune ? "timed" : "cuBLASLt's first");
+    context_create(&f.ctx, 0);
+    gpt2_build(&f.m, f.cfg, ref.B, ref.T, 0, 1, 0, recompute, logit_chunk);
+    if (!gpt2_init_from_file(&f.m, &f.ctx, model_path, &err)) { fprintf(stderr, "error: %s\n", err.c_str()); return 1; }
+    if (tune) {
+        gpt2_tune_gemms(&f.m, &f.ctx, 1);
+        int differ = 0;
+        for (int c : matmul_choices(&f.ctx)) differ += c != 0;
+        printf("     GEMM algorithms timed: %zu shapes, %d not cuBLASLt's first choice\n", matmul_choices(&f.ctx).size(), differ);
+    }
+    const AdamWHyper h{ref.lr, ref.beta1, ref.beta2, ref.eps, ref.weight_decay, 0};
+    check_forward(&f);
+    check_grads(f, check_determinism(&f));
+    check_training(&f, h);
+    check_accumulation(&f, h);
+    gpt2_free(&f.m);
+    context_destroy(&f.ctx);
     printf("overall okay: %d\n", failed == 0);
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;

@@ -42,6 +42,8 @@
 #include <vector>
 #include <chrono>
 #include <thread>
+#include <csignal>
+#include <sys/syscall.h>
 #include <unistd.h>
 #ifdef USE_MPI
 #include <mpi.h>
@@ -142,11 +144,42 @@ inline void comm_watch(const Comm* c, int step, const char* phase) {
 }
 inline void comm_unwatch(const Comm* c) { if (c->watchdog) c->watchdog->deadline_ms = 0; }
 
+// Once the watchdog has decided to exit, ncclCommAbort frees the communicator while the main
+// thread may still be inside NCCL or about to call it (issuing the next bucket's all-reduce, or
+// back from a wait that the abort ended): a use after free. faults.sh saw it as a SIGSEGV of the
+// survivor (exit code 139) whenever a peer's death showed at once as a closed socket. The
+// watchdog's decision stands: from then on a crash signal in any thread prints one line and ends
+// the process with the watchdog's exit code. A signal handler reaches only process-wide state,
+// hence the one static here, written before the handler is installed.
+struct CrashNote { int rank = 0; long watchdog_tid = 0; };
+inline CrashNote& crash_note() { static CrashNote n; return n; }
+inline void write_stderr(const char* s) { ssize_t r = write(2, s, strlen(s)); (void)r; }  // async-signal-safe
+inline void write_stderr_num(long v) {
+    char b[24], *p = b + sizeof(b);
+    *--p = '\0';
+    do { *--p = (char)('0' + v % 10); v /= 10; } while (v > 0 && p > b);
+    write_stderr(p);
+}
+constexpr int WATCHDOG_EXIT_CODE = 3;
+inline void watchdog_crash_handler(int sig) {
+    const bool in_watchdog = (long)syscall(SYS_gettid) == crash_note().watchdog_tid;
+    write_stderr("rank "); write_stderr_num(crash_note().rank);
+    write_stderr(": signal "); write_stderr_num(sig);
+    write_stderr(in_watchdog ? " in the watchdog thread" : " in the main thread");
+    write_stderr(" while NCCL was being aborted (a consequence of the error above); exit code 3 as decided\n");
+    _exit(WATCHDOG_EXIT_CODE);
+}
+
 [[noreturn]] inline void watchdog_fire(Watchdog* w, const std::string& why) {
     std::string where = w->pending ? w->pending() : std::string();
     fprintf(stderr, "rank %d: error: step %d, %s: %s%s%s; aborting NCCL and exiting\n", w->comm->rank, w->step.load(),
             w->phase.load(), why.c_str(), where.empty() ? "" : "; unfinished: ", where.c_str());
     fflush(stderr);
+    crash_note() = CrashNote{w->comm->rank, (long)syscall(SYS_gettid)};
+    struct sigaction sa = {};
+    sa.sa_handler = watchdog_crash_handler;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) sigaction(sig, &sa, nullptr);
 #ifdef USE_NCCL
     // ncclCommAbort lets the NCCL kernels the main thread waits on return; if it hangs itself, the
     // process still exits 10 s later
@@ -156,7 +189,7 @@ inline void comm_unwatch(const Comm* c) { if (c->watchdog) c->watchdog->deadline
         for (int i = 0; i < 100 && !*aborted; i++) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
 #endif
-    _exit(3);
+    _exit(WATCHDOG_EXIT_CODE);
 }
 
 inline void watchdog_loop(Watchdog* w) {

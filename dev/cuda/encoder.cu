@@ -19,139 +19,140 @@ __global__ void spin_kernel(long long cycles) {
     while (clock64() - t0 < cycles) {}
 }
 
+// Correctness: small vocabulary, many repeated tokens, maxT > T (rows T.. stay put)
+static void check_encoder(Context* ctx, double tol) {
+    const int B = 8, T = 256, C = 768, maxT = 320, V = 1000, Vp = 1024, BT = B * T;
+    std::vector<int> tokens(BT);
+    for (int i = 0; i < BT; i++) tokens[i] = randint(0, 4) == 0 ? randint(0, V) : randint(0, 24);
+    tokens[7] = V - 1;  // the last real token
+    tokens[BT - 1] = 0;
+    std::vector<float> wte = randn((size_t)Vp * C), wpe = randn((size_t)maxT * C);
+    floatX* d_wte = to_device(wte);
+    floatX* d_wpe = to_device(wpe);
+    int* d_tokens = to_device_raw(tokens);
+    floatX* d_out = dalloc<floatX>((size_t)BT * C);
+    poison(d_out, (size_t)BT * C);
+    encoder_forward(ctx, d_out, d_tokens, d_wte, d_wpe, B, T, C);
+    std::vector<double> ref((size_t)BT * C);
+    for (int bt = 0; bt < BT; bt++)
+        for (int c = 0; c < C; c++)
+            ref[(size_t)bt * C + c] = (double)wte[(size_t)tokens[bt] * C + c] + wpe[(size_t)(bt % T) * C + c];
+    check_close("encoder_forward", from_device(d_out, (size_t)BT * C), ref, tol);
+
+    // backward, accumulating onto non-zero gradients
+    std::vector<float> dout = randn((size_t)BT * C), dwte0 = randn((size_t)Vp * C), dwpe0 = randn((size_t)maxT * C);
+    floatX* d_dout = to_device(dout);
+    floatX* d_dwte = to_device(dwte0);
+    floatX* d_dwpe = to_device(dwpe0);
+    TokenBuckets tb;
+    token_buckets_create(&tb, BT, V);
+    token_buckets_build(&tb, tokens.data(), BT, ctx->stream);
+    encoder_backward(ctx, d_dwte, d_dwpe, d_dout, tb, B, T, C);
+    std::vector<double> ref_wte(dwte0.begin(), dwte0.end()), ref_wpe(dwpe0.begin(), dwpe0.end());
+    for (int bt = 0; bt < BT; bt++)
+        for (int c = 0; c < C; c++) {
+            const double d = dout[(size_t)bt * C + c];
+            ref_wte[(size_t)tokens[bt] * C + c] += d;
+            ref_wpe[(size_t)(bt % T) * C + c] += d;
+        }
+    check_close("encoder_backward dwte (accumulated)", from_device(d_dwte, (size_t)Vp * C), ref_wte, tol);
+    check_close("encoder_backward dwpe (accumulated)", from_device(d_dwpe, (size_t)maxT * C), ref_wpe, tol);
+
+    // determinism: the same start twice, buckets rebuilt in between
+    std::vector<unsigned char> runs[2][2];
+    for (int r = 0; r < 2; r++) {
+        upload(d_dwte, dwte0);
+        upload(d_dwpe, dwpe0);
+        token_buckets_build(&tb, tokens.data(), BT, ctx->stream);
+        encoder_backward(ctx, d_dwte, d_dwpe, d_dout, tb, B, T, C);
+        runs[r][0] = bytes_of(d_dwte, (size_t)Vp * C * sizeof(floatX));
+        runs[r][1] = bytes_of(d_dwpe, (size_t)maxT * C * sizeof(floatX));
+    }
+    check_true("encoder_backward deterministic dwte", runs[0][0] == runs[1][0], "two runs bitwise identical");
+    check_true("encoder_backward deterministic dwpe", runs[0][1] == runs[1][1], "two runs bitwise identical");
+
+    // in a CUDA graph (as the trainer replays its backward): captured while the buckets hold
+    // this batch, replayed after they were rebuilt for a batch of only 7 distinct tokens;
+    // must equal an eager run on that batch bit for bit
+    std::vector<int> few(BT);
+    for (int& t : few) t = randint(0, 7);
+    std::vector<unsigned char> eager[2], replayed[2];
+    upload(d_dwte, dwte0);
+    upload(d_dwpe, dwpe0);
+    token_buckets_build(&tb, few.data(), BT, ctx->stream);
+    encoder_backward(ctx, d_dwte, d_dwpe, d_dout, tb, B, T, C);
+    eager[0] = bytes_of(d_dwte, (size_t)Vp * C * sizeof(floatX));
+    eager[1] = bytes_of(d_dwpe, (size_t)maxT * C * sizeof(floatX));
+    upload(d_dwte, dwte0);
+    upload(d_dwpe, dwpe0);
+    token_buckets_build(&tb, tokens.data(), BT, ctx->stream);
+    cudaGraphExec_t exec = graph_capture(ctx, [&] { encoder_backward(ctx, d_dwte, d_dwpe, d_dout, tb, B, T, C); });
+    token_buckets_build(&tb, few.data(), BT, ctx->stream);
+    cudaCheck(cudaGraphLaunch(exec, ctx->stream));
+    cudaCheck(cudaStreamSynchronize(ctx->stream));
+    replayed[0] = bytes_of(d_dwte, (size_t)Vp * C * sizeof(floatX));
+    replayed[1] = bytes_of(d_dwpe, (size_t)maxT * C * sizeof(floatX));
+    cudaCheck(cudaGraphExecDestroy(exec));
+    check_true("encoder_backward replayed in a CUDA graph captured on another batch",
+               eager[0] == replayed[0] && eager[1] == replayed[1], "bitwise equal to an eager run on the new batch");
+    token_buckets_free(&tb);
+}
+
+// What TokenBuckets and gpt2_set_batch rely on: cudaMemcpyAsync from pageable memory has
+// the data when it returns (staged, or copied after the driver waited for the stream), so the
+// host may overwrite the source at once though the copy is queued behind a long kernel. On a
+// machine where the GPU reads pageable memory directly (cudaDevAttrPageableMemoryAccess) the
+// device could get the overwritten data instead: this check would then fail.
+static void check_pageable_upload(Context* ctx) {
+    const size_t n = 1 << 20;
+    std::vector<int> host(n), back(n);
+    for (size_t i = 0; i < n; i++) host[i] = (int)(i * 2654435761u);
+    const std::vector<int> sent = host;
+    int* d = dalloc<int>(n);
+    int pageable = 0;
+    cudaCheck(cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, 0));
+    spin_kernel<<<1, 1, 0, ctx->stream>>>(200000000LL);  // ~0.1 s
+    launchCheck();
+    cudaCheck(cudaMemcpyAsync(d, host.data(), n * sizeof(int), cudaMemcpyHostToDevice, ctx->stream));
+    for (size_t i = 0; i < n; i++) host[i] = -1;     // the next batch, written right away
+    cudaCheck(cudaStreamSynchronize(ctx->stream));
+    cudaCheck(cudaMemcpy(back.data(), d, n * sizeof(int), cudaMemcpyDeviceToHost));
+    check_true("pageable upload staged at return", back == sent,
+               std::string(back == sent ? "the device got the data as it was at the call" : "the device got the overwritten data") +
+               " (cudaDevAttrPageableMemoryAccess=" + std::to_string(pageable) + ")");
+}
+
+// Timing at GPT-2 small scale
+static void time_encoder(Context* ctx) {
+    const int B = 8, T = 1024, C = 768, V = 50257, Vp = 50304, BT = B * T;
+    std::vector<int> tokens(BT);
+    for (auto& t : tokens) t = randint(0, V);
+    int* d_tokens = to_device_raw(tokens);
+    floatX* d_wte = random_device<floatX>(ctx, (size_t)Vp * C, -1.0f, 1.0f);
+    floatX* d_wpe = random_device<floatX>(ctx, (size_t)T * C, -1.0f, 1.0f);
+    floatX* d_out = random_device<floatX>(ctx, (size_t)BT * C, -1.0f, 1.0f);
+    floatX* d_dwte = random_device<floatX>(ctx, (size_t)Vp * C, -1.0f, 1.0f);
+    floatX* d_dwpe = random_device<floatX>(ctx, (size_t)T * C, -1.0f, 1.0f);
+    TokenBuckets tb;
+    token_buckets_create(&tb, BT, V);
+    token_buckets_build(&tb, tokens.data(), BT, ctx->stream);
+    const double X = sizeof(floatX), btc = (double)BT * C, tc = (double)T * C;
+    time_ms(ctx, "encoder_forward B=8 T=1024 C=768", X * (2 * btc + tc) + 4.0 * BT, 0,
+            [&] { encoder_forward(ctx, d_out, d_tokens, d_wte, d_wpe, B, T, C); });
+    // dout read, dwpe read+written, the dwte rows of the distinct tokens read+written
+    const double rows = tb.num_unique;
+    time_ms(ctx, "encoder_backward B=8 T=1024 C=768", X * (btc + 2 * tc + 2 * rows * C) + 4.0 * 3 * BT, 0,
+            [&] { encoder_backward(ctx, d_dwte, d_dwpe, d_out, tb, B, T, C); });
+    token_buckets_free(&tb);
+}
+
 int main() {
     Context ctx;
     context_create(&ctx, 0);
     check_begin(ctx, "encoder");
-    const double tol = tol_default();
-
-    // ---- correctness: small vocabulary, many repeated tokens, maxT > T (rows T.. stay put)
-    {
-        const int B = 8, T = 256, C = 768, maxT = 320, V = 1000, Vp = 1024, BT = B * T;
-        std::vector<int> tokens(BT);
-        for (int i = 0; i < BT; i++) tokens[i] = randint(0, 4) == 0 ? randint(0, V) : randint(0, 24);
-        tokens[7] = V - 1;  // the last real token
-        tokens[BT - 1] = 0;
-        std::vector<float> wte = randn((size_t)Vp * C), wpe = randn((size_t)maxT * C);
-        floatX* d_wte = to_device(wte);
-        floatX* d_wpe = to_device(wpe);
-        int* d_tokens = to_device_raw(tokens);
-        floatX* d_out = dalloc<floatX>((size_t)BT * C);
-        poison(d_out, (size_t)BT * C);
-        encoder_forward(&ctx, d_out, d_tokens, d_wte, d_wpe, B, T, C);
-        std::vector<double> ref((size_t)BT * C);
-        for (int bt = 0; bt < BT; bt++)
-            for (int c = 0; c < C; c++)
-                ref[(size_t)bt * C + c] = (double)wte[(size_t)tokens[bt] * C + c] + wpe[(size_t)(bt % T) * C + c];
-        check_close("encoder_forward", from_device(d_out, (size_t)BT * C), ref, tol);
-
-        // backward, accumulating onto non-zero gradients
-        std::vector<float> dout = randn((size_t)BT * C), dwte0 = randn((size_t)Vp * C), dwpe0 = randn((size_t)maxT * C);
-        floatX* d_dout = to_device(dout);
-        floatX* d_dwte = to_device(dwte0);
-        floatX* d_dwpe = to_device(dwpe0);
-        TokenBuckets tb;
-        token_buckets_create(&tb, BT, V);
-        token_buckets_build(&tb, tokens.data(), BT, ctx.stream);
-        encoder_backward(&ctx, d_dwte, d_dwpe, d_dout, tb, B, T, C);
-        std::vector<double> ref_wte(dwte0.begin(), dwte0.end()), ref_wpe(dwpe0.begin(), dwpe0.end());
-        for (int bt = 0; bt < BT; bt++)
-            for (int c = 0; c < C; c++) {
-                const double d = dout[(size_t)bt * C + c];
-                ref_wte[(size_t)tokens[bt] * C + c] += d;
-                ref_wpe[(size_t)(bt % T) * C + c] += d;
-            }
-        check_close("encoder_backward dwte (accumulated)", from_device(d_dwte, (size_t)Vp * C), ref_wte, tol);
-        check_close("encoder_backward dwpe (accumulated)", from_device(d_dwpe, (size_t)maxT * C), ref_wpe, tol);
-
-        // determinism: the same start twice, buckets rebuilt in between
-        std::vector<unsigned char> runs[2][2];
-        for (int r = 0; r < 2; r++) {
-            upload(d_dwte, dwte0);
-            upload(d_dwpe, dwpe0);
-            token_buckets_build(&tb, tokens.data(), BT, ctx.stream);
-            encoder_backward(&ctx, d_dwte, d_dwpe, d_dout, tb, B, T, C);
-            runs[r][0] = bytes_of(d_dwte, (size_t)Vp * C * sizeof(floatX));
-            runs[r][1] = bytes_of(d_dwpe, (size_t)maxT * C * sizeof(floatX));
-        }
-        check_true("encoder_backward deterministic dwte", runs[0][0] == runs[1][0], "two runs bitwise identical");
-        check_true("encoder_backward deterministic dwpe", runs[0][1] == runs[1][1], "two runs bitwise identical");
-
-        // in a CUDA graph (as the trainer replays its backward): captured while the buckets hold
-        // this batch, replayed after they were rebuilt for a batch of only 7 distinct tokens;
-        // must equal an eager run on that batch bit for bit
-        std::vector<int> few(BT);
-        for (int& t : few) t = randint(0, 7);
-        std::vector<unsigned char> eager[2], replayed[2];
-        upload(d_dwte, dwte0);
-        upload(d_dwpe, dwpe0);
-        token_buckets_build(&tb, few.data(), BT, ctx.stream);
-        encoder_backward(&ctx, d_dwte, d_dwpe, d_dout, tb, B, T, C);
-        eager[0] = bytes_of(d_dwte, (size_t)Vp * C * sizeof(floatX));
-        eager[1] = bytes_of(d_dwpe, (size_t)maxT * C * sizeof(floatX));
-        upload(d_dwte, dwte0);
-        upload(d_dwpe, dwpe0);
-        token_buckets_build(&tb, tokens.data(), BT, ctx.stream);
-        cudaGraphExec_t exec = graph_capture(&ctx, [&] { encoder_backward(&ctx, d_dwte, d_dwpe, d_dout, tb, B, T, C); });
-        token_buckets_build(&tb, few.data(), BT, ctx.stream);
-        cudaCheck(cudaGraphLaunch(exec, ctx.stream));
-        cudaCheck(cudaStreamSynchronize(ctx.stream));
-        replayed[0] = bytes_of(d_dwte, (size_t)Vp * C * sizeof(floatX));
-        replayed[1] = bytes_of(d_dwpe, (size_t)maxT * C * sizeof(floatX));
-        cudaCheck(cudaGraphExecDestroy(exec));
-        check_true("encoder_backward replayed in a CUDA graph captured on another batch",
-                   eager[0] == replayed[0] && eager[1] == replayed[1], "bitwise equal to an eager run on the new batch");
-        token_buckets_free(&tb);
-    }
-
-    // ---- what TokenBuckets and gpt2_set_batch rely on: cudaMemcpyAsync from pageable memory has
-    // the data when it returns (staged, or copied after the driver waited for the stream), so the
-    // host may overwrite the source at once though the copy is queued behind a long kernel. On a
-    // machine where the GPU reads pageable memory directly (cudaDevAttrPageableMemoryAccess) the
-    // device could get the overwritten data instead: this check would then fail.
-    {
-        const size_t n = 1 << 20;
-        std::vector<int> host(n), back(n);
-        for (size_t i = 0; i < n; i++) host[i] = (int)(i * 2654435761u);
-        const std::vector<int> sent = host;
-        int* d = dalloc<int>(n);
-        int pageable = 0;
-        cudaCheck(cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, 0));
-        spin_kernel<<<1, 1, 0, ctx.stream>>>(200000000LL);  // ~0.1 s
-        launchCheck();
-        cudaCheck(cudaMemcpyAsync(d, host.data(), n * sizeof(int), cudaMemcpyHostToDevice, ctx.stream));
-        for (size_t i = 0; i < n; i++) host[i] = -1;     // the next batch, written right away
-        cudaCheck(cudaStreamSynchronize(ctx.stream));
-        cudaCheck(cudaMemcpy(back.data(), d, n * sizeof(int), cudaMemcpyDeviceToHost));
-        check_true("pageable upload staged at return", back == sent,
-                   std::string(back == sent ? "the device got the data as it was at the call" : "the device got the overwritten data") +
-                   " (cudaDevAttrPageableMemoryAccess=" + std::to_string(pageable) + ")");
-    }
-
-    // ---- timing at GPT-2 small scale
-    if (timing_enabled()) {
-        const int B = 8, T = 1024, C = 768, V = 50257, Vp = 50304, BT = B * T;
-        std::vector<int> tokens(BT);
-        for (auto& t : tokens) t = randint(0, V);
-        int* d_tokens = to_device_raw(tokens);
-        floatX* d_wte = random_device<floatX>(&ctx, (size_t)Vp * C, -1.0f, 1.0f);
-        floatX* d_wpe = random_device<floatX>(&ctx, (size_t)T * C, -1.0f, 1.0f);
-        floatX* d_out = random_device<floatX>(&ctx, (size_t)BT * C, -1.0f, 1.0f);
-        floatX* d_dwte = random_device<floatX>(&ctx, (size_t)Vp * C, -1.0f, 1.0f);
-        floatX* d_dwpe = random_device<floatX>(&ctx, (size_t)T * C, -1.0f, 1.0f);
-        TokenBuckets tb;
-        token_buckets_create(&tb, BT, V);
-        token_buckets_build(&tb, tokens.data(), BT, ctx.stream);
-        const double X = sizeof(floatX), btc = (double)BT * C, tc = (double)T * C;
-        time_ms(&ctx, "encoder_forward B=8 T=1024 C=768", X * (2 * btc + tc) + 4.0 * BT, 0,
-                [&] { encoder_forward(&ctx, d_out, d_tokens, d_wte, d_wpe, B, T, C); });
-        // dout read, dwpe read+written, the dwte rows of the distinct tokens read+written
-        const double rows = tb.num_unique;
-        time_ms(&ctx, "encoder_backward B=8 T=1024 C=768", X * (btc + 2 * tc + 2 * rows * C) + 4.0 * 3 * BT, 0,
-                [&] { encoder_backward(&ctx, d_dwte, d_dwpe, d_out, tb, B, T, C); });
-        token_buckets_free(&tb);
-    }
-
+    check_encoder(&ctx, tol_default());
+    check_pageable_upload(&ctx);
+    if (timing_enabled()) time_encoder(&ctx);
     context_destroy(&ctx);
     return check_finish();
 }

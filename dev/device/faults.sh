@@ -49,7 +49,7 @@ wait_for_line() {  # file pattern seconds pid: until the line shows, the process
 }
 ARGS="--bench -e d12 -b 8 -t 1024 --bench-warmup 0 --bench-steps 100000 --nccl-timeout $TIMEOUT"
 if has kill; then
-    hangs=0; times=()
+    hangs=0; times=(); codes=()
     for trial in $(seq 1 10); do
         victim=$(( RANDOM % 2 )); log="$LOGS/kill_env_$trial"
         for r in 0 1; do
@@ -63,11 +63,13 @@ if has kill; then
         dt=$(wait_gone "$spid" $(( TIMEOUT + 30 )))
         [ "$dt" = HANG ] && { hangs=$((hangs + 1)); kill -9 "$spid"; }
         wait "$spid" 2>/dev/null; rc=$?
-        msg=$(grep -h "error" "$log.r$(( 1 - victim ))" | head -n 1)
-        times+=("$dt")
+        msg=$(grep -hE "error|: signal [0-9]+ in" "$log.r$(( 1 - victim ))" | head -n 2 | tr "\n" " ")
+        times+=("$dt"); codes+=("$rc")
         note "env trial $trial: killed rank $victim; survivor gone after ${dt}s rc=$rc: $msg"
     done
-    note "kill one rank, env launch (watchdog, --nccl-timeout $TIMEOUT): 10 trials, $hangs hangs, survivor gone after: ${times[*]} s"
+    # the watchdog's exit code is 3 (llmc/comm.cuh); anything else (139: a crash) is named
+    others=$(printf '%s\n' "${codes[@]}" | grep -vcx 3)
+    note "kill one rank, env launch (watchdog, --nccl-timeout $TIMEOUT): 10 trials, $hangs hangs, $others survivors not exiting with code 3 (exit codes: ${codes[*]}), survivor gone after: ${times[*]} s"
     hangs=0; times=()
     for trial in $(seq 1 5); do
         log="$LOGS/kill_mpi_$trial.log"
