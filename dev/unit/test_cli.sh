@@ -2,7 +2,7 @@
 # The trainer binary's early errors, which come before any GPU work, so CI checks them: each is
 # ONE line on stderr, a non-zero exit within a second, and nothing written. Run from the repo root
 # (make test does). Needs ./train_gpt2cu and data/tokenize; also checks dev/cuda/attention_check's
-# --io and --stress errors, dev/cuda/matmul_check's and dev/power_probe's argument errors when they are built, and
+# --io and --stress errors, test_gpt2cu's, dev/cuda/matmul_check's and dev/power_probe's argument errors when they are built, and
 # dev/device/attn_ab.sh's, gemm_tune_ab.sh's, run.sh's, perf.sh's and power_probe.sh's and
 # dev/torch_bench.py's argument errors.
 set -u
@@ -147,6 +147,16 @@ if [ -x dev/cuda/matmul_check ]; then
     expect "matmul_check, two modes" "usage: " -- dev/cuda/matmul_check --search --algorithms
 else
     echo "note: dev/cuda/matmul_check not built (make cuda-checks): its argument checks skipped"
+fi
+# ./test_gpt2cu's numeric arguments (recompute level, lm-head chunk, timed GEMMs), checked before it reads a file
+if [ -x ./test_gpt2cu ]; then
+    expect "test_gpt2cu, recompute level 7" "recompute level (argument 3) must be an integer in [0, 2], got '7'" -- ./test_gpt2cu m s 7
+    expect "test_gpt2cu, lm-head chunk 0" "lm-head chunk (tokens) (argument 4) must be an integer" -- ./test_gpt2cu m s 1 0
+    expect "test_gpt2cu, lm-head chunk 64k" "got '64k'" -- ./test_gpt2cu m s 1 64k
+    expect "test_gpt2cu, timed GEMMs x" "timed GEMM algorithms (0|1) (argument 5)" -- ./test_gpt2cu m s 1 64 x
+    expect "test_gpt2cu, a missing model file" "$tmp/none.bin: cannot open" -- ./test_gpt2cu "$tmp/none.bin" s
+else
+    echo "note: ./test_gpt2cu not built (make test_gpt2cu): its argument checks skipped"
 fi
 # dev/power_probe (the power study): its argument errors, before it touches the GPU
 if [ -x dev/power_probe ]; then
