@@ -51,54 +51,66 @@ static void poke(const std::string& path, long off, int32_t v) {   // overwrite 
     FILE* f = fopen(path.c_str(), "r+b"); fseek(f, off, SEEK_SET); fwrite(&v, 4, 1, f); fclose(f);
 }
 
-int main(int argc, char** argv) {
-    // --make OUT STEP WORLD PRECISION [SHARDS TOKENS]: writes one small checkpoint (tiny config;
-    // the training data it records: none unless given) and exits: how dev/unit/test_cli.sh gives
-    // the trainer's --resume real checkpoints to refuse
-    if ((argc == 6 || argc == 8) && std::string(argv[1]) == "--make") {
-        TrainState st = example_state(atoi(argv[3]));
-        st.world = atoi(argv[4]); st.precision = atoi(argv[5]);
-        st.data_files = argc == 8 ? atoi(argv[6]) : 0;
-        st.data_tokens = argc == 8 ? strtoull(argv[7], nullptr, 10) : 0;
-        const std::vector<float> w = pattern(param_layout(st.config).total, 1);
-        std::string e;
-        if (checkpoint_write(argv[2], st, w.data(), w.data(), w.data(), 0, &e)) return 0;
-        fprintf(stderr, "%s\n", e.c_str());
-        return 1;
-    }
-    char t[] = "/tmp/test_checkpoint_XXXXXX";
-    const std::string root = mkdtemp(t), out = root + "/run";   // out does not exist yet: write creates it
-    const size_t n = param_layout(tiny()).total;
-    std::vector<float> master = pattern(n, 1), m = pattern(n, 2), v = pattern(n, 3);
-    std::string err;
+// What most checks share: the temporary directory, the run directory the first checks write into
+// (it does not exist yet: the first write creates it), and the arrays a checkpoint holds.
+struct Fixture {
+    std::string root, out;
+    size_t n;                           // floats in each array (the tiny config's parameters)
+    std::vector<float> master, m, v;
+};
 
-    // --- the header's layout
+// --make OUT STEP WORLD PRECISION [SHARDS TOKENS]: writes one small checkpoint (tiny config;
+// the training data it records: none unless given) and exits: how dev/unit/test_cli.sh gives
+// the trainer's --resume real checkpoints to refuse
+static int make_checkpoint(int argc, char** argv) {
+    TrainState st = example_state(atoi(argv[3]));
+    st.world = atoi(argv[4]); st.precision = atoi(argv[5]);
+    st.data_files = argc == 8 ? atoi(argv[6]) : 0;
+    st.data_tokens = argc == 8 ? strtoull(argv[7], nullptr, 10) : 0;
+    const std::vector<float> w = pattern(param_layout(st.config).total, 1);
+    std::string e;
+    if (checkpoint_write(argv[2], st, w.data(), w.data(), w.data(), 0, &e)) return 0;
+    fprintf(stderr, "%s\n", e.c_str());
+    return 1;
+}
+
+// The header's layout: the fields fit, and an older header (without the spike guard) still reads.
+static void test_header_layout() {
     CHECK(ckpt_detail::header_ints() <= CKPT_HEADER_INTS, "the state fields fit the header (" +
           std::to_string(ckpt_detail::header_ints()) + " of " + std::to_string(CKPT_HEADER_INTS) + " ints)");
-    {   // a header from before the spike guard (zeros where its statistics go) reads as "nothing seen yet"
-        int32_t h[CKPT_HEADER_INTS] = {};
-        ckpt_detail::encode(example_state(5), h);
-        for (int i = ckpt_detail::header_ints() - 10; i < ckpt_detail::header_ints(); i++) h[i] = 0;
-        TrainState old{}, expect = example_state(5);
-        ckpt_detail::decode(h, &old);
-        expect.spike = SpikeStats{};
-        CHECK(same_state(old, expect), "an older header: the spike guard's statistics read as zeros, the rest as written");
-    }
+    // a header from before the spike guard (zeros where its statistics go) reads as "nothing seen yet"
+    int32_t h[CKPT_HEADER_INTS] = {};
+    ckpt_detail::encode(example_state(5), h);
+    for (int i = ckpt_detail::header_ints() - 10; i < ckpt_detail::header_ints(); i++) h[i] = 0;
+    TrainState old{}, expect = example_state(5);
+    ckpt_detail::decode(h, &old);
+    expect.spike = SpikeStats{};
+    CHECK(same_state(old, expect), "an older header: the spike guard's statistics read as zeros, the rest as written");
+}
 
-    // --- round trip
+// Round trip: the first checkpoint of fx.out (step 1000), its files, and every bit back.
+static void test_round_trip(const Fixture& fx) {
+    const size_t n = fx.n;
+    std::string err;
     const TrainState st = example_state(1000);
-    CHECK(checkpoint_write(out, st, master.data(), m.data(), v.data(), 0, &err), "write a checkpoint");
-    const std::string ck = out + "/step_00001000";
+    CHECK(checkpoint_write(fx.out, st, fx.master.data(), fx.m.data(), fx.v.data(), 0, &err), "write a checkpoint");
+    const std::string ck = fx.out + "/step_00001000";
     CHECK(exists(ck + "/model.bin") && exists(ck + "/state.bin") && exists(ck + "/DONE"), "step_00001000 holds model.bin, state.bin, DONE");
     CHECK(!exists(ck + ".tmp") && !exists(ck + "/model.bin.tmp"), "no .tmp left behind");
     std::string found;
-    CHECK(checkpoint_find_latest(out, &found, &err) && found == ck, "find_latest finds it");
+    CHECK(checkpoint_find_latest(fx.out, &found, &err) && found == ck, "find_latest finds it");
     TrainState hdr{}, got{};
     CHECK(checkpoint_read_state(ck, &hdr, &err) && same_state(hdr, st), "read_state: every field back");
     std::vector<float> master2(n), m2(n), v2(n);
     CHECK(checkpoint_read(ck, st, &got, master2.data(), m2.data(), v2.data(), &err), "read the checkpoint");
-    CHECK(same_state(got, st) && bits_equal(master2, master) && bits_equal(m2, m) && bits_equal(v2, v), "round trip is bit-exact");
+    CHECK(same_state(got, st) && bits_equal(master2, fx.master) && bits_equal(m2, fx.m) && bits_equal(v2, fx.v), "round trip is bit-exact");
     CHECK(!exists(ck + "/options.txt"), "no options.txt when none are given");
+}
+
+// Whether the checkpoint ck (example_state(1000)) fits this run's data, GPU count and precision.
+static void test_same_data_and_fits_run(const std::string& ck) {
+    std::string err;
+    const TrainState st = example_state(1000);
     CHECK(checkpoint_same_data(ck, st, 3, 0x1000000005ull, &err) && !checkpoint_same_data(ck, st, 4, 0x1000000005ull, &err) &&
           err == ck + ": the run read 3 training shards of 68719476741 tokens; --train now matches 4 of 68719476741 (shards added, "
                       "removed or rewritten?): its data position would not fit" &&
@@ -109,104 +121,162 @@ int main(int argc, char** argv) {
     CHECK(checkpoint_fits_run(ck, st, 2, 2, &err) && !checkpoint_fits_run(ck, st, 2, 4, &err) &&
           err == ck + ": checkpoint written by 2 GPUs, this run has 4" && !checkpoint_fits_run(ck, st, 1, 2, &err) &&
           err == ck + ": checkpoint written by a bf16 build, this is a fp16 build", "fits_run: another GPU count or precision, one line");
+}
+
+// The files themselves: options.txt as given, model.bin a plain model file, state.bin's header and size
+// (ck: the round trip's checkpoint).
+static void test_checkpoint_files(const Fixture& fx, const std::string& ck) {
+    const size_t n = fx.n;
+    std::string err;
+    const TrainState st = example_state(1000);
     std::string opts;
-    CHECK(checkpoint_write(root + "/opts", st, master.data(), m.data(), v.data(), 0, &err, "lr=0.0006\nseed=7\n") &&
-          read_text_file(root + "/opts/step_00001000/options.txt", &opts, &err) && opts == "lr=0.0006\nseed=7\n",
+    CHECK(checkpoint_write(fx.root + "/opts", st, fx.master.data(), fx.m.data(), fx.v.data(), 0, &err, "lr=0.0006\nseed=7\n") &&
+          read_text_file(fx.root + "/opts/step_00001000/options.txt", &opts, &err) && opts == "lr=0.0006\nseed=7\n",
           "the run's options go to options.txt, as given");
     std::vector<float> from_model(n);
-    CHECK(model_file_read_params(ck + "/model.bin", tiny(), from_model.data(), &err) && bits_equal(from_model, master), "model.bin is a plain model file");
+    CHECK(model_file_read_params(ck + "/model.bin", tiny(), from_model.data(), &err) && bits_equal(from_model, fx.master), "model.bin is a plain model file");
     FILE* f = fopen((ck + "/state.bin").c_str(), "rb");
     int32_t h[4] = {};
     CHECK(fread(h, 4, 4, f) == 4 && h[0] == 20241130 && h[1] == 1 && h[2] == 1000 && h[3] == 990, "state.bin header: magic, version, step, adam_t");
     fseek(f, 0, SEEK_END);
     CHECK_EQ((long long)ftell(f), (long long)(1024 + 8 * n), "state.bin size: header + m + v");
     fclose(f);
+}
 
-    // --- keep_last, and what counts as complete
+// keep_last, and what counts as complete (in fx.out, which holds the round trip's step 1000).
+static void test_keep_last(const Fixture& fx) {
+    const std::string& out = fx.out;
+    const size_t n = fx.n;
+    const TrainState st = example_state(1000);
+    std::string err, found;
     sh("mkdir -p " + out + "/step_00000500 " + out + "/step_00009000 " + out + "/step_00009500.tmp " + out + "/notes");
     touch(out + "/step_00009500.tmp/DONE");   // a .tmp never counts, even with a DONE inside
-    CHECK(checkpoint_write(out, example_state(2000), master.data(), m.data(), v.data(), 2, &err) &&
-          checkpoint_write(out, example_state(3000), master.data(), m.data(), v.data(), 2, &err), "write steps 2000 and 3000, keep_last 2");
+    CHECK(checkpoint_write(out, example_state(2000), fx.master.data(), fx.m.data(), fx.v.data(), 2, &err) &&
+          checkpoint_write(out, example_state(3000), fx.master.data(), fx.m.data(), fx.v.data(), 2, &err), "write steps 2000 and 3000, keep_last 2");
     CHECK(!exists(out + "/step_00001000") && exists(out + "/step_00002000/DONE") && exists(out + "/step_00003000/DONE"), "keep_last deletes the older");
     CHECK(exists(out + "/step_00000500") && exists(out + "/step_00009000") && exists(out + "/step_00009500.tmp") && exists(out + "/notes"),
           "keep_last leaves incomplete and other directories alone");
     CHECK(checkpoint_find_latest(out, &found, &err) && found == out + "/step_00003000", "find_latest skips a dir without DONE and a .tmp dir");
     // rewriting a step (e.g. a rerun) replaces it; a stale .tmp from a crashed write is cleared
-    std::vector<float> m3 = pattern(n, 4);
+    std::vector<float> m3 = pattern(n, 4), master2(n), m2(n), v2(n);
+    TrainState got{};
     sh("mkdir -p " + out + "/step_00003000.tmp && touch " + out + "/step_00003000.tmp/junk");
-    CHECK(checkpoint_write(out, example_state(3000), master.data(), m3.data(), v.data(), 2, &err), "rewrite step 3000 over a stale .tmp");
+    CHECK(checkpoint_write(out, example_state(3000), fx.master.data(), m3.data(), fx.v.data(), 2, &err), "rewrite step 3000 over a stale .tmp");
     CHECK(checkpoint_read(out + "/step_00003000", st, &got, master2.data(), m2.data(), v2.data(), &err) && bits_equal(m2, m3) &&
           !exists(out + "/step_00003000.tmp"), "the rewrite replaced it");
-    // numerically largest step, not alphabetically largest name
-    const std::string out2 = root + "/run2";
-    for (int s : {9, 10, 99999999, 100000000}) checkpoint_write(out2, example_state(s), master.data(), m.data(), v.data(), 0, &err);
-    CHECK(checkpoint_find_latest(out2, &found, &err) && found == out2 + "/step_100000000", "find_latest picks the numerically largest step");
-    CHECK(checkpoint_write(out2, example_state(11), master.data(), m.data(), v.data(), 1, &err) &&
-          exists(out2 + "/step_100000000") && !exists(out2 + "/step_00000011"), "keep_last keeps the newest by step, not the one just written");
+}
 
-    // --- rejections: one line naming the file or directory
-    auto rejects = [&](const std::string& name, const std::string& dir, const TrainState& expect, const std::string& where,
-                       const std::string& what) {
-        TrainState s{};
-        std::string e;
-        const bool ok = checkpoint_read(dir, expect, &s, master2.data(), m2.data(), v2.data(), &e);
-        check_report(!ok && e.find(where + ": ") == 0 && e.find(what) != std::string::npos && e.find('\n') == std::string::npos,
-                     "rejects " + name, "got '" + e + "'");
-    };
-    // a broken copy of the good checkpoint at step 1000 of out3
-    const std::string out3 = root + "/run3", good = out3 + "/step_00001000";
-    checkpoint_write(out3, st, master.data(), m.data(), v.data(), 0, &err);
-    auto broken = [&](const std::string& name) { const std::string d = out3 + "/" + name; sh("cp -r " + good + " " + d); return d; };
-    std::string d = broken("no_done");
+// The numerically largest step, not the alphabetically largest name, is the latest and is kept.
+static void test_latest_is_numerically_largest(const Fixture& fx) {
+    std::string err, found;
+    const std::string out2 = fx.root + "/run2";
+    for (int s : {9, 10, 99999999, 100000000}) checkpoint_write(out2, example_state(s), fx.master.data(), fx.m.data(), fx.v.data(), 0, &err);
+    CHECK(checkpoint_find_latest(out2, &found, &err) && found == out2 + "/step_100000000", "find_latest picks the numerically largest step");
+    CHECK(checkpoint_write(out2, example_state(11), fx.master.data(), fx.m.data(), fx.v.data(), 1, &err) &&
+          exists(out2 + "/step_100000000") && !exists(out2 + "/step_00000011"), "keep_last keeps the newest by step, not the one just written");
+}
+
+// Checks that reading dir (as expect) is refused with one line that names where and says what.
+static void rejects(const std::string& name, const std::string& dir, const TrainState& expect, const std::string& where,
+                    const std::string& what, size_t n) {
+    TrainState s{};
+    std::string e;
+    std::vector<float> master2(n), m2(n), v2(n);
+    const bool ok = checkpoint_read(dir, expect, &s, master2.data(), m2.data(), v2.data(), &e);
+    check_report(!ok && e.find(where + ": ") == 0 && e.find(what) != std::string::npos && e.find('\n') == std::string::npos,
+                 "rejects " + name, "got '" + e + "'");
+}
+// A copy, named name, of the good checkpoint at step 1000 of out3, to break.
+static std::string broken(const std::string& out3, const std::string& name) {
+    const std::string good = out3 + "/step_00001000", d = out3 + "/" + name;
+    sh("cp -r " + good + " " + d);
+    return d;
+}
+// Writes the good checkpoint (example_state(1000)) at step 1000 of out3 that the rejections break copies of.
+static void write_good(const Fixture& fx, const std::string& out3) {
+    std::string err;
+    checkpoint_write(out3, example_state(1000), fx.master.data(), fx.m.data(), fx.v.data(), 0, &err);
+}
+
+// Rejections of an incomplete, cut short or lengthened checkpoint: one line naming the file or directory.
+static void test_rejects_incomplete_or_truncated(const Fixture& fx, const std::string& out3) {
+    const size_t n = fx.n;
+    const TrainState st = example_state(1000);
+    std::string err;
+    TrainState got{};
+    std::string d = broken(out3, "no_done");
     unlink((d + "/DONE").c_str());
-    rejects("a checkpoint without DONE", d, st, d, "incomplete checkpoint (no DONE marker)");
+    rejects("a checkpoint without DONE", d, st, d, "incomplete checkpoint (no DONE marker)", n);
     CHECK(!checkpoint_read_state(d, &got, &err) && err == d + ": incomplete checkpoint (no DONE marker)", "read_state also refuses it");
-    d = broken("crashed");                       // a crash mid-write that still left DONE: state.bin cut short
+    d = broken(out3, "crashed");                 // a crash mid-write that still left DONE: state.bin cut short
     CHECK(truncate((d + "/state.bin").c_str(), 1024 + 4 * n) == 0, "truncate state.bin");
-    rejects("a truncated state.bin", d, st, d + "/state.bin", "(truncated)");
-    d = broken("tiny");
+    rejects("a truncated state.bin", d, st, d + "/state.bin", "(truncated)", n);
+    d = broken(out3, "tiny");
     CHECK(truncate((d + "/state.bin").c_str(), 100) == 0, "truncate state.bin to 100 bytes");
-    rejects("a state.bin shorter than its header", d, st, d + "/state.bin", "truncated: 100 bytes");
-    d = broken("trailing");
+    rejects("a state.bin shorter than its header", d, st, d + "/state.bin", "truncated: 100 bytes", n);
+    d = broken(out3, "trailing");
     sh("printf 'xxxx' >> " + d + "/state.bin");
-    rejects("a state.bin with trailing data", d, st, d + "/state.bin", "(trailing data)");
-    d = broken("magic");
+    rejects("a state.bin with trailing data", d, st, d + "/state.bin", "(trailing data)", n);
+}
+
+// Rejections of a corrupt state.bin header or a wrong or missing model.bin: one line naming the file.
+static void test_rejects_corrupt_header_or_model(const Fixture& fx, const std::string& out3) {
+    const size_t n = fx.n;
+    const TrainState st = example_state(1000);
+    std::string err;
+    std::string d = broken(out3, "magic");
     poke(d + "/state.bin", 0, 12345);
-    rejects("a wrong magic", d, st, d + "/state.bin", "bad magic 12345");
-    d = broken("version");
+    rejects("a wrong magic", d, st, d + "/state.bin", "bad magic 12345", n);
+    d = broken(out3, "version");
     poke(d + "/state.bin", 4, 2);
-    rejects("a wrong version", d, st, d + "/state.bin", "unsupported version 2");
+    rejects("a wrong version", d, st, d + "/state.bin", "unsupported version 2", n);
     // the spike guard's statistics are the header's last 10 ints: loss (level, spread^2: 2 each;
     // count), then norm
     const int spike_at = ckpt_detail::header_ints() - 10;
-    d = broken("spike_count");
+    d = broken(out3, "spike_count");
     poke(d + "/state.bin", 4L * (spike_at + 4), -5);
-    rejects("negative spike-guard count", d, st, d + "/state.bin", "impossible spike-guard statistics (count -5");
-    d = broken("spike_nan");
+    rejects("negative spike-guard count", d, st, d + "/state.bin", "impossible spike-guard statistics (count -5", n);
+    d = broken(out3, "spike_nan");
     poke(d + "/state.bin", 4L * (spike_at + 6), 0x7ff80000);   // the norm level's high half: a NaN
-    rejects("a NaN spike-guard level", d, st, d + "/state.bin", "impossible spike-guard statistics");
-    d = broken("model_config");
+    rejects("a NaN spike-guard level", d, st, d + "/state.bin", "impossible spike-guard statistics", n);
+    d = broken(out3, "model_config");
     GPT2Config other = tiny();
     other.vocab_size = 90;
     std::vector<float> other_w(param_layout(other).total);
     model_file_write(d + "/model.bin", other, other_w.data(), &err);
-    rejects("model.bin config != state config", d, st, d + "/model.bin", "differs from state.bin's");
-    d = broken("no_model");
+    rejects("model.bin config != state config", d, st, d + "/model.bin", "differs from state.bin's", n);
+    d = broken(out3, "no_model");
     unlink((d + "/model.bin").c_str());
-    rejects("a missing model.bin", d, st, d + "/model.bin", "cannot open");
-    TrainState run = st;
+    rejects("a missing model.bin", d, st, d + "/model.bin", "cannot open", n);
+}
+
+// A good checkpoint refused by a run of another model, precision or GPU count; expect's other fields ignored.
+static void test_rejects_another_run(const Fixture& fx, const std::string& out3) {
+    const size_t n = fx.n;
+    const TrainState st = example_state(1000);
+    const std::string good = out3 + "/step_00001000";
+    std::string err;
+    TrainState run = st, got{};
     run.config.num_layers = 3;
     rejects("another model config", good, run, good,
-            "model config mismatch: checkpoint has L=2 C=16 NH=2 V=100 Vp=128 maxT=32, this run L=3 C=16");
+            "model config mismatch: checkpoint has L=2 C=16 NH=2 V=100 Vp=128 maxT=32, this run L=3 C=16", n);
     run = st;
     run.precision = 1;
-    rejects("another precision", good, run, good, "checkpoint written by a bf16 build, this is a fp16 build");
+    rejects("another precision", good, run, good, "checkpoint written by a bf16 build, this is a fp16 build", n);
     run = st;
     run.world = 1;
-    rejects("another GPU count", good, run, good, "checkpoint written by 2 GPUs, this run has 1");
+    rejects("another GPU count", good, run, good, "checkpoint written by 2 GPUs, this run has 1", n);
     run = st;
     run.step = 5; run.zero = 0; run.loader = DataLoaderState{};
+    std::vector<float> master2(n), m2(n), v2(n);
     CHECK(checkpoint_read(good, run, &got, master2.data(), m2.data(), v2.data(), &err) && same_state(got, st), "expect's other fields are ignored");
+}
+
+// Directories with no checkpoint (empty, missing) and one that cannot be written: one line each.
+static void test_no_checkpoint_directories(const Fixture& fx) {
+    const std::string& root = fx.root;
+    const TrainState st = example_state(1000);
+    std::string err, found;
     sh("mkdir -p " + root + "/empty");
     CHECK(!checkpoint_find_latest(root + "/empty", &found, &err) && err == root + "/empty: no complete checkpoint (step_*/DONE)", "find_latest: none");
     CHECK(!checkpoint_find_latest(root + "/missing", &found, &err) && err.find(root + "/missing: no complete checkpoint") == 0 &&
@@ -214,8 +284,31 @@ int main(int argc, char** argv) {
     std::vector<std::pair<long long, std::string>> none;
     CHECK(ckpt_detail::list_complete(root + "/missing", &none, &err) && none.empty(),
           "a directory not created yet holds no checkpoints (--resume on a rank that gets there first)");
-    CHECK(!checkpoint_write("/proc/no_such_dir", st, master.data(), m.data(), v.data(), 0, &err) && err.find("/proc/no_such_dir") == 0 &&
+    CHECK(!checkpoint_write("/proc/no_such_dir", st, fx.master.data(), fx.m.data(), fx.v.data(), 0, &err) && err.find("/proc/no_such_dir") == 0 &&
           err.find('\n') == std::string::npos, "write into an impossible directory: one line");
+}
+
+int main(int argc, char** argv) {
+    // the sub-process mode dev/unit/test_cli.sh uses (see make_checkpoint)
+    if ((argc == 6 || argc == 8) && std::string(argv[1]) == "--make") return make_checkpoint(argc, argv);
+    char t[] = "/tmp/test_checkpoint_XXXXXX";
+    const std::string root = mkdtemp(t);
+    const size_t n = param_layout(tiny()).total;
+    const Fixture fx{root, root + "/run", n, pattern(n, 1), pattern(n, 2), pattern(n, 3)};
+
+    test_header_layout();
+    test_round_trip(fx);
+    const std::string ck = fx.out + "/step_00001000";   // the round trip's checkpoint
+    test_same_data_and_fits_run(ck);
+    test_checkpoint_files(fx, ck);
+    test_keep_last(fx);                  // after the two above: it deletes their step 1000
+    test_latest_is_numerically_largest(fx);
+    const std::string out3 = root + "/run3";
+    write_good(fx, out3);
+    test_rejects_incomplete_or_truncated(fx, out3);
+    test_rejects_corrupt_header_or_model(fx, out3);
+    test_rejects_another_run(fx, out3);
+    test_no_checkpoint_directories(fx);
     sh("rm -rf " + root);
     return check_finish();
 }

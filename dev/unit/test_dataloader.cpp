@@ -54,7 +54,8 @@ static bool ranks_equivalent(const char* glob, bool shuffle, int steps) {
     return ok;
 }
 
-int main() {
+// Writes the shards every test reads into a fresh temporary directory (`dir`).
+static void write_shards() {
     char t[] = "/tmp/test_dataloader_XXXXXX";
     dir = mkdtemp(t);
     std::string err;
@@ -66,18 +67,23 @@ int main() {
     }
     // e_*: five shards of different sizes (400 + 97 s tokens: s*1000 + i), so 24, 31, 37, 43, 49 blocks of 16
     // and 4, 5, 6, 7, 8 blocks of 96
-    const int e_blocks[5] = {24, 31, 37, 43, 49};
     for (int s = 0; s < 5; s++) {
         std::vector<uint16_t> tok(400 + 97 * s);
         for (size_t i = 0; i < tok.size(); i++) tok[i] = (uint16_t)(s * 1000 + i);
         shard_write(dir + "/e_" + std::to_string(s) + ".bin", tok.data(), tok.size(), &err);
     }
+}
 
-    // --- rank equivalence (1000 tokens hold 10 steps of 96, with a tail the step skips)
+// Checks that 1 rank with accumulation 6 reads what 2 ranks with accumulation 3 read together.
+static void test_rank_equivalence() {
+    // 1000 tokens hold 10 steps of 96, with a tail the step skips
     CHECK(ranks_equivalent("d_train_*.bin", false, 50), "1 rank x 6 micro-steps == 2 ranks x 3 (50 steps, across shards and epochs)");
     CHECK(ranks_equivalent("e_*.bin", true, 75), "with shuffle: 1 rank x 6 == 2 ranks x 3 (75 steps, 2.5 epochs)");
+}
 
-    // --- without shuffle: blocks in order, shards in order, wrap around
+// Checks that without shuffle the loader reads blocks in order, shards in order, and wraps around.
+static void test_in_order() {
+    std::string err;
     DataLoader d = open_loader("d_train_*.bin", 0, 1, 1, false, 0);
     CHECK_EQ(dataloader_steps_per_epoch(&d), (size_t)124, "steps per epoch (2 x 62)");
     dataloader_next(&d, &err);
@@ -92,8 +98,12 @@ int main() {
     CHECK(s1.epoch == 1 && s1.shard_pos == 0 && s1.block_pos == 0 && s1.micro == 0, "state after one epoch is (1, 0, 0, 0)");
     dataloader_next(&d, &err);
     CHECK(d.inputs[0] == 0 && dataloader_file(&d) == 0, "wraps around to shard 0");
+}
 
-    // --- with shuffle: every block exactly once per epoch, shards visited whole, orders vary
+// Checks that shuffle reads every block exactly once per epoch, a shard at a time, in an order
+// that changes per epoch and per seed (and not at all without shuffle).
+static void test_shuffle() {
+    const int e_blocks[5] = {24, 31, 37, 43, 49};   // blocks of 16 in e_0..e_4 (write_shards)
     DataLoader sh = open_loader("e_*.bin", 0, 1, 1, true, 1234);
     const int epoch_steps = 24 + 31 + 37 + 43 + 49;
     CHECK_EQ(dataloader_steps_per_epoch(&sh), (size_t)epoch_steps, "steps per epoch, five uneven shards");
@@ -129,10 +139,14 @@ int main() {
     first_two.insert(first_two.end(), epochs[1].begin(), epochs[1].end());
     CHECK(a == first_two, "same seed, same order");
     CHECK(a != b, "different seeds, different orders");
+}
 
-    // --- state and restore: stopping after k micro-batches and restoring in a fresh loader reads
-    // exactly what an uninterrupted run reads, for every k over two epochs (mid-step, at shard
-    // and epoch boundaries). Rank 1 of 2 with accumulation 3: 30 steps = 90 micro-batches an epoch.
+// Checks that state and restore resume exactly where a run stopped, and that reset goes back to the start.
+static void test_state_and_restore() {
+    // Stopping after k micro-batches and restoring in a fresh loader reads exactly what an
+    // uninterrupted run reads, for every k over two epochs (mid-step, at shard and epoch
+    // boundaries). Rank 1 of 2 with accumulation 3: 30 steps = 90 micro-batches an epoch.
+    std::string err;
     DataLoader full = open_loader("e_*.bin", 1, 2, 3, true, 7);
     std::vector<DataLoaderState> states;
     std::vector<std::vector<int>> all;
@@ -158,24 +172,36 @@ int main() {
     dataloader_reset(&rs);
     auto r = read(&rs, 150);
     CHECK(same(states[0], DataLoaderState{0, 0, 0, 0, 0}) && std::equal(r.begin(), r.end(), all.begin()), "reset goes back to epoch 0, start");
-    // restore rejects positions that do not exist here, with one line
-    auto rejects = [&](DataLoaderState st, const char* expect, const char* name) {
-        DataLoader x = open_loader("e_*.bin", 1, 2, 3, true, 7);
-        std::string e;
-        const bool ok = dataloader_restore(&x, st, &e);
-        check_report(!ok && e.find("data loader state") == 0 && e.find(expect) != std::string::npos && e.find('\n') == std::string::npos &&
-                     same(dataloader_state(&x), DataLoaderState{}), name, "got '" + e + "'");
-    };
-    rejects({0, 5, 0, 0, 0}, "shard out of range", "restore rejects shard 5 of 5");
-    rejects({0, 0, 0, 3, 0}, "micro-step out of range", "restore rejects micro-step 3 with accumulation 3");
-    rejects({0, 0, 0, -1, 0}, "micro-step out of range", "restore rejects a negative micro-step");
-    rejects({3, 1, 8, 0, 0}, "block out of range", "restore rejects block 8 (no shard has more than 8 blocks of 96)");
+}
 
-    // --- errors
+// One check: restoring `st` fails with one line containing `expect` and leaves the loader at the start.
+static void check_restore_rejects(DataLoaderState st, const char* expect, const char* name) {
+    DataLoader x = open_loader("e_*.bin", 1, 2, 3, true, 7);
+    std::string e;
+    const bool ok = dataloader_restore(&x, st, &e);
+    check_report(!ok && e.find("data loader state") == 0 && e.find(expect) != std::string::npos && e.find('\n') == std::string::npos &&
+                 same(dataloader_state(&x), DataLoaderState{}), name, "got '" + e + "'");
+}
+
+// Checks that restore rejects positions that do not exist here, with one line.
+static void test_restore_rejects() {
+    check_restore_rejects({0, 5, 0, 0, 0}, "shard out of range", "restore rejects shard 5 of 5");
+    check_restore_rejects({0, 0, 0, 3, 0}, "micro-step out of range", "restore rejects micro-step 3 with accumulation 3");
+    check_restore_rejects({0, 0, 0, -1, 0}, "micro-step out of range", "restore rejects a negative micro-step");
+    check_restore_rejects({3, 1, 8, 0, 0}, "block out of range", "restore rejects block 8 (no shard has more than 8 blocks of 96)");
+}
+
+// Checks that opening fails with a clear error for an empty glob and for shards smaller than a step.
+static void test_open_errors() {
+    std::string err;
     DataLoader e;
     CHECK(!dataloader_open(&e, dir + "/nothing_*.bin", B, T, 0, 1, 1, V, false, 0, &err) && err.find("no file matches") != std::string::npos, "empty glob");
     CHECK(!dataloader_open(&e, dir + "/d_train_*.bin", 64, 16, 0, 1, 1, V, false, 0, &err) && err.find("fewer than one step of B*T*GPUs*accumulation = 64*16*1*1") != std::string::npos, "shard smaller than a step");
-    // the validation loader's rows: as many as the smallest shard (e_00: 400 tokens) holds, at most B
+}
+
+// Checks the validation loader's rows: as many as the smallest shard (e_00: 400 tokens) holds, at most B.
+static void test_rows_that_fit() {
+    std::string err;
     int rows = -1, rows_b = -1, rows_none = -1;
     CHECK(dataloader_rows_that_fit(dir + "/e_*.bin", 64, 8, 2, 1, &rows, &err) && rows == 24 &&
           dataloader_rows_that_fit(dir + "/e_*.bin", 10, 8, 2, 1, &rows_b, &err) && rows_b == 10 &&
@@ -185,6 +211,11 @@ int main() {
     CHECK(dataloader_open(&v24, dir + "/e_*.bin", rows, 8, 1, 2, 1, V, false, 0, &err) && dataloader_next(&v24, &err), "a loader of that many rows opens and reads");
     CHECK(!dataloader_rows_that_fit(dir + "/none_*.bin", 4, 8, 1, 1, &rows, &err) && err.find("no file matches") != std::string::npos,
           "rows that fit: an empty glob is an error");
+}
+
+// Checks that a token id past the vocabulary and a shard with a bad header each give one error naming the file.
+static void test_bad_data() {
+    std::string err;
     DataLoader v;
     dataloader_open(&v, dir + "/d_train_*.bin", B, T, 0, 1, 1, V / 10, false, 0, &err);
     bool failed_ok = false;
@@ -193,20 +224,36 @@ int main() {
           "token id >= vocab names file and position");
     std::vector<char> junk(100, 'x');
     FILE* f = fopen((dir + "/bad_0.bin").c_str(), "wb"); fwrite(junk.data(), 1, junk.size(), f); fclose(f);
+    DataLoader e;
     CHECK(!dataloader_open(&e, dir + "/bad_*.bin", B, T, 0, 1, 1, V, true, 0, &err) && err.find("bad_0.bin: ") != std::string::npos &&
           err.find('\n') == std::string::npos, "bad shard: one line naming the file");
-    if (system(("rm -rf " + dir).c_str()) != 0) printf("note: could not remove %s\n", dir.c_str());
-    {   // random_tokens: input and target drawn in turn (the order --bench and GEMM tuning always used)
-        std::mt19937 a(123), b(123);
-        std::vector<int> in(1000), tg(1000);
-        random_tokens(&a, 50257, &in, &tg);
-        bool same = true, in_range = true;
-        for (size_t k = 0; k < in.size(); k++) {
-            const int x = (int)(b() % 50257), y = (int)(b() % 50257);
-            same &= in[k] == x && tg[k] == y;
-            in_range &= in[k] >= 0 && in[k] < 50257 && tg[k] >= 0 && tg[k] < 50257;
-        }
-        CHECK(same && in_range, "random_tokens: inputs and targets drawn in turn, in [0, vocab)");
+}
+
+// Checks that random_tokens draws input and target in turn (the order --bench and GEMM tuning always used).
+static void test_random_tokens() {
+    std::mt19937 a(123), b(123);
+    std::vector<int> in(1000), tg(1000);
+    random_tokens(&a, 50257, &in, &tg);
+    bool same = true, in_range = true;
+    for (size_t k = 0; k < in.size(); k++) {
+        const int x = (int)(b() % 50257), y = (int)(b() % 50257);
+        same &= in[k] == x && tg[k] == y;
+        in_range &= in[k] >= 0 && in[k] < 50257 && tg[k] >= 0 && tg[k] < 50257;
     }
+    CHECK(same && in_range, "random_tokens: inputs and targets drawn in turn, in [0, vocab)");
+}
+
+int main() {
+    write_shards();
+    test_rank_equivalence();
+    test_in_order();
+    test_shuffle();
+    test_state_and_restore();
+    test_restore_rejects();
+    test_open_errors();
+    test_rows_that_fit();
+    test_bad_data();
+    if (system(("rm -rf " + dir).c_str()) != 0) printf("note: could not remove %s\n", dir.c_str());
+    test_random_tokens();   // needs no files
     return check_finish();
 }

@@ -38,102 +38,106 @@ static double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-int main() {
-    const int world = 4;
-    Id id0;
-    for (size_t i = 0; i < id0.size(); i++) id0[i] = (char)(i * 37 + 11);
+static const int world = 4;   // ranks in the multi-rank tests
 
-    // TCP: peers that start before rank 0 retry until it listens
-    {
-        const int port = free_port();
-        std::vector<Id> got(world);
-        std::vector<int> ok(world, 0);
-        std::vector<std::string> errs(world);
-        std::vector<std::thread> ranks;
-        for (int r = 1; r < world; r++)
-            ranks.emplace_back([&, r] { ok[r] = rendezvous_tcp(r, world, got[r].data(), got[r].size(), "127.0.0.1", port, 20, &errs[r]); });
-        std::this_thread::sleep_for(std::chrono::milliseconds(500));
-        got[0] = id0;
-        ok[0] = rendezvous_tcp(0, world, got[0].data(), got[0].size(), "127.0.0.1", port, 20, &errs[0]);
-        for (auto& t : ranks) t.join();
-        bool all = true;
-        for (int r = 0; r < world; r++) all &= ok[r] && got[r] == id0;
-        CHECK(all, "tcp: 3 peers started before rank 0 all get its id");
-    }
-    // TCP: two probes that connect first and send nothing hold rank 0 for two read timeouts (4 s);
+// Checks over TCP that peers that start before rank 0 retry until it listens, and all get its id.
+static void test_tcp_peers_before_rank0(const Id& id0) {
+    const int port = free_port();
+    std::vector<Id> got(world);
+    std::vector<int> ok(world, 0);
+    std::vector<std::string> errs(world);
+    std::vector<std::thread> ranks;
+    for (int r = 1; r < world; r++)
+        ranks.emplace_back([&, r] { ok[r] = rendezvous_tcp(r, world, got[r].data(), got[r].size(), "127.0.0.1", port, 20, &errs[r]); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    got[0] = id0;
+    ok[0] = rendezvous_tcp(0, world, got[0].data(), got[0].size(), "127.0.0.1", port, 20, &errs[0]);
+    for (auto& t : ranks) t.join();
+    bool all = true;
+    for (int r = 0; r < world; r++) all &= ok[r] && got[r] == id0;
+    CHECK(all, "tcp: 3 peers started before rank 0 all get its id");
+}
+
+// Checks over TCP that connections which send nothing are not counted as served ranks.
+static void test_tcp_silent_probes(const Id& id0) {
+    // Two probes that connect first and send nothing hold rank 0 for two read timeouts (4 s);
     // the peers queued behind them time out after 2 s, and rank 0 later finds their connections
     // dead: none of that counts as a served rank, the peers retry, and every one gets the id
-    {
-        const int port = free_port();
-        std::vector<Id> got(world);
-        std::vector<int> ok(world, 0);
-        std::vector<std::string> errs(world);
-        got[0] = id0;
-        std::thread server([&] { ok[0] = rendezvous_tcp(0, world, got[0].data(), got[0].size(), "127.0.0.1", port, 20, &errs[0]); });
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        sockaddr_in a{};
-        a.sin_family = AF_INET; a.sin_addr.s_addr = htonl(INADDR_LOOPBACK); a.sin_port = htons(port);
-        const int probe = socket(AF_INET, SOCK_STREAM, 0), probe2 = socket(AF_INET, SOCK_STREAM, 0);
-        const bool probed = connect(probe, (sockaddr*)&a, sizeof a) == 0 && connect(probe2, (sockaddr*)&a, sizeof a) == 0;
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        std::vector<std::thread> ranks;
-        for (int r = 1; r < world; r++)
-            ranks.emplace_back([&, r] { ok[r] = rendezvous_tcp(r, world, got[r].data(), got[r].size(), "127.0.0.1", port, 20, &errs[r]); });
-        for (auto& t : ranks) t.join();
-        server.join();
-        close(probe);
-        close(probe2);
-        bool all = probed;
-        for (int r = 0; r < world; r++) all &= ok[r] && got[r] == id0;
-        CHECK(all, "tcp: two silent probes ahead of the peers are not counted, and every peer still gets the id");
+    const int port = free_port();
+    std::vector<Id> got(world);
+    std::vector<int> ok(world, 0);
+    std::vector<std::string> errs(world);
+    got[0] = id0;
+    std::thread server([&] { ok[0] = rendezvous_tcp(0, world, got[0].data(), got[0].size(), "127.0.0.1", port, 20, &errs[0]); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    sockaddr_in a{};
+    a.sin_family = AF_INET; a.sin_addr.s_addr = htonl(INADDR_LOOPBACK); a.sin_port = htons(port);
+    const int probe = socket(AF_INET, SOCK_STREAM, 0), probe2 = socket(AF_INET, SOCK_STREAM, 0);
+    const bool probed = connect(probe, (sockaddr*)&a, sizeof a) == 0 && connect(probe2, (sockaddr*)&a, sizeof a) == 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::vector<std::thread> ranks;
+    for (int r = 1; r < world; r++)
+        ranks.emplace_back([&, r] { ok[r] = rendezvous_tcp(r, world, got[r].data(), got[r].size(), "127.0.0.1", port, 20, &errs[r]); });
+    for (auto& t : ranks) t.join();
+    server.join();
+    close(probe);
+    close(probe2);
+    bool all = probed;
+    for (int r = 0; r < world; r++) all &= ok[r] && got[r] == id0;
+    CHECK(all, "tcp: two silent probes ahead of the peers are not counted, and every peer still gets the id");
+}
+
+// Checks over TCP that a peer slow to acknowledge (2.5 s, longer than a read timeout) is still counted.
+static void test_tcp_slow_ack(const Id& id0) {
+    const int port = free_port();
+    Id id = id0, got{};
+    std::string err;
+    bool ok0 = false, ok1 = false;
+    std::thread server([&] { ok0 = rendezvous_tcp(0, 2, id.data(), id.size(), "127.0.0.1", port, 15, &err); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const int s1 = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET; a.sin_addr.s_addr = htonl(INADDR_LOOPBACK); a.sin_port = htons(port);
+    const int32_t me = 1;
+    if (connect(s1, (sockaddr*)&a, sizeof a) == 0 && send(s1, &me, sizeof me, 0) == (ssize_t)sizeof me) {
+        size_t n = 0;
+        while (n < got.size()) { const ssize_t k = read(s1, got.data() + n, got.size() - n); if (k <= 0) break; n += (size_t)k; }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+        const char ack = 1;
+        ok1 = n == got.size() && got == id0 && send(s1, &ack, 1, MSG_NOSIGNAL) == 1;
     }
-    // TCP: a peer slow to acknowledge (2.5 s, longer than a read timeout) is still counted
-    {
-        const int port = free_port();
-        Id id = id0, got{};
-        std::string err;
-        bool ok0 = false, ok1 = false;
-        std::thread server([&] { ok0 = rendezvous_tcp(0, 2, id.data(), id.size(), "127.0.0.1", port, 15, &err); });
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        const int s1 = socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET; a.sin_addr.s_addr = htonl(INADDR_LOOPBACK); a.sin_port = htons(port);
-        const int32_t me = 1;
-        if (connect(s1, (sockaddr*)&a, sizeof a) == 0 && send(s1, &me, sizeof me, 0) == (ssize_t)sizeof me) {
-            size_t n = 0;
-            while (n < got.size()) { const ssize_t k = read(s1, got.data() + n, got.size() - n); if (k <= 0) break; n += (size_t)k; }
-            std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-            const char ack = 1;
-            ok1 = n == got.size() && got == id0 && send(s1, &ack, 1, MSG_NOSIGNAL) == 1;
-        }
-        server.join();
-        close(s1);
-        CHECK(ok0 && ok1, "tcp: a peer that acknowledges after 2.5 s is counted (rank 0 and the peer agree)");
-    }
-    // TCP: a program already on the port: rank 0 says so in one line
-    {
-        const int port = free_port(), holder = silent_listener(port);
-        Id id = id0;
-        std::string err;
-        const bool ok = rendezvous_tcp(0, 2, id.data(), id.size(), "127.0.0.1", port, 5, &err);
-        check_report(!ok && err.find("cannot listen on port " + std::to_string(port)) != std::string::npos &&
-                     err.find("MASTER_PORT") != std::string::npos && err.find('\n') == std::string::npos,
-                     "tcp: a port in use is one error line naming it", "got '" + err + "'");
-        close(holder);
-    }
-    // TCP: a peer connected to a server that never sends gives up at the deadline (no hang)
-    {
-        const int port = free_port(), holder = silent_listener(port);
-        Id id{};
-        std::string err;
-        const auto t0 = std::chrono::steady_clock::now();
-        const bool ok = rendezvous_tcp(1, 2, id.data(), id.size(), "127.0.0.1", port, 3, &err);
-        const double s = seconds_since(t0);
-        check_report(!ok && s < 8 && err.find("no NCCL id from 127.0.0.1:" + std::to_string(port) + " within 3 s") != std::string::npos,
-                     "tcp: a silent server ends in an error at the deadline", "after " + std::to_string(s) + " s: '" + err + "'");
-        close(holder);
-    }
-    // torchrun's store holds MASTER_PORT: the id goes over the port above it
+    server.join();
+    close(s1);
+    CHECK(ok0 && ok1, "tcp: a peer that acknowledges after 2.5 s is counted (rank 0 and the peer agree)");
+}
+
+// Checks over TCP that a program already on the port makes rank 0 say so in one line.
+static void test_tcp_port_in_use(const Id& id0) {
+    const int port = free_port(), holder = silent_listener(port);
+    Id id = id0;
+    std::string err;
+    const bool ok = rendezvous_tcp(0, 2, id.data(), id.size(), "127.0.0.1", port, 5, &err);
+    check_report(!ok && err.find("cannot listen on port " + std::to_string(port)) != std::string::npos &&
+                 err.find("MASTER_PORT") != std::string::npos && err.find('\n') == std::string::npos,
+                 "tcp: a port in use is one error line naming it", "got '" + err + "'");
+    close(holder);
+}
+
+// Checks over TCP that a peer connected to a server that never sends gives up at the deadline (no hang).
+static void test_tcp_silent_server() {
+    const int port = free_port(), holder = silent_listener(port);
+    Id id{};
+    std::string err;
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool ok = rendezvous_tcp(1, 2, id.data(), id.size(), "127.0.0.1", port, 3, &err);
+    const double s = seconds_since(t0);
+    check_report(!ok && s < 8 && err.find("no NCCL id from 127.0.0.1:" + std::to_string(port) + " within 3 s") != std::string::npos,
+                 "tcp: a silent server ends in an error at the deadline", "after " + std::to_string(s) + " s: '" + err + "'");
+    close(holder);
+}
+
+// Checks the rendezvous port: torchrun's store holds MASTER_PORT, so the id goes over the port above it.
+static void test_rendezvous_port() {
     setenv("MASTER_PORT", "31000", 1);
     unsetenv("TORCHELASTIC_RUN_ID");
     const int plain = rendezvous_port();
@@ -141,32 +145,45 @@ int main() {
     CHECK(plain == 31000 && rendezvous_port() == 31001, "MASTER_PORT, and MASTER_PORT+1 under torchrun");
     unsetenv("TORCHELASTIC_RUN_ID"); unsetenv("MASTER_PORT");
     CHECK(rendezvous_port() == 29500, "29500 without MASTER_PORT");
+}
 
-    // file: peers wait for it; rank 0 removes it when done, so a rerun on the path waits for a new one
-    {
-        const std::string path = "/tmp/llmc_test_rendezvous_" + std::to_string(getpid()) + ".id";
-        unlink(path.c_str());
-        std::vector<Id> got(world);
-        std::vector<int> ok(world, 0);
-        std::vector<std::string> errs(world);
-        std::vector<std::thread> ranks;
-        for (int r = 1; r < world; r++)
-            ranks.emplace_back([&, r] { ok[r] = rendezvous_file(r, got[r].data(), got[r].size(), path, 20, &errs[r]); });
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        got[0] = id0;
-        ok[0] = rendezvous_file(0, got[0].data(), got[0].size(), path, 20, &errs[0]);
-        for (auto& t : ranks) t.join();
-        bool all = true;
-        for (int r = 0; r < world; r++) all &= ok[r] && got[r] == id0;
-        CHECK(all, "file: 3 peers started before rank 0 all get its id");
-        rendezvous_file_done(1, path);
-        CHECK(access(path.c_str(), F_OK) == 0, "file: only rank 0 removes it");
-        rendezvous_file_done(0, path);
-        CHECK(access(path.c_str(), F_OK) != 0 && access((path + ".tmp").c_str(), F_OK) != 0, "file: removed once the communicator exists");
-        Id id{};
-        std::string err;
-        const bool late = rendezvous_file(1, id.data(), id.size(), path, 1, &err);
-        CHECK(!late && err == "rendezvous: " + path + " did not appear within 1 s", "file: a missing file ends in one error line");
-    }
+// Checks the file rendezvous: peers wait for it; rank 0 removes it when done, so a rerun on the
+// path waits for a new one.
+static void test_file(const Id& id0) {
+    const std::string path = "/tmp/llmc_test_rendezvous_" + std::to_string(getpid()) + ".id";
+    unlink(path.c_str());
+    std::vector<Id> got(world);
+    std::vector<int> ok(world, 0);
+    std::vector<std::string> errs(world);
+    std::vector<std::thread> ranks;
+    for (int r = 1; r < world; r++)
+        ranks.emplace_back([&, r] { ok[r] = rendezvous_file(r, got[r].data(), got[r].size(), path, 20, &errs[r]); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    got[0] = id0;
+    ok[0] = rendezvous_file(0, got[0].data(), got[0].size(), path, 20, &errs[0]);
+    for (auto& t : ranks) t.join();
+    bool all = true;
+    for (int r = 0; r < world; r++) all &= ok[r] && got[r] == id0;
+    CHECK(all, "file: 3 peers started before rank 0 all get its id");
+    rendezvous_file_done(1, path);
+    CHECK(access(path.c_str(), F_OK) == 0, "file: only rank 0 removes it");
+    rendezvous_file_done(0, path);
+    CHECK(access(path.c_str(), F_OK) != 0 && access((path + ".tmp").c_str(), F_OK) != 0, "file: removed once the communicator exists");
+    Id id{};
+    std::string err;
+    const bool late = rendezvous_file(1, id.data(), id.size(), path, 1, &err);
+    CHECK(!late && err == "rendezvous: " + path + " did not appear within 1 s", "file: a missing file ends in one error line");
+}
+
+int main() {
+    Id id0;   // rank 0's id: bytes that differ from each other and from zero
+    for (size_t i = 0; i < id0.size(); i++) id0[i] = (char)(i * 37 + 11);
+    test_tcp_peers_before_rank0(id0);
+    test_tcp_silent_probes(id0);
+    test_tcp_slow_ack(id0);
+    test_tcp_port_in_use(id0);
+    test_tcp_silent_server();
+    test_rendezvous_port();
+    test_file(id0);
     return check_finish();
 }

@@ -32,25 +32,53 @@ static std::vector<std::string> result_keys(const std::string& line, std::map<st
     return keys;
 }
 
-int main() {
-    // --- text_printf: any length
-    const std::string longer(5000, 'x');
-    CHECK(text_printf("%s|%d", longer.c_str(), 7) == longer + "|7", "text_printf: a 5000-character result is whole");
-    CHECK(text_printf("%s", "").empty(), "text_printf: an empty result");
-
-    // --- the step line and its log object
+// the step the step-line tests print, and the skip tests start from: a loss z-score, no norm z-score yet
+static StepResult step_result() {
     StepResult s{};
     s.loss = 5.123456789f; s.grad_norm = 1.23456f; s.skipped = false; s.skip_reason = SKIP_NONE;
     s.loss_z = 0.25f; s.norm_z = NAN;
     s.fwd_ms = 40.04f; s.bwd_ms = 80.06f; s.exposed_ms = 0.5f; s.update_ms = 3.25f;
-    const StepReport rep{12, 100, 6e-4, 65536, 123.456, 4247.0, 40.123, 3.4};
+    return s;
+}
+static StepReport step_report() { return StepReport{12, 100, 6e-4, 65536, 123.456, 4247.0, 40.123, 3.4}; }
+
+// a timed step's phases (update 1 ms)
+static StepResult timed_step(float fwd, float bwd, float exposed, float comm_ms, double bytes, float last, float other) {
+    StepResult r{};
+    r.fwd_ms = fwd; r.bwd_ms = bwd; r.exposed_ms = exposed; r.comm_ms = comm_ms; r.comm_bytes = bytes; r.update_ms = 1;
+    r.bwd_last_ms = last; r.bwd_other_ms = other;
+    return r;
+}
+// the four timed steps the summary, per-rank and RESULT tests share
+static std::vector<StepResult> timed_steps() {
+    return {timed_step(10, 20, 1, 4, 2e8, 6, 5), timed_step(12, 22, 3, 6, 2e8, 8, 5),
+            timed_step(11, 21, 2, 5, 2e8, 7, 5), timed_step(13, 25, 2, 5, 2e8, 9, 5)};
+}
+static StepTimes timed_summary() { return summarize_steps({5, 1, 4, 2}, timed_steps()); }
+
+// text_printf: any length
+static void test_text_printf() {
+    const std::string longer(5000, 'x');
+    CHECK(text_printf("%s|%d", longer.c_str(), 7) == longer + "|7", "text_printf: a 5000-character result is whole");
+    CHECK(text_printf("%s", "").empty(), "text_printf: an empty result");
+}
+
+// the step line as printed; a skipped step marked
+static void test_step_text() {
+    const StepResult s = step_result();
+    const StepReport rep = step_report();
     const std::string line = step_text(rep, s);
     CHECK(line == "step   12/100 | loss 5.123457 | norm 1.2346 | lr 6.00e-04 | scale 65536 | 123.46 ms (fwd 40.0 bwd 80.1 exposed comm 0.50"
                   " opt 3.25) | 4247 tok/s | MFU 40.1% | ETA 3s", "step_text: the line as printed: " + line);
     StepResult sk = s;
     sk.skipped = true; sk.skip_reason = SKIP_LOSS_SPIKE;
     CHECK(step_text(rep, sk).find("scale 65536 (skipped) |") != std::string::npos, "step_text: a skipped step is marked after the scale");
+}
 
+// the step's log object: valid JSON, its values and keys, inf/nan as null, the skip reason
+static void test_step_json() {
+    const StepResult s = step_result();
+    const StepReport rep = step_report();
     json j;
     const bool ok = parses(step_json(rep, s), &j);
     CHECK(ok, "step_json: valid JSON: " + step_json(rep, s));
@@ -70,14 +98,17 @@ int main() {
     bad.loss = NAN; bad.grad_norm = INFINITY; bad.skipped = true; bad.skip_reason = SKIP_NONFINITE;
     CHECK(parses(step_json(rep, bad), &j) && j["loss"].is_null() && j["norm"].is_null() && j["skipped"] == 1 && j["skip"] == "nonfinite",
           "step_json: an overflow step's nan loss and inf norm are null; skip names the reason");
-    sk.skip_reason = SKIP_NORM_SPIKE;
+    StepResult sk = s;
+    sk.skipped = true; sk.skip_reason = SKIP_NORM_SPIKE;
     CHECK(parses(step_json(rep, sk), &j) && j["skip"] == "norm_spike", "step_json: skip \"norm_spike\"");
+}
 
-    // --- why a step was skipped; the --max-bad-steps stop
+// why a step was skipped; the --max-bad-steps stop
+static void test_skip_and_stop_text() {
     SpikeStats before{};
     before.loss.level = 5.9322; before.loss.spread2 = 0.3769 * 0.3769;
     before.norm.level = std::log(1.5); before.norm.spread2 = std::log(1.25) * std::log(1.25);
-    StepResult spike = s;
+    StepResult spike = step_result();
     spike.skipped = true; spike.skip_reason = SKIP_LOSS_SPIKE; spike.loss = 16.0773f; spike.loss_z = 26.9f;
     CHECK(skip_text(150, spike, before, 6, 0) ==
           "step 150 skipped: loss 16.0773, z 26.9 against its recent level 5.9322 +- 0.3769 (--skip-loss-z 6)",
@@ -98,8 +129,11 @@ int main() {
     spike.bad_ranks = "1";
     CHECK(bad_steps_text(3, spike, 9, 3).find("3 steps in a row") == 0 && bad_steps_text(3, spike, 9, 3).find("rank(s) 1)") != std::string::npos,
           "bad_steps_text: steps (plural), the rank");
+}
 
-    // --- evaluations and samples
+// evaluations and samples: the printed line and the log object of each
+static void test_eval_and_sample() {
+    json j;
     CHECK(val_text(50, 4.1234567) == "step 50: val loss 4.123457", "val_text");
     CHECK(parses(val_json(50, 4.1234567), &j) && j["type"] == "eval" && j["step"] == 50 && near(j["val_loss"].get<double>(), 4.1234567, 1e-8),
           "val_json");
@@ -112,31 +146,32 @@ int main() {
     CHECK(sample_text(5, text) == "step 5: sample ---\n" + text + "\n---", "sample_text: the text between two marker lines");
     CHECK(parses(sample_json(5, text), &j) && j["type"] == "sample" && j["text"] == text,
           "sample_json: quotes, newline, tab, backslash, a control byte and UTF-8 come back as written");
+}
 
-    // --- the timed steps summarized
-    auto result = [](float fwd, float bwd, float exposed, float comm_ms, double bytes, float last, float other) {
-        StepResult r{};
-        r.fwd_ms = fwd; r.bwd_ms = bwd; r.exposed_ms = exposed; r.comm_ms = comm_ms; r.comm_bytes = bytes; r.update_ms = 1;
-        r.bwd_last_ms = last; r.bwd_other_ms = other;
-        return r;
-    };
-    const std::vector<StepResult> timed = {result(10, 20, 1, 4, 2e8, 6, 5), result(12, 22, 3, 6, 2e8, 8, 5),
-                                           result(11, 21, 2, 5, 2e8, 7, 5), result(13, 25, 2, 5, 2e8, 9, 5)};
-    StepTimes t = summarize_steps({5, 1, 4, 2}, timed);
+// the timed steps summarized: median, mean, each phase's mean
+static void test_summarize_steps() {
+    const std::vector<StepResult> timed = timed_steps();
+    const StepTimes t = timed_summary();
     CHECK(t.steps == 4 && t.median_ms == 4 && t.mean_ms == 3, "summarize_steps: an even count's median is the upper one; the mean");
     CHECK(summarize_steps({3, 1, 2}, {timed[0], timed[1], timed[2]}).median_ms == 2, "summarize_steps: an odd count's median");
     CHECK(t.fwd == 11.5 && t.bwd == 22 && t.exposed == 2 && t.comm_ms == 5 && t.comm_bytes == 2e8 && t.opt == 1 && t.bwd_last == 7.5 &&
           t.bwd_other == 5, "summarize_steps: each phase's mean");
+}
 
+// bus bandwidth from the timed communication, by GPU count and ZeRO stage
+static void test_bus_bandwidth() {
     CHECK(bus_bandwidth_gbs(2e8, 5, 1, false) == 0, "bus bandwidth: 0 on one GPU (nothing crosses a link)");
     CHECK(near(bus_bandwidth_gbs(2e8, 5, 2, false), 40, 1e-12), "bus bandwidth: 2 GPUs, all-reduce: the algorithm bandwidth (2e8 B in 5 ms)");
     CHECK(near(bus_bandwidth_gbs(2e8, 5, 4, false), 60, 1e-12), "bus bandwidth: 4 GPUs, all-reduce: 2(n-1)/n = 1.5 times it");
     CHECK(near(bus_bandwidth_gbs(2e8, 5, 4, true), 40, 1e-12), "bus bandwidth: ZeRO-1 moves the data once");
     CHECK(bus_bandwidth_gbs(2e8, 0, 2, false) == 0, "bus bandwidth: 0 when no communication was timed");
+}
 
-    // --- the RESULT line
-    const RunShape shape{"bf16", 12, 768, 2, 0, 64, 1024, 4, 524288, 6.0 * 124e6, 2 * 989e12, 24.25};
-    const std::vector<float> rank0 = rank_phase_slots(timed, 4, 2, 0), rank1 = rank_phase_slots({result(20, 0, 0, 0, 0, 30, 10)}, 4, 2, 1);
+// per-rank phases: each rank fills its own column, the collective sum gives every rank's.
+// Returns the RESULT line's per-rank fields of two ranks, for test_result_line.
+static std::string test_rank_phase_fields() {
+    const std::vector<float> rank0 = rank_phase_slots(timed_steps(), 4, 2, 0),
+                             rank1 = rank_phase_slots({timed_step(20, 0, 0, 0, 0, 30, 10)}, 4, 2, 1);
     std::vector<float> sum(rank0.size());
     for (size_t i = 0; i < sum.size(); i++) sum[i] = rank0[i] + rank1[i];  // what the collective sum gives
     CHECK(rank0.size() == 6 && rank0[1] == 0 && rank0[3] == 0 && rank0[5] == 0 && rank1[0] == 0 && rank1[2] == 0 && rank1[4] == 0,
@@ -144,6 +179,13 @@ int main() {
     const std::string per_rank = rank_phase_fields(sum, 2);
     CHECK(per_rank == " rank_fwd_ms=2.875,5.000 rank_bwd_other_ms=5.000,10.000 rank_bwd_last_ms=7.500,30.000",
           "rank_phase_fields: forward per micro-step (11.5/4), other and last backward, rank by rank: " + per_rank);
+    return per_rank;
+}
+
+// the RESULT line: its keys in the order dev/scaling.py and the device scripts read them, and the values
+static void test_result_line(const std::string& per_rank) {
+    const StepTimes t = timed_summary();
+    const RunShape shape{"bf16", 12, 768, 2, 0, 64, 1024, 4, 524288, 6.0 * 124e6, 2 * 989e12, 24.25};
     const std::string res = result_line(shape, t, per_rank);
     std::map<std::string, std::string> kv;
     const std::vector<std::string> keys = result_keys(res, &kv);
@@ -165,5 +207,17 @@ int main() {
     const std::vector<std::string> keys1 = result_keys(res1, &kv);
     CHECK(keys1.size() == want.size() - 3 && kv["mfu"] == "0.00" && kv["busbw_gbs"] == "0.0",
           "result_line: one GPU, unknown peak: no per-rank fields, MFU 0, no bus bandwidth");
+}
+
+int main() {
+    test_text_printf();
+    test_step_text();
+    test_step_json();
+    test_skip_and_stop_text();
+    test_eval_and_sample();
+    test_summarize_steps();
+    test_bus_bandwidth();
+    const std::string per_rank = test_rank_phase_fields();
+    test_result_line(per_rank);
     return check_finish();
 }

@@ -15,11 +15,42 @@ static bool parse(std::vector<std::string> args, TrainConfig* c, std::string* er
     return parse_train_config(c, (int)argv.size(), argv.data(), world, &help, err);
 }
 
-int main() {
+// "values inside an option's range that still make no sense": refused with one line holding `expect`
+static void refuses(std::vector<std::string> args, const std::string& expect, int world = 1) {
+    TrainConfig x; std::string e;
+    const bool ok = parse(args, &x, &e, world);
+    std::string name;
+    for (auto& a : args) name += a + " ";
+    check_report(!ok && e.find(expect) != std::string::npos && e.find('\n') == std::string::npos, "refused: " + name, "got '" + e + "'");
+}
+
+// resumes the run whose options.txt is `kept` (runs/a, step 50) with the command line `args`
+static bool resumed(const std::string& kept, std::vector<std::string> args, TrainConfig* out, std::string* note, std::string* e) {
+    std::vector<const char*> argv = {"train_gpt2cu"};
+    for (auto& a : args) argv.push_back(a.c_str());
+    *out = TrainConfig();
+    return resume_config(out, kept, "runs/a/step_00000050/options.txt", (int)argv.size(), argv.data(), 1, note, e);
+}
+
+// resumes from the options `text` (read from opts.txt) with the command line `args`
+static bool resume_with(const std::string& text, std::vector<const char*> args, std::string* n, std::string* e) {
+    args.insert(args.begin(), "train_gpt2cu");
+    TrainConfig x;
+    return resume_config(&x, text, "opts.txt", (int)args.size(), args.data(), 1, n, e);
+}
+
+// the logits most sampler tests draw from: token 1 the largest, then 2, 0, 3
+static std::vector<float> sampler_logits() { return {0.0f, 2.0f, 1.0f, -1.0f}; }
+
+// no options: they parse, and -d defaults to B*T*GPUs
+static void test_defaults() {
     TrainConfig d;
     std::string err;
     CHECK(parse({}, &d, &err) && d.total_batch == 8 * 1024, "defaults parse; -d defaults to B*T*GPUs");
-    // every numeric option: not a number, and (where bounded) out of range; one line naming it
+}
+
+// every numeric option: not a number, and (where bounded) out of range; one line naming it
+static void test_numeric_options_reject_bad_values() {
     TrainConfig probe;
     int numeric = 0, bad_ok = 0;
     for (const Option& o : train_options(&probe)) {
@@ -38,7 +69,12 @@ int main() {
         if (!(ok1 && ok2)) printf("  %s: '%s' / '%s'\n", flag.c_str(), e1.c_str(), e2.c_str());
     }
     check_report(bad_ok == numeric, "every numeric option rejects a bad value (" + std::to_string(numeric) + " options)");
+}
+
+// bad choices, a --resume without --out, a global batch or --debug-nan the GPU count refuses, an unknown option
+static void test_cross_option_checks() {
     TrainConfig c;
+    std::string err;
     CHECK(!parse({"--lr-schedule", "exp"}, &c, &err) && err == "option --lr-schedule: 'exp' is not one of cosine, linear, constant, wsd",
           "bad --lr-schedule: one line with the choices");
     c = TrainConfig();
@@ -61,14 +97,10 @@ int main() {
     CHECK(parse({"--debug-nan", "1:3"}, &c, &err, 2) && c.debug_nan_rank == 1 && c.debug_nan_step == 3, "--debug-nan 1:3 on 2 GPUs");
     c = TrainConfig();
     CHECK(!parse({"--bogus"}, &c, &err) && err == "unknown option '--bogus' (see --help)", "unknown option");
-    // values inside an option's range that still make no sense
-    auto refuses = [&](std::vector<std::string> args, const std::string& expect, int world = 1) {
-        TrainConfig x; std::string e;
-        const bool ok = parse(args, &x, &e, world);
-        std::string name;
-        for (auto& a : args) name += a + " ";
-        check_report(!ok && e.find(expect) != std::string::npos && e.find('\n') == std::string::npos, "refused: " + name, "got '" + e + "'");
-    };
+}
+
+// values inside an option's range that still make no sense are refused; their sensible neighbours parse
+static void test_values_in_range_that_make_no_sense() {
     refuses({"-x", "0"}, "option --max-steps: 0 is not a step count");
     refuses({"--beta1", "1"}, "option --beta1: must be below 1");
     refuses({"--beta2", "1"}, "option --beta2: must be below 1");
@@ -78,7 +110,8 @@ int main() {
     refuses({"--skip-loss-z", "0.5"}, "option --skip-loss-z: 0.5 would skip a large share of ordinary steps (every z above it): 0 (off) or at least 1");
     refuses({"--skip-norm-z", "0.99"}, "option --skip-norm-z: 0.99 would skip");
     refuses({"--spike-window", "15"}, "option --spike-window: 15 is out of range [16, 1e+06]");
-    c = TrainConfig();
+    TrainConfig c;
+    std::string err;
     CHECK(parse({"--skip-loss-z", "6", "--skip-norm-z", "1", "--spike-window", "16"}, &c, &err) && c.skip_loss_z == 6 &&
           c.skip_norm_z == 1 && c.spike_window == 16, "--skip-loss-z 6 --skip-norm-z 1 --spike-window 16");
     CHECK(option_on_resume("skip-loss-z") == OnResume::kept && option_on_resume("skip-norm-z") == OnResume::kept &&
@@ -88,12 +121,15 @@ int main() {
     CHECK(parse({}, &c, &err) && c.skip_loss_z == 0 && c.skip_norm_z == 0 && c.spike_window == 128, "the spike guard is off by default");
     c = TrainConfig();
     CHECK(parse({"--val-batches", "4", "-x", "-1", "--beta2", "0.999"}, &c, &err, 2) && c.val_batches == 4, "--val-batches 4 on 2 GPUs");
+}
 
-    // what a checkpoint keeps (options.txt) reads back exactly; --resume merges it with the command line
-    TrainConfig run;
+// what a checkpoint keeps (options.txt) reads back exactly, and a bad file is one line naming it.
+// Returns the kept text of *run, which the resume tests below start from.
+static std::string test_options_txt(TrainConfig* run) {
+    std::string err;
     CHECK(parse({"-b", "16", "-t", "256", "-d", "8192", "-l", "0.00061234567", "--warmup", "10", "-x", "100", "-v", "25",
-                 "--shuffle", "-o", "runs/a", "--debug-exit-after", "7", "--lr-schedule", "linear"}, &run, &err), "a run's options");
-    const std::string kept = train_options_text(run);
+                 "--shuffle", "-o", "runs/a", "--debug-exit-after", "7", "--lr-schedule", "linear"}, run, &err), "a run's options");
+    const std::string kept = train_options_text(*run);
     CHECK(kept.find("lr=0.0006123457\n") != std::string::npos && kept.find("shuffle=on\n") != std::string::npos &&
           kept.find("total-batch-tokens=8192\n") != std::string::npos, "kept: exact floats, flags on/off, the resolved -d");
     CHECK(kept.find("\nout=") == std::string::npos && kept.find("resume=") == std::string::npos &&
@@ -108,83 +144,114 @@ int main() {
           err.find("f/options.txt: 'shuffle=yes': a flag is on or off") == 0, "options.txt: a bad flag value");
     CHECK(!options_apply_text(train_options(&back), "batch=0\n", "f/options.txt", &err) &&
           err.find("f/options.txt: option --batch: 0 is out of range") == 0, "options.txt: a value out of range");
-    auto resumed = [&](std::vector<std::string> args, TrainConfig* out, std::string* note, std::string* e) {
-        std::vector<const char*> argv = {"train_gpt2cu"};
-        for (auto& a : args) argv.push_back(a.c_str());
-        *out = TrainConfig();
-        return resume_config(out, kept, "runs/a/step_00000050/options.txt", (int)argv.size(), argv.data(), 1, note, e);
-    };
-    TrainConfig r; std::string note;
-    CHECK(resumed({"-o", "runs/a", "--resume"}, &r, &note, &err) && r.B == 16 && r.T == 256 && r.total_batch == 8192 &&
+    return kept;
+}
+
+// --resume merges options.txt with the command line: a defining option may only be given again unchanged
+static void test_resume_merges_kept_options(const TrainConfig& run, const std::string& kept) {
+    TrainConfig r; std::string note, err;
+    CHECK(resumed(kept, {"-o", "runs/a", "--resume"}, &r, &note, &err) && r.B == 16 && r.T == 256 && r.total_batch == 8192 &&
           r.sched.lr == run.sched.lr && r.sched.warmup == 10 && r.max_steps == 100 && r.val_every == 25 && r.shuffle &&
           r.sched.kind == "linear" && r.resume && r.out == "runs/a" && r.debug_exit_after == 0 && note.empty(),
           "--resume alone continues with every kept option (not the test ones)");
-    CHECK(resumed({"-o", "runs/a", "--resume", "-b", "8", "-v", "10", "-l", "0.00061234567"}, &r, &note, &err) && r.B == 8 &&
+    CHECK(resumed(kept, {"-o", "runs/a", "--resume", "-b", "8", "-v", "10", "-l", "0.00061234567"}, &r, &note, &err) && r.B == 8 &&
           r.val_every == 10 && r.total_batch == 8192, "given again: the same value of a defining option, new values of the others");
-    CHECK(!resumed({"-o", "runs/a", "--resume", "-l", "3e-4"}, &r, &note, &err) &&
+    CHECK(!resumed(kept, {"-o", "runs/a", "--resume", "-l", "3e-4"}, &r, &note, &err) &&
           err.find("option --lr: 0.0003 differs from 0.0006123457, which the run being resumed was started with "
                    "(runs/a/step_00000050/options.txt)") == 0 && err.find('\n') == std::string::npos,
           "a different learning rate is refused, naming the option, both values and the file");
     for (std::vector<std::string> a : {std::vector<std::string>{"-t", "128", "-d", "8192"}, {"-d", "16384"}, {"--seed", "1"},
                                        {"--warmup", "0"}, {"-i", "other_*.bin"}, {"--lr-schedule", "cosine"}}) {
         a.insert(a.begin(), {"-o", "runs/a", "--resume"});
-        CHECK(!resumed(a, &r, &note, &err) && err.find("differs from") != std::string::npos, "refused on resume: " + a[3] + " " + a[4]);
+        CHECK(!resumed(kept, a, &r, &note, &err) && err.find("differs from") != std::string::npos, "refused on resume: " + a[3] + " " + a[4]);
     }
-    CHECK(resumed({"-o", "runs/a", "--resume", "--lr-decay-frac", "0.3"}, &r, &note, &err) && r.sched.decay_frac == 0.3f,
+    CHECK(resumed(kept, {"-o", "runs/a", "--resume", "--lr-decay-frac", "0.3"}, &r, &note, &err) && r.sched.decay_frac == 0.3f,
           "--lr-decay-frac may change on resume when the schedule is not wsd (it has no effect there)");
-    {   // a wsd run: its decay fraction defines it; --top-p may change
-        TrainConfig w;
-        CHECK(parse({"--lr-schedule", "wsd", "--lr-decay-frac", "0.25", "--top-p", "0.95"}, &w, &err) && w.sched.kind == "wsd" &&
-              w.sched.decay_frac == 0.25f && w.top_p == 0.95f, "--lr-schedule wsd --lr-decay-frac 0.25 --top-p 0.95");
-        const std::string text = train_options_text(w);
-        std::vector<const char*> a1 = {"train_gpt2cu", "-o", "r", "--resume", "--lr-decay-frac", "0.3"};
-        TrainConfig x;
-        CHECK(!resume_config(&x, text, "r/options.txt", (int)a1.size(), a1.data(), 1, &note, &err) &&
-              err.find("option --lr-decay-frac: 0.3 differs from 0.25") == 0, "a wsd run's --lr-decay-frac is refused with another value");
-        std::vector<const char*> a2 = {"train_gpt2cu", "-o", "r", "--resume", "--top-p", "0.5"};
-        CHECK(resume_config(&x, text, "r/options.txt", (int)a2.size(), a2.data(), 1, &note, &err) && x.top_p == 0.5f &&
-              x.sched.decay_frac == 0.25f, "--top-p may change on resume; the kept decay fraction stays");
-        // a changed --max-steps: whether the learning rate jumps where the checkpoint resumes
-        TrainConfig w100;
-        CHECK(parse({"--lr-schedule", "wsd", "-x", "100"}, &w100, &err), "a wsd run of 100 steps (decay over the last 20)");
-        const std::string t100 = train_options_text(w100);
-        auto extended = [&](const char* steps, int at, std::string* n) {
-            std::vector<const char*> a = {"train_gpt2cu", "-o", "r", "--resume", "-x", steps};
-            TrainConfig y;
-            return resume_config(&y, t100, "r/options.txt", (int)a.size(), a.data(), 1, n, &err, at) && y.max_steps == atoi(steps);
-        };
-        CHECK(extended("200", 40, &note) && note.find("now runs over the new count (at step 41, where it resumes, its learning rate is "
-                                                      "the same either way: 6.000e-04)") != std::string::npos && note.find('\n') == std::string::npos,
-              "wsd extended before its decay: one note, no jump");
-        CHECK(extended("200", 90, &note) && note.find("\nnote: at step 91, where it resumes, the wsd learning rate jumps from 2.700e-04 to "
-                                                      "6.000e-04: the decay over the last 20 of 100 steps began at step 81; a wsd run "
-                                                      "extends without a jump only from a checkpoint before that") != std::string::npos,
-              "wsd extended after its decay began: the jump, and where the decay began");
-        CHECK(extended("70", 60, &note) && note.find("jumps from 6.000e-04 to 3.857e-04: over 70 steps the decay (the last 14) starts at "
-                                                     "step 57, before this checkpoint") != std::string::npos,
-              "wsd shortened to start its decay before the checkpoint: the jump down");
-        CHECK(extended("200", -1, &note) && note.find("where it resumes") == std::string::npos, "no checkpoint yet (options.txt): no jump to report");
-        CHECK(extended("60", 70, &note) && note.find("where it resumes") == std::string::npos,
-              "a checkpoint past the new --max-steps: nothing to report about the rate (the run says it has no steps to run)");
-    }
-    // -d left at 0 is kept as 0 (B*T*GPUs where the run resumes: before its first checkpoint a
-    // run may come back on another GPU count); an option the merge makes wrong names the file
+}
+
+// a wsd run: its decay fraction defines it; --top-p may change
+static void test_resume_wsd_decay_frac() {
+    TrainConfig w;
+    std::string note, err;
+    CHECK(parse({"--lr-schedule", "wsd", "--lr-decay-frac", "0.25", "--top-p", "0.95"}, &w, &err) && w.sched.kind == "wsd" &&
+          w.sched.decay_frac == 0.25f && w.top_p == 0.95f, "--lr-schedule wsd --lr-decay-frac 0.25 --top-p 0.95");
+    const std::string text = train_options_text(w);
+    std::vector<const char*> a1 = {"train_gpt2cu", "-o", "r", "--resume", "--lr-decay-frac", "0.3"};
+    TrainConfig x;
+    CHECK(!resume_config(&x, text, "r/options.txt", (int)a1.size(), a1.data(), 1, &note, &err) &&
+          err.find("option --lr-decay-frac: 0.3 differs from 0.25") == 0, "a wsd run's --lr-decay-frac is refused with another value");
+    std::vector<const char*> a2 = {"train_gpt2cu", "-o", "r", "--resume", "--top-p", "0.5"};
+    CHECK(resume_config(&x, text, "r/options.txt", (int)a2.size(), a2.data(), 1, &note, &err) && x.top_p == 0.5f &&
+          x.sched.decay_frac == 0.25f, "--top-p may change on resume; the kept decay fraction stays");
+}
+
+// a wsd run's changed --max-steps: whether the learning rate jumps where the checkpoint resumes
+static void test_resume_wsd_max_steps_note() {
+    TrainConfig w100;
+    std::string note, err;
+    CHECK(parse({"--lr-schedule", "wsd", "-x", "100"}, &w100, &err), "a wsd run of 100 steps (decay over the last 20)");
+    const std::string t100 = train_options_text(w100);
+    auto extended = [&](const char* steps, int at, std::string* n) {
+        std::vector<const char*> a = {"train_gpt2cu", "-o", "r", "--resume", "-x", steps};
+        TrainConfig y;
+        return resume_config(&y, t100, "r/options.txt", (int)a.size(), a.data(), 1, n, &err, at) && y.max_steps == atoi(steps);
+    };
+    CHECK(extended("200", 40, &note) && note.find("now runs over the new count (at step 41, where it resumes, its learning rate is "
+                                                  "the same either way: 6.000e-04)") != std::string::npos && note.find('\n') == std::string::npos,
+          "wsd extended before its decay: one note, no jump");
+    CHECK(extended("200", 90, &note) && note.find("\nnote: at step 91, where it resumes, the wsd learning rate jumps from 2.700e-04 to "
+                                                  "6.000e-04: the decay over the last 20 of 100 steps began at step 81; a wsd run "
+                                                  "extends without a jump only from a checkpoint before that") != std::string::npos,
+          "wsd extended after its decay began: the jump, and where the decay began");
+    CHECK(extended("70", 60, &note) && note.find("jumps from 6.000e-04 to 3.857e-04: over 70 steps the decay (the last 14) starts at "
+                                                 "step 57, before this checkpoint") != std::string::npos,
+          "wsd shortened to start its decay before the checkpoint: the jump down");
+    CHECK(extended("200", -1, &note) && note.find("where it resumes") == std::string::npos, "no checkpoint yet (options.txt): no jump to report");
+    CHECK(extended("60", 70, &note) && note.find("where it resumes") == std::string::npos,
+          "a checkpoint past the new --max-steps: nothing to report about the rate (the run says it has no steps to run)");
+}
+
+// -d left at 0 is kept as 0 (B*T*GPUs where the run resumes: before its first checkpoint a
+// run may come back on another GPU count); an option the merge makes wrong names the file
+static void test_resume_derived_total_batch() {
     TrainConfig d0;
+    std::string note, err;
     CHECK(parse({"-b", "2", "-t", "64", "--val-batches", "3"}, &d0, &err) && d0.total_batch == 128 &&
           train_options_text(d0).find("\ntotal-batch-tokens=0\n") != std::string::npos, "-d derived from B*T*GPUs is kept as 0");
-    {
-        const std::string text = train_options_text(d0);
-        std::vector<const char*> argv2 = {"train_gpt2cu", "-o", "r", "--resume", "--val-batches", "4"};
-        TrainConfig x;
-        CHECK(resume_config(&x, text, "r/options.txt", (int)argv2.size(), argv2.data(), 2, &note, &err) && x.total_batch == 256 &&
-              train_options_text(x).find("\ntotal-batch-tokens=0\n") != std::string::npos,
-              "resumed on 2 GPUs: B*T*2 tokens per step, and the resumed run keeps -d at 0 in turn");
-        std::vector<const char*> argv3 = {"train_gpt2cu", "-o", "r", "--resume"};
-        CHECK(!resume_config(&x, text, "r/options.txt", (int)argv3.size(), argv3.data(), 2, &note, &err) &&
-              err == "option --val-batches: 3 is not a multiple of the 2 GPUs (it counts the batches of all GPUs together) "
-                     "(the options kept in r/options.txt included)", "a kept option the new GPU count refuses: the message names the file");
-    }
-    // paths are kept absolute; the training data is the same when its glob matches the same files
+    const std::string text = train_options_text(d0);
+    std::vector<const char*> argv2 = {"train_gpt2cu", "-o", "r", "--resume", "--val-batches", "4"};
+    TrainConfig x;
+    CHECK(resume_config(&x, text, "r/options.txt", (int)argv2.size(), argv2.data(), 2, &note, &err) && x.total_batch == 256 &&
+          train_options_text(x).find("\ntotal-batch-tokens=0\n") != std::string::npos,
+          "resumed on 2 GPUs: B*T*2 tokens per step, and the resumed run keeps -d at 0 in turn");
+    std::vector<const char*> argv3 = {"train_gpt2cu", "-o", "r", "--resume"};
+    CHECK(!resume_config(&x, text, "r/options.txt", (int)argv3.size(), argv3.data(), 2, &note, &err) &&
+          err == "option --val-batches: 3 is not a multiple of the 2 GPUs (it counts the batches of all GPUs together) "
+                 "(the options kept in r/options.txt included)", "a kept option the new GPU count refuses: the message names the file");
+}
+
+// a kept value this build refuses (a range narrowed since): refused unless the command line replaces it
+static void test_kept_value_out_of_range(const std::string& kept_rel) {
+    std::string note, err;
+    std::string narrowed = kept_rel, tight = kept_rel;
+    const size_t at = narrowed.find("\nspike-window=128\n"), t_at = tight.find("\nseq-len=");
+    CHECK(at != std::string::npos && t_at != std::string::npos, "options.txt holds spike-window=128 and seq-len");
+    narrowed.replace(at, 18, "\nspike-window=8\n");
+    tight.replace(t_at, tight.find('\n', t_at + 1) - t_at, "\nseq-len=0");
+    CHECK(!resume_with(narrowed, {"-o", "r", "--resume"}, &note, &err) &&
+          err.find("opts.txt: option --spike-window: 8 is out of range") == 0, "a kept value out of range, not replaced: refused, naming the file");
+    TrainConfig x;
+    std::vector<const char*> a = {"train_gpt2cu", "-o", "r", "--resume", "--spike-window=32"};
+    CHECK(resume_config(&x, narrowed, "opts.txt", (int)a.size(), a.data(), 1, &note, &err) && x.spike_window == 32,
+          "a kept value out of range that the command line replaces: resumed with the new value");
+    CHECK(!resume_with(tight, {"-o", "r", "--resume", "-t", "64"}, &note, &err) && err.find("opts.txt: option --seq-len: 0") == 0,
+          "an option the run is defined by (--seq-len) out of range: refused even when given again");
+}
+
+// paths are kept absolute; the training data is the same when its glob matches the same files.
+// Runs in a temporary directory (and cds back out of it) since the glob is relative to it.
+static void test_paths_kept_absolute() {
+    std::string note, err;
     char tmpl[] = "/tmp/test_train_config[1]_XXXXXX";   // glob characters in the working directory
     const std::string dir = mkdtemp(tmpl);
     FILE* f = fopen((dir + "/shard_0.bin").c_str(), "wb");
@@ -200,27 +267,8 @@ int main() {
     CHECK(kept_rel.find("\ntrain=" + escaped + "/shard_*.bin\n") != std::string::npos && kept_rel.find("rendezvous=") == std::string::npos,
           "kept: the glob made absolute (the directory's own [ ] escaped); --rendezvous (one launch's) not kept");
     CHECK(glob_files(escaped + "/shard_*.bin").size() == 1, "the kept glob matches the file from anywhere");
-    auto resume_with = [&](const std::string& text, std::vector<const char*> args, std::string* n, std::string* e) {
-        args.insert(args.begin(), "train_gpt2cu");
-        TrainConfig x;
-        return resume_config(&x, text, "opts.txt", (int)args.size(), args.data(), 1, n, e);
-    };
     CHECK(resume_with(kept_rel, {"-o", "r", "--resume", "-i", "./shard_0.bin"}, &note, &err), "-i naming the same file another way is the same data");
-    {   // a kept value this build refuses (a range narrowed since): refused unless the command line replaces it
-        std::string narrowed = kept_rel, tight = kept_rel;
-        const size_t at = narrowed.find("\nspike-window=128\n"), t_at = tight.find("\nseq-len=");
-        CHECK(at != std::string::npos && t_at != std::string::npos, "options.txt holds spike-window=128 and seq-len");
-        narrowed.replace(at, 18, "\nspike-window=8\n");
-        tight.replace(t_at, tight.find('\n', t_at + 1) - t_at, "\nseq-len=0");
-        CHECK(!resume_with(narrowed, {"-o", "r", "--resume"}, &note, &err) &&
-              err.find("opts.txt: option --spike-window: 8 is out of range") == 0, "a kept value out of range, not replaced: refused, naming the file");
-        TrainConfig x;
-        std::vector<const char*> a = {"train_gpt2cu", "-o", "r", "--resume", "--spike-window=32"};
-        CHECK(resume_config(&x, narrowed, "opts.txt", (int)a.size(), a.data(), 1, &note, &err) && x.spike_window == 32,
-              "a kept value out of range that the command line replaces: resumed with the new value");
-        CHECK(!resume_with(tight, {"-o", "r", "--resume", "-t", "64"}, &note, &err) && err.find("opts.txt: option --seq-len: 0") == 0,
-              "an option the run is defined by (--seq-len) out of range: refused even when given again");
-    }
+    test_kept_value_out_of_range(kept_rel);
     FILE* g = fopen((dir + "/shard_1.bin").c_str(), "wb");
     if (g) fclose(g);
     CHECK(!resume_with(kept_rel, {"-o", "r", "--resume", "-i", "shard_1.bin"}, &note, &err) && err.find("option --train:") == 0,
@@ -229,10 +277,18 @@ int main() {
     CHECK(resume_with(kept_rel + "old-option=3\n", {"-o", "r", "--resume", "-i", glob_abs.c_str()}, &note, &err) &&
           note == "note: opts.txt: option 'old-option' is not one of this build's: ignored", "an option this build does not know: ignored, with a note");
     if ((have_home && chdir(home) != 0) || system(("rm -rf " + dir).c_str()) != 0) printf("note: could not clean up %s\n", dir.c_str());
-    CHECK(resumed({"-o", "runs/a", "--resume", "-x", "200"}, &r, &note, &err) && r.max_steps == 200 &&
+}
+
+// --max-steps may change on resume, with a note on what that does to the schedule
+static void test_resume_extends_max_steps(const std::string& kept) {
+    TrainConfig r; std::string note, err;
+    CHECK(resumed(kept, {"-o", "runs/a", "--resume", "-x", "200"}, &r, &note, &err) && r.max_steps == 200 &&
           note == "note: --max-steps 200, the run was started with 100: its linear learning-rate schedule now runs over the new count",
           "--max-steps extends a run, with a note on the schedule");
-    // --help lists every option of the table
+}
+
+// --help lists every option of the table
+static void test_help_lists_every_option() {
     char* buf = nullptr; size_t len = 0;
     FILE* mem = open_memstream(&buf, &len);
     TrainConfig h;
@@ -243,39 +299,48 @@ int main() {
     bool all = true;
     for (const Option& o : train_options(&h)) all &= help.find(std::string("--") + o.name) != std::string::npos;
     CHECK(all, "--help lists every option");
+}
 
-    // sampler: top-1 is argmax; the distribution follows softmax; seeded reproducibility
-    std::vector<float> logits = {0.0f, 2.0f, 1.0f, -1.0f};
-    uint64_t rng = rng_seed(1);
-    CHECK(sample_token(logits.data(), 4, 1, 1.0f, 1.0f, &rng) == 1, "top-1 is the argmax");
+// sampler: top-1 is argmax; the distribution follows softmax; seeded reproducibility
+static void test_sampler_top_k(uint64_t* rng) {
+    const std::vector<float> logits = sampler_logits();
+    CHECK(sample_token(logits.data(), 4, 1, 1.0f, 1.0f, rng) == 1, "top-1 is the argmax");
     std::map<int, int> counts;
-    for (int i = 0; i < 20000; i++) counts[sample_token(logits.data(), 4, 0, 1.0f, 1.0f, &rng)]++;
+    for (int i = 0; i < 20000; i++) counts[sample_token(logits.data(), 4, 0, 1.0f, 1.0f, rng)]++;
     const double z = 1 + std::exp(2.0) + std::exp(1.0) + std::exp(-1.0);
     CHECK(std::fabs(counts[1] / 20000.0 - std::exp(2.0) / z) < 0.02 && std::fabs(counts[3] / 20000.0 - std::exp(-1.0) / z) < 0.01,
           "sampling follows the softmax");
     std::map<int, int> k2;
-    for (int i = 0; i < 2000; i++) k2[sample_token(logits.data(), 4, 2, 1.0f, 1.0f, &rng)]++;
+    for (int i = 0; i < 2000; i++) k2[sample_token(logits.data(), 4, 2, 1.0f, 1.0f, rng)]++;
     CHECK(k2.size() == 2 && k2.count(1) && k2.count(2), "top-2 only samples the two largest");
     uint64_t a = rng_seed(7), b = rng_seed(7);
     bool same = true;
     for (int i = 0; i < 100; i++) same &= sample_token(logits.data(), 4, 0, 1.0f, 0.8f, &a) == sample_token(logits.data(), 4, 0, 1.0f, 0.8f, &b);
     CHECK(same, "same seed, same samples");
-    // top-p: probabilities 0.5, 0.3, 0.15, 0.05 (token 2, 0, 1, 3): 0.6 keeps tokens 2 and 0 (0.8
-    // reaches it, 0.5 does not), in the proportion 5:3; 0.45 keeps token 2 alone
+}
+
+// top-p: probabilities 0.5, 0.3, 0.15, 0.05 (token 2, 0, 1, 3): 0.6 keeps tokens 2 and 0 (0.8
+// reaches it, 0.5 does not), in the proportion 5:3; 0.45 keeps token 2 alone
+static void test_sampler_top_p(uint64_t* rng) {
     const std::vector<float> pl = {std::log(0.3f), std::log(0.15f), std::log(0.5f), std::log(0.05f)};
     std::map<int, int> nucleus;
-    for (int i = 0; i < 20000; i++) nucleus[sample_token(pl.data(), 4, 0, 0.6f, 1.0f, &rng)]++;
+    for (int i = 0; i < 20000; i++) nucleus[sample_token(pl.data(), 4, 0, 0.6f, 1.0f, rng)]++;
     CHECK(nucleus.size() == 2 && std::fabs(nucleus[2] / 20000.0 - 0.625) < 0.02, "top-p 0.6: the two most likely, 5:3 (" +
           std::to_string(nucleus[2]) + " of 20000 the most likely)");
     bool alone = true;
-    for (int i = 0; i < 200; i++) alone &= sample_token(pl.data(), 4, 0, 0.45f, 1.0f, &rng) == 2;
+    for (int i = 0; i < 200; i++) alone &= sample_token(pl.data(), 4, 0, 0.45f, 1.0f, rng) == 2;
     CHECK(alone, "top-p 0.45: the most likely alone");
     std::map<int, int> both;
-    for (int i = 0; i < 2000; i++) both[sample_token(pl.data(), 4, 3, 0.99f, 1.0f, &rng)]++;
+    for (int i = 0; i < 2000; i++) both[sample_token(pl.data(), 4, 3, 0.99f, 1.0f, rng)]++;
     CHECK(both.size() == 3 && !both.count(3), "top-k 3 then top-p 0.99: the three most likely (top-k applies first)");
+}
+
+// top-p 1 is the plain top-k sampler: same tokens from the same seed
+static void test_sampler_top_p_one_is_top_k() {
+    const std::vector<float> logits = sampler_logits();
     uint64_t c1 = rng_seed(9), c2 = rng_seed(9);
     bool unchanged = true;
-    for (int i = 0; i < 200; i++) {   // top-p 1 is the plain top-k sampler: same tokens from the same seed
+    for (int i = 0; i < 200; i++) {   // one random number per token, drawn as the top-k softmax draw did
         const int x = sample_token(logits.data(), 4, 3, 1.0f, 0.9f, &c1);
         std::vector<double> p(3);
         const int order[3] = {1, 2, 0};
@@ -287,17 +352,49 @@ int main() {
         unchanged &= x == y;
     }
     CHECK(unchanged, "top-p 1: one random number per token, the top-k softmax draw as before");
-    // a broken model's logits: NaN counts as -inf, +inf is taken greedily
+}
+
+// a broken model's logits: NaN counts as -inf, +inf is taken greedily
+static void test_sampler_nonfinite_logits(uint64_t* rng) {
     const std::vector<float> with_nan = {NAN, 1.0f, 3.0f, NAN}, with_inf = {0.0f, INFINITY, 1.0f, NAN}, all_nan = {NAN, NAN};
     bool finite_only = true;
     for (int i = 0; i < 200; i++) {
-        const int t = sample_token(with_nan.data(), 4, 0, 0.9f, 1.0f, &rng), u = sample_token(with_nan.data(), 4, 0, 1.0f, 1.0f, &rng);
+        const int t = sample_token(with_nan.data(), 4, 0, 0.9f, 1.0f, rng), u = sample_token(with_nan.data(), 4, 0, 1.0f, 1.0f, rng);
         finite_only &= (t == 1 || t == 2) && (u == 1 || u == 2);
     }
-    CHECK(finite_only && sample_token(with_inf.data(), 4, 0, 0.5f, 1.0f, &rng) == 1 &&
-          (unsigned)sample_token(all_nan.data(), 2, 0, 0.5f, 1.0f, &rng) < 2u, "NaN logits are never drawn; +inf is; all-NaN stays in range");
+    CHECK(finite_only && sample_token(with_inf.data(), 4, 0, 0.5f, 1.0f, rng) == 1 &&
+          (unsigned)sample_token(all_nan.data(), 2, 0, 0.5f, 1.0f, rng) < 2u, "NaN logits are never drawn; +inf is; all-NaN stays in range");
+}
 
+// JSON escaping (llmc/logger.h): strings escaped, inf/nan written as null
+static void test_json() {
     CHECK(json_string("a\"b\\c\nd\x01") == "\"a\\\"b\\\\c\\nd\\u0001\"", "JSON string escaping");
     CHECK(json_number(INFINITY) == "null" && json_number(NAN) == "null" && json_number(2.5) == "2.5", "JSON numbers: inf/nan as null");
+}
+
+int main() {
+    test_defaults();
+    test_numeric_options_reject_bad_values();
+    test_cross_option_checks();
+    test_values_in_range_that_make_no_sense();
+
+    TrainConfig run;   // a run's options; what its checkpoint keeps is what the resume tests start from
+    const std::string kept = test_options_txt(&run);
+    test_resume_merges_kept_options(run, kept);
+    test_resume_wsd_decay_frac();
+    test_resume_wsd_max_steps_note();
+    test_resume_derived_total_batch();
+    test_paths_kept_absolute();
+    test_resume_extends_max_steps(kept);
+    test_help_lists_every_option();
+
+    // one random stream through the sampler tests, in this order: a check's name prints a count drawn from it
+    uint64_t rng = rng_seed(1);
+    test_sampler_top_k(&rng);
+    test_sampler_top_p(&rng);
+    test_sampler_top_p_one_is_top_k();
+    test_sampler_nonfinite_logits(&rng);
+
+    test_json();
     return check_finish();
 }
