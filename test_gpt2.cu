@@ -30,7 +30,7 @@ constexpr Tolerances TOL = {3e-2f, 1e-2f, 1.5e-1f, 1.5e-2f};
 constexpr Tolerances TOL = {1e-2f, 3e-3f, 6e-2f, 5e-3f};
 #endif
 
-static int passed = 0, failed = 0;  // this test program's tally (not a header: no one else sees it)
+static int passed = 0, failed = 0;  // the tally of the checks below
 static void report(bool ok, const char* what, double rel, double max_abs, double tol) {
     (ok ? passed : failed)++;
     printf("%s %-10s rel_err %.3e  max_abs %.3e  (tol %.1e)\n", ok ? "PASS" : "FAIL", what, rel, max_abs, tol);

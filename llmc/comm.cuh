@@ -162,10 +162,12 @@ inline void write_stderr_num(long v) {
 }
 constexpr int WATCHDOG_EXIT_CODE = 3;
 inline void watchdog_crash_handler(int sig) {
-    const bool in_watchdog = (long)syscall(SYS_gettid) == crash_note().watchdog_tid;
+    const long tid = (long)syscall(SYS_gettid);  // Linux: the main thread's id is the process id
     write_stderr("rank "); write_stderr_num(crash_note().rank);
     write_stderr(": signal "); write_stderr_num(sig);
-    write_stderr(in_watchdog ? " in the watchdog thread" : " in the main thread");
+    write_stderr(tid == crash_note().watchdog_tid ? " in the watchdog thread"
+                 : tid == (long)getpid()          ? " in the main thread"
+                                                  : " in another thread (NCCL's?)");
     write_stderr(" while NCCL was being aborted (a consequence of the error above); exit code 3 as decided\n");
     _exit(WATCHDOG_EXIT_CODE);
 }
