@@ -124,6 +124,7 @@ struct Watchdog {
     std::atomic<long long> deadline_ms{0};         // steady clock; 0: nothing armed
     std::atomic<int> step{0};
     std::atomic<const char*> phase{"startup"};
+    std::atomic<bool> fired{false};                // set first thing when it decides to end the process
     std::function<std::string()> pending;          // names the unfinished collective (main thread sets it once)
 #ifdef USE_NCCL
     std::atomic<ncclComm_t> nccl{nullptr};         // polled once the communicator exists
@@ -173,6 +174,7 @@ inline void watchdog_crash_handler(int sig) {
 }
 
 [[noreturn]] inline void watchdog_fire(Watchdog* w, const std::string& why) {
+    w->fired = true;
     std::string where = w->pending ? w->pending() : std::string();
     fprintf(stderr, "rank %d: error: step %d, %s: %s%s%s; aborting NCCL and exiting\n", w->comm->rank, w->step.load(),
             w->phase.load(), why.c_str(), where.empty() ? "" : "; unfinished: ", where.c_str());
@@ -224,6 +226,19 @@ inline void watchdog_stop(Comm* c) {
     delete c->watchdog;
     c->watchdog = nullptr;
 }
+
+#ifdef USE_NCCL
+// The training loop's NCCL calls: a failure (a peer's closed connection shows here when NCCL
+// notices it while a collective is issued) is one line naming the rank, what was issued and
+// NCCL's own reason, and ends every rank (comm_fail). If the watchdog is already ending the
+// process, this thread only waits for it: one error line, and the watchdog's exit code.
+inline void comm_nccl_check(const Comm* c, ncclResult_t s, const char* what) {
+    if (s == ncclSuccess) return;
+    if (c->watchdog && c->watchdog->fired)
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // the watchdog ends the process
+    comm_fail(c, std::string(what) + ": NCCL error: " + ncclGetErrorString(s) + " (" + ncclGetLastError(c->nccl) + ")");
+}
+#endif
 
 // Creates the communication stream and, with several ranks, the NCCL communicator. The GPU must
 // be selected already. rendezvous: "tcp" (MASTER_ADDR/MASTER_PORT) or "file:PATH" (env launch).
@@ -301,7 +316,7 @@ constexpr ncclDataType_t NCCL_FLOATX = ncclHalf;
 // x (n floats, device) = sum over ranks, on `stream`. No-op on one rank.
 inline void comm_sum_floats(const Comm* c, float* x, size_t n, cudaStream_t stream) {
 #ifdef USE_NCCL
-    if (c->world > 1) ncclCheck(ncclAllReduce(x, x, n, ncclFloat, ncclSum, c->nccl, stream));
+    if (c->world > 1) comm_nccl_check(c, ncclAllReduce(x, x, n, ncclFloat, ncclSum, c->nccl, stream), "all-reduce of per-rank values");
 #else
     (void)c; (void)x; (void)n; (void)stream;
 #endif
@@ -398,17 +413,19 @@ inline void grad_reducer_flush(GradReducer* r) {
     nonfinite_flag(r->d_bad + r->comm->rank, r->grads + lo, hi - lo, r->ctx->props.multiProcessorCount, r->comm->stream);
 #ifdef USE_NCCL
     if (r->zero == 0) {
-        ncclCheck(ncclAllReduce(r->grads + lo, r->grads + lo, hi - lo, NCCL_FLOATX, ncclAvg, r->comm->nccl, r->comm->stream));
+        comm_nccl_check(r->comm, ncclAllReduce(r->grads + lo, r->grads + lo, hi - lo, NCCL_FLOATX, ncclAvg, r->comm->nccl, r->comm->stream),
+                        "issuing a gradient all-reduce");
     } else {
         // each piece of the bucket goes to the rank that owns it, in place, averaged there
-        ncclCheck(ncclGroupStart());
+        comm_nccl_check(r->comm, ncclGroupStart(), "issuing a gradient reduce (ZeRO-1)");
         for (size_t a = lo; a < hi;) {
             const int owner = (int)(a / r->shard);
             const size_t b = std::min(hi, (owner + 1) * r->shard);
-            ncclCheck(ncclReduce(r->grads + a, r->grads + a, b - a, NCCL_FLOATX, ncclAvg, owner, r->comm->nccl, r->comm->stream));
+            comm_nccl_check(r->comm, ncclReduce(r->grads + a, r->grads + a, b - a, NCCL_FLOATX, ncclAvg, owner, r->comm->nccl, r->comm->stream),
+                            "issuing a gradient reduce (ZeRO-1)");
             a = b;
         }
-        ncclCheck(ncclGroupEnd());
+        comm_nccl_check(r->comm, ncclGroupEnd(), "issuing a gradient reduce (ZeRO-1)");
     }
 #endif
     cudaCheck(cudaEventRecord(r->end_ev[i], r->comm->stream));
@@ -435,7 +452,8 @@ inline void grad_reducer_finish(GradReducer* r) {
     grad_reducer_flush(r);
     if (r->buckets == 0) return;
 #ifdef USE_NCCL
-    ncclCheck(ncclAllReduce(r->d_bad, r->d_bad, r->comm->world, ncclFloat, ncclSum, r->comm->nccl, r->comm->stream));
+    comm_nccl_check(r->comm, ncclAllReduce(r->d_bad, r->d_bad, r->comm->world, ncclFloat, ncclSum, r->comm->nccl, r->comm->stream),
+                    "issuing the all-reduce of the non-finite flags");
 #endif
     cudaCheck(cudaEventRecord(r->flags_done, r->comm->stream));
     cudaCheck(cudaEventRecord(r->wait_begin, r->ctx->stream));
@@ -460,7 +478,9 @@ inline std::string grad_reducer_bad_ranks(const GradReducer* r) {
 // ZeRO-1, after the update: every rank's shard of the weights to every rank (in place).
 inline void comm_allgather_params(const Comm* c, floatX* params, size_t shard, cudaStream_t stream) {
 #ifdef USE_NCCL
-    if (c->world > 1) ncclCheck(ncclAllGather(params + (size_t)c->rank * shard, params, shard, NCCL_FLOATX, c->nccl, stream));
+    if (c->world > 1)
+        comm_nccl_check(c, ncclAllGather(params + (size_t)c->rank * shard, params, shard, NCCL_FLOATX, c->nccl, stream),
+                        "issuing the all-gather of the updated weights (ZeRO-1)");
 #else
     (void)c; (void)params; (void)shard; (void)stream;
 #endif

@@ -1,6 +1,7 @@
 // Shared by every CUDA file of the project (trainer, test, dev/cuda checks):
 //   - floatX, the one floating type of weights/activations/gradients, chosen at compile time;
-//   - cudaCheck / cublasCheck / ncclCheck: every CUDA, cuBLAS and NCCL call is checked;
+//   - cudaCheck / cublasCheck / ncclCheck: every CUDA, cuBLAS and NCCL call is checked (the
+//     collectives of training through llmc/comm.cuh's comm_nccl_check, which names the rank);
 //   - launchCheck(): called after every kernel launch, so a bad launch is reported where it happened;
 //   - Packed128: 16-byte vector loads/stores, the access width that saturates HBM;
 //   - Context: stream, cuBLASLt handle + workspace, device properties. No mutable globals.

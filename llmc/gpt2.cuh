@@ -156,7 +156,7 @@ inline void gpt2_gather_state(GPT2* m, Context* ctx, const Comm* comm, int zero,
         dst->resize(n);
         if (zero) {
 #ifdef USE_NCCL
-            ncclCheck(ncclAllGather(src, full, m->shard, ncclFloat, comm->nccl, ctx->stream));
+            comm_nccl_check(comm, ncclAllGather(src, full, m->shard, ncclFloat, comm->nccl, ctx->stream), "gathering the optimizer shards (ZeRO-1)");
 #endif
             src = full;
         }
