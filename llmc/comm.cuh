@@ -27,8 +27,8 @@
 // per rank (when world > 1) polls ncclCommGetAsyncError every 100 ms and watches a deadline the
 // main thread arms around everything that may wait on a peer (a step, an evaluation, a checkpoint):
 // past --nccl-timeout seconds, or on an asynchronous NCCL error, it prints rank, step, phase and
-// which collective had not finished, aborts the communicator (ncclCommAbort makes the spinning
-// NCCL kernels return) and exits the process non-zero. Under mpirun that exit ends the job; with
+// which collective had not finished, and exits the process with code 3 (_exit: the driver ends
+// the NCCL kernels still spinning on the dead peer). Under mpirun that exit ends the job; with
 // the env-var launch every rank's own watchdog fires. The deadline must exceed the longest
 // legitimate wait, e.g. rank 0 writing a checkpoint while the others wait in the next step.
 #pragma once
@@ -42,8 +42,6 @@
 #include <vector>
 #include <chrono>
 #include <thread>
-#include <csignal>
-#include <sys/syscall.h>
 #include <unistd.h>
 #ifdef USE_MPI
 #include <mpi.h>
@@ -145,54 +143,19 @@ inline void comm_watch(const Comm* c, int step, const char* phase) {
 }
 inline void comm_unwatch(const Comm* c) { if (c->watchdog) c->watchdog->deadline_ms = 0; }
 
-// Once the watchdog has decided to exit, ncclCommAbort frees the communicator while the main
-// thread may still be inside NCCL or about to call it (issuing the next bucket's all-reduce, or
-// back from a wait that the abort ended): a use after free. faults.sh saw it as a SIGSEGV of the
-// survivor (exit code 139) whenever a peer's death showed at once as a closed socket. The
-// watchdog's decision stands: from then on a crash signal in any thread prints one line and ends
-// the process with the watchdog's exit code. A signal handler reaches only process-wide state,
-// hence the one static here, written before the handler is installed.
-struct CrashNote { int rank = 0; long watchdog_tid = 0; };
-inline CrashNote& crash_note() { static CrashNote n; return n; }
-inline void write_stderr(const char* s) { ssize_t r = write(2, s, strlen(s)); (void)r; }  // async-signal-safe
-inline void write_stderr_num(long v) {
-    char b[24], *p = b + sizeof(b);
-    *--p = '\0';
-    do { *--p = (char)('0' + v % 10); v /= 10; } while (v > 0 && p > b);
-    write_stderr(p);
-}
+// The watchdog's exit. It does not call ncclCommAbort first: that frees the communicator while
+// the main thread may still be inside NCCL or about to call it (issuing the next bucket, or back
+// from a wait the abort ended), and faults.sh saw exactly that use after free as a SIGSEGV of the
+// survivor, 10 times in 10, whenever a peer's death showed at once as a closed socket. _exit ends
+// every thread at once; the driver then tears the GPU context down, NCCL kernels still spinning
+// included, as it does for a process SIGKILLed in the middle of a collective.
 constexpr int WATCHDOG_EXIT_CODE = 3;
-inline void watchdog_crash_handler(int sig) {
-    const long tid = (long)syscall(SYS_gettid);  // Linux: the main thread's id is the process id
-    write_stderr("rank "); write_stderr_num(crash_note().rank);
-    write_stderr(": signal "); write_stderr_num(sig);
-    write_stderr(tid == crash_note().watchdog_tid ? " in the watchdog thread"
-                 : tid == (long)getpid()          ? " in the main thread"
-                                                  : " in another thread (NCCL's?)");
-    write_stderr(" while NCCL was being aborted (a consequence of the error above); exit code 3 as decided\n");
-    _exit(WATCHDOG_EXIT_CODE);
-}
-
 [[noreturn]] inline void watchdog_fire(Watchdog* w, const std::string& why) {
     w->fired = true;
     std::string where = w->pending ? w->pending() : std::string();
-    fprintf(stderr, "rank %d: error: step %d, %s: %s%s%s; aborting NCCL and exiting\n", w->comm->rank, w->step.load(),
+    fprintf(stderr, "rank %d: error: step %d, %s: %s%s%s; exiting\n", w->comm->rank, w->step.load(),
             w->phase.load(), why.c_str(), where.empty() ? "" : "; unfinished: ", where.c_str());
     fflush(stderr);
-    crash_note() = CrashNote{w->comm->rank, (long)syscall(SYS_gettid)};
-    struct sigaction sa = {};
-    sa.sa_handler = watchdog_crash_handler;
-    sigemptyset(&sa.sa_mask);
-    for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) sigaction(sig, &sa, nullptr);
-#ifdef USE_NCCL
-    // ncclCommAbort lets the NCCL kernels the main thread waits on return; if it hangs itself, the
-    // process still exits 10 s later
-    if (ncclComm_t n = w->nccl.load()) {
-        auto* aborted = new std::atomic<bool>(false);  // leaked on purpose: the process ends here
-        std::thread([n, aborted] { ncclCommAbort(n); *aborted = true; }).detach();
-        for (int i = 0; i < 100 && !*aborted; i++) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-#endif
     _exit(WATCHDOG_EXIT_CODE);
 }
 
@@ -235,7 +198,7 @@ inline void watchdog_stop(Comm* c) {
 inline void comm_nccl_check(const Comm* c, ncclResult_t s, const char* what) {
     if (s == ncclSuccess) return;
     if (c->watchdog && c->watchdog->fired)
-        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // the watchdog ends the process
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // the watchdog is printing its line and exiting
     comm_fail(c, std::string(what) + ": NCCL error: " + ncclGetErrorString(s) + " (" + ncclGetLastError(c->nccl) + ")");
 }
 #endif

@@ -63,7 +63,7 @@ if has kill; then
         dt=$(wait_gone "$spid" $(( TIMEOUT + 30 )))
         [ "$dt" = HANG ] && { hangs=$((hangs + 1)); kill -9 "$spid"; }
         wait "$spid" 2>/dev/null; rc=$?
-        msg=$(grep -hE "error|: signal [0-9]+ in" "$log.r$(( 1 - victim ))" | head -n 2 | tr "\n" " ")
+        msg=$(grep -h "error" "$log.r$(( 1 - victim ))" | head -n 1)
         times+=("$dt"); codes+=("$rc")
         note "env trial $trial: killed rank $victim; survivor gone after ${dt}s rc=$rc: $msg"
     done
