@@ -8,7 +8,6 @@
 // Tolerances per precision are in `Tolerances` below (and in the README): fp32 is checked tightly;
 // fp16/bf16 round every activation to 11/8 significant bits, so they get looser bounds that still
 // catch any wrong kernel (a wrong kernel gives errors of order 1, not 1e-2).
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -16,6 +15,7 @@
 #include <string>
 #include <vector>
 #include "llmc/gpt2_step.cuh"
+#include "llmc/options.h"
 
 // logits, grads: ||ours - ref|| / ||ref||; loss and each training loss: |ours - ref| / ref.
 // Measured on an H200 (2026-11-30): fp32 4e-6 / 4e-6 / 1.4e-6 (losses); fp16 1.4e-3 / 1.6e-3 /
@@ -233,14 +233,14 @@ static void check_accumulation(Fixture* f, const AdamWHyper& h) {
     report_bitwise(rescaled, rescaled_launched, "the loss scale changed between replayed steps vs launched at the new scale");
 }
 
-// an optional numeric argument: `argv[i]` if given, else `dflt`; an integer in [lo, hi] or one line and exit 2
-static long arg_or(int argc, char** argv, int i, const char* name, long dflt, long lo, long hi) {
+// an optional numeric argument: `argv[i]` if given, else `dflt`; an integer in [lo, hi] (read by
+// the trainer's own option parser, llmc/options.h) or one line and exit 2
+static long long arg_or(int argc, char** argv, int i, const char* name, long long dflt, long long lo, long long hi) {
     if (argc <= i) return dflt;
-    char* end;
-    errno = 0;
-    const long v = strtol(argv[i], &end, 10);
-    if (errno != 0 || end == argv[i] || *end != '\0' || v < lo || v > hi) {
-        fprintf(stderr, "error: %s (argument %d) must be an integer in [%ld, %ld], got '%s'\n", name, i, lo, hi, argv[i]);
+    long long v = 0;
+    std::string err;
+    if (!option_set(Option{name, 0, OPT_INT64, &v, "", (double)lo, (double)hi}, name, argv[i], &err)) {
+        fprintf(stderr, "error: %s (argument %d) must be an integer in [%lld, %lld], got '%s'\n", name, i, lo, hi, argv[i]);
         exit(2);
     }
     return v;
@@ -250,7 +250,7 @@ int main(int argc, char** argv) {
     const char* model_path = argc > 1 ? argv[1] : "dev_data/reference_model.bin";
     const char* state_path = argc > 2 ? argv[2] : "dev_data/reference_state.bin";
     const int recompute = (int)arg_or(argc, argv, 3, "recompute level", 0, 0, 2);
-    const size_t logit_chunk = (size_t)arg_or(argc, argv, 4, "lm-head chunk (tokens)", DEFAULT_LOGIT_CHUNK, 1, 1L << 30);
+    const size_t logit_chunk = (size_t)arg_or(argc, argv, 4, "lm-head chunk (tokens)", DEFAULT_LOGIT_CHUNK, 1, 1LL << 30);
     const bool tune = arg_or(argc, argv, 5, "timed GEMM algorithms (0|1)", 0, 0, 1) != 0;
     std::string err;
     Fixture f;
