@@ -37,54 +37,71 @@ static void check_norm(Context* ctx, std::vector<float> g, float loss_scale, flo
 // inject: 0, 1 = an inf, 2 = a nan gradient, 3 = a finite gradient but a loss spike (skip 2)
 struct AdamCase { const char* name; size_t first, stride, n; int count; size_t lo, hi; bool decay; int inject; };
 
-static void check_adamw(Context* ctx, const AdamCase& k) {
-    AdamWHyper h{0.05f, 0.9f, 0.999f, 1e-8f, 0.1f, 0};
-    adamw_set_step(&h, 5);
-    const float loss_scale = 128.0f, mult = 0.7f / loss_scale;  // clip 0.7
-    std::vector<float> master = randn(P, 0.1f), grads = randn(P, 100.0f), m = randn(P, 0.1f), v = randu(P, 1e-4f, 0.1f);
-    std::vector<float> params = master;
-    if (k.inject == 1 || k.inject == 2) grads[k.first + 3] = k.inject == 1 ? INFINITY : NAN;
-    const size_t S = k.hi - k.lo;  // master/m/v hold the shard only
-    floatX *d_params = to_device(params), *d_grads = to_device(grads);
-    float* d_master = to_device_raw(std::vector<float>(master.begin() + k.lo, master.begin() + k.hi));
-    float* d_m = to_device_raw(std::vector<float>(m.begin() + k.lo, m.begin() + k.hi));
-    float* d_v = to_device_raw(std::vector<float>(v.begin() + k.lo, v.begin() + k.hi));
-    StepScalars* d_step = dalloc<StepScalars>(1);
+// A case's inputs on the host (whole buffers; grads rounded to floatX by the upload) and on the
+// device: params and grads whole, master/m/v the shard [lo, hi) only.
+struct AdamHost { std::vector<float> master, grads, m, v; };
+struct AdamDevice { floatX *params, *grads; float *master, *m, *v; size_t S; StepScalars* step; };
+// The float64 reference: which elements the launch updates, and their new master, m, v.
+struct AdamRef { std::vector<char> updated; std::vector<double> master, m, v; };
+
+static AdamHost draw_inputs(const AdamCase& k) {
+    AdamHost x{randn(P, 0.1f), randn(P, 100.0f), randn(P, 0.1f), randu(P, 1e-4f, 0.1f)};
+    if (k.inject == 1 || k.inject == 2) x.grads[k.first + 3] = k.inject == 1 ? INFINITY : NAN;
+    return x;
+}
+
+static AdamDevice upload_inputs(const AdamCase& k, AdamHost& x) {
+    std::vector<float> params = x.master;  // to_device rounds in place: master itself stays exact
+    AdamDevice d;
+    d.S = k.hi - k.lo;  // master/m/v hold the shard only
+    d.params = to_device(params); d.grads = to_device(x.grads);
+    d.master = to_device_raw(std::vector<float>(x.master.begin() + k.lo, x.master.begin() + k.hi));
+    d.m = to_device_raw(std::vector<float>(x.m.begin() + k.lo, x.m.begin() + k.hi));
+    d.v = to_device_raw(std::vector<float>(x.v.begin() + k.lo, x.v.begin() + k.hi));
+    d.step = dalloc<StepScalars>(1);
+    return d;
+}
+
+// The StepScalars the update reads: made by norm_squared + step_decision for the injected cases,
+// else a plain step with multiplier mult.
+static void decide_step(Context* ctx, const AdamCase& k, const AdamDevice& d, float loss_scale, float mult) {
     if (k.inject) {  // the decision as the trainer makes it
         float* d_sumsq = dalloc<float>(1);
-        norm_squared(ctx, d_sumsq, d_grads, P);
+        norm_squared(ctx, d_sumsq, d.grads, P);
         if (k.inject == 3) {   // loss 9 (9000 over 1000 tokens) against a level of 5 +- 0.1: z = 40
             float* d_loss = to_device_raw(std::vector<float>{9000.0f});
             SpikeStats st{};
             st.loss = {5.0, 0.01, 200};
-            step_decision(ctx, d_step, d_sumsq, loss_scale, 1.0f, d_loss, 1000.0, SpikeGuard{6.0f, 0.0f, 128}, st);
+            step_decision(ctx, d.step, d_sumsq, loss_scale, 1.0f, d_loss, 1000.0, SpikeGuard{6.0f, 0.0f, 128}, st);
         } else {
-            step_decision(ctx, d_step, d_sumsq, loss_scale, 1.0f);
+            step_decision(ctx, d.step, d_sumsq, loss_scale, 1.0f);
         }
     } else {
         StepScalars s{1.0f, mult, 0};
-        cudaCheck(cudaMemcpy(d_step, &s, sizeof(s), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(d.step, &s, sizeof(s), cudaMemcpyHostToDevice));
     }
-    const std::vector<unsigned char> params0 = bytes_of(d_params, P * sizeof(floatX));
-    const std::vector<unsigned char> state0[3] = {bytes_of(d_master, S * 4), bytes_of(d_m, S * 4), bytes_of(d_v, S * 4)};
-    adamw_update(ctx, d_params, d_master, d_grads, d_m, d_v, k.first, k.stride, k.n, k.count, k.lo, k.hi, h, k.decay, d_step);
-    const std::string tag = std::string("adamw ") + k.name;
-    if (k.inject) {
-        const StepScalars s = from_device_raw(d_step, 1)[0];
-        if (k.inject == 3)
-            check_true("loss spike: skip", s.skip == SKIP_LOSS_SPIKE && std::isfinite(s.grad_norm) && std::fabs(s.loss_z - 40.0f) < 1e-3f,
-                       "skip=" + std::to_string(s.skip) + " loss_z=" + std::to_string(s.loss_z));
-        else
-            check_true(std::string("norm with ") + (k.inject == 1 ? "an inf" : "a nan") + " gradient: skip", s.skip == 1 && !std::isfinite(s.grad_norm),
-                       "skip=" + std::to_string(s.skip) + " grad_norm=" + std::to_string(s.grad_norm));
-        const bool same = bytes_of(d_params, P * sizeof(floatX)) == params0 && bytes_of(d_master, S * 4) == state0[0] &&
-                          bytes_of(d_m, S * 4) == state0[1] && bytes_of(d_v, S * 4) == state0[2];
-        check_true(tag + " params/master/m/v untouched", same, "bitwise identical after a skipped step");
-        return;
-    }
-    // reference, over the updated set: instances y = 0..count-1, elements i, inside [lo, hi)
+}
+
+// A skipped step: the reason it was skipped, and params, master, m, v bitwise as they were.
+static void check_skipped_step(const AdamCase& k, const AdamDevice& d, const std::vector<unsigned char>& params0,
+                               const std::vector<unsigned char> (&state0)[3], const std::string& tag) {
+    const StepScalars s = from_device_raw(d.step, 1)[0];
+    if (k.inject == 3)
+        check_true("loss spike: skip", s.skip == SKIP_LOSS_SPIKE && std::isfinite(s.grad_norm) && std::fabs(s.loss_z - 40.0f) < 1e-3f,
+                   "skip=" + std::to_string(s.skip) + " loss_z=" + std::to_string(s.loss_z));
+    else
+        check_true(std::string("norm with ") + (k.inject == 1 ? "an inf" : "a nan") + " gradient: skip", s.skip == 1 && !std::isfinite(s.grad_norm),
+                   "skip=" + std::to_string(s.skip) + " grad_norm=" + std::to_string(s.grad_norm));
+    const size_t S = d.S;
+    const bool same = bytes_of(d.params, P * sizeof(floatX)) == params0 && bytes_of(d.master, S * 4) == state0[0] &&
+                      bytes_of(d.m, S * 4) == state0[1] && bytes_of(d.v, S * 4) == state0[2];
+    check_true(tag + " params/master/m/v untouched", same, "bitwise identical after a skipped step");
+}
+
+// reference, over the updated set: instances y = 0..count-1, elements i, inside [lo, hi)
+static AdamRef adamw_reference(const AdamCase& k, const AdamWHyper& h, float mult, const AdamHost& x) {
     std::vector<char> updated(P, 0);
-    std::vector<double> ref_master(master.begin(), master.end()), ref_m(m.begin(), m.end()), ref_v(v.begin(), v.end());
+    std::vector<double> ref_master(x.master.begin(), x.master.end()), ref_m(x.m.begin(), x.m.end()), ref_v(x.v.begin(), x.v.end());
     const double bc1 = 1 - std::pow((double)h.beta1, h.t), bc2 = 1 - std::pow((double)h.beta2, h.t);
     const double wd = k.decay ? h.weight_decay : 0.0;
     for (int y = 0; y < k.count; y++)
@@ -92,32 +109,39 @@ static void check_adamw(Context* ctx, const AdamCase& k) {
             const size_t idx = k.first + y * k.stride + i;
             if (idx < k.lo || idx >= k.hi) continue;
             updated[idx] = 1;
-            const double g = (double)grads[idx] * mult, w = master[idx];
+            const double g = (double)x.grads[idx] * mult, w = x.master[idx];
             ref_m[idx] = h.beta1 * ref_m[idx] + (1 - h.beta1) * g;
             ref_v[idx] = h.beta2 * ref_v[idx] + (1 - h.beta2) * g * g;
             ref_master[idx] = w - h.lr * ((ref_m[idx] / bc1) / (std::sqrt(ref_v[idx] / bc2) + h.eps) + wd * w);
         }
-    const std::vector<float> got_p = from_device(d_params, P), got_master = from_device_raw(d_master, S);
-    const std::vector<float> got_m = from_device_raw(d_m, S), got_v = from_device_raw(d_v, S);
+    return {std::move(updated), std::move(ref_master), std::move(ref_m), std::move(ref_v)};
+}
+
+// A step taken: the updated elements against the reference, everything else bitwise untouched.
+static void check_updated_step(const AdamCase& k, const AdamHost& x, const AdamRef& ref, const AdamDevice& d,
+                               const std::vector<unsigned char>& params0, const std::string& tag) {
+    const size_t S = d.S;
+    const std::vector<float> got_p = from_device(d.params, P), got_master = from_device_raw(d.master, S);
+    const std::vector<float> got_m = from_device_raw(d.m, S), got_v = from_device_raw(d.v, S);
     // updated elements: the update (master - master0) vs the reference's, m, v; and params must
     // be exactly the kernel's own new master rounded to floatX
     std::vector<float> o_upd, o_m, o_v;
     std::vector<double> r_upd, r_m, r_v;
-    const std::vector<unsigned char> params1 = bytes_of(d_params, P * sizeof(floatX));
+    const std::vector<unsigned char> params1 = bytes_of(d.params, P * sizeof(floatX));
     size_t changed_outside = 0, params_mismatch = 0;
     const size_t X = sizeof(floatX);
     for (size_t idx = 0; idx < P; idx++) {
-        if (!updated[idx]) {
+        if (!ref.updated[idx]) {
             changed_outside += memcmp(&params0[idx * X], &params1[idx * X], X) != 0;
             if (idx >= k.lo && idx < k.hi)
-                changed_outside += got_master[idx - k.lo] != master[idx] || got_m[idx - k.lo] != m[idx] ||
-                                   got_v[idx - k.lo] != v[idx];
+                changed_outside += got_master[idx - k.lo] != x.master[idx] || got_m[idx - k.lo] != x.m[idx] ||
+                                   got_v[idx - k.lo] != x.v[idx];
             continue;
         }
         const size_t j = idx - k.lo;
-        o_upd.push_back(got_master[j] - master[idx]); r_upd.push_back(ref_master[idx] - master[idx]);
-        o_m.push_back(got_m[j]); r_m.push_back(ref_m[idx]);
-        o_v.push_back(got_v[j]); r_v.push_back(ref_v[idx]);
+        o_upd.push_back(got_master[j] - x.master[idx]); r_upd.push_back(ref.master[idx] - x.master[idx]);
+        o_m.push_back(got_m[j]); r_m.push_back(ref.m[idx]);
+        o_v.push_back(got_v[j]); r_v.push_back(ref.v[idx]);
         params_mismatch += got_p[idx] != round_x(got_master[j]);
     }
     check_close(tag + " update (master - master0)", o_upd, r_upd, 1e-5);
@@ -125,6 +149,24 @@ static void check_adamw(Context* ctx, const AdamCase& k) {
     check_close(tag + " v", o_v, r_v, 1e-5);
     check_true(tag + " params == (floatX) master", params_mismatch == 0, std::to_string(params_mismatch) + " mismatches");
     check_true(tag + " outside untouched", changed_outside == 0, std::to_string(changed_outside) + " elements changed");
+}
+
+static void check_adamw(Context* ctx, const AdamCase& k) {
+    AdamWHyper h{0.05f, 0.9f, 0.999f, 1e-8f, 0.1f, 0};
+    adamw_set_step(&h, 5);
+    const float loss_scale = 128.0f, mult = 0.7f / loss_scale;  // clip 0.7
+    AdamHost x = draw_inputs(k);
+    const AdamDevice d = upload_inputs(k, x);
+    decide_step(ctx, k, d, loss_scale, mult);
+    const std::vector<unsigned char> params0 = bytes_of(d.params, P * sizeof(floatX));
+    const std::vector<unsigned char> state0[3] = {bytes_of(d.master, d.S * 4), bytes_of(d.m, d.S * 4), bytes_of(d.v, d.S * 4)};
+    adamw_update(ctx, d.params, d.master, d.grads, d.m, d.v, k.first, k.stride, k.n, k.count, k.lo, k.hi, h, k.decay, d.step);
+    const std::string tag = std::string("adamw ") + k.name;
+    if (k.inject) {
+        check_skipped_step(k, d, params0, state0, tag);
+        return;
+    }
+    check_updated_step(k, x, adamw_reference(k, h, mult, x), d, params0, tag);
 }
 
 // The spike guard over 120 steps (window 32; both guards on, at z = 4): noisy

@@ -328,101 +328,161 @@ static void check_mma_vs_wgmma(Context* ctx, int B, int T, int NH) {
 }
 #endif
 
-int main(int argc, char** argv) {
-    bool do_sweep = false, do_lengths = false, do_batches = false, do_probe = false, do_memprobe = false;
+
+// ---- the command line
+
+// What the command line asks for. At most one mode runs, the first of: --io DIR, a probe
+// (--racecheck-probe before --memcheck-probe), --stress RUNS; otherwise the default checks, with
+// --sweep / --lengths / --batches adding to the timings. (A probe in a build without TMA is
+// refused before any of them: probe_needs_missing_tma.)
+struct Options {
+    bool sweep = false, lengths = false, batches = false, racecheck_probe = false, memcheck_probe = false;
     int stress_runs = 0;
     const char* io_dir = nullptr;
+};
+
+// Fills *opt from argv; prints the usage line and returns false on an unknown or incomplete option
+// (--io without DIR, --stress without a count > 0).
+static bool parse_options(int argc, char** argv, Options* opt) {
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--sweep") == 0) do_sweep = true;
-        else if (strcmp(argv[i], "--lengths") == 0) do_lengths = true;
-        else if (strcmp(argv[i], "--batches") == 0) do_batches = true;
-        else if (strcmp(argv[i], "--io") == 0 && i + 1 < argc) io_dir = argv[++i];
-        else if (strcmp(argv[i], "--racecheck-probe") == 0) do_probe = true;
-        else if (strcmp(argv[i], "--memcheck-probe") == 0) do_memprobe = true;
-        else if (strcmp(argv[i], "--stress") == 0 && i + 1 < argc && (stress_runs = atoi(argv[i + 1])) > 0) i++;
-        else { fprintf(stderr, "usage: %s [--sweep] [--lengths] [--batches] | --io DIR | --racecheck-probe | --memcheck-probe | --stress RUNS (> 0)\n", argv[0]); return 2; }
+        if (strcmp(argv[i], "--sweep") == 0) opt->sweep = true;
+        else if (strcmp(argv[i], "--lengths") == 0) opt->lengths = true;
+        else if (strcmp(argv[i], "--batches") == 0) opt->batches = true;
+        else if (strcmp(argv[i], "--io") == 0 && i + 1 < argc) opt->io_dir = argv[++i];
+        else if (strcmp(argv[i], "--racecheck-probe") == 0) opt->racecheck_probe = true;
+        else if (strcmp(argv[i], "--memcheck-probe") == 0) opt->memcheck_probe = true;
+        else if (strcmp(argv[i], "--stress") == 0 && i + 1 < argc && (opt->stress_runs = atoi(argv[i + 1])) > 0) i++;
+        else {
+            fprintf(stderr, "usage: %s [--sweep] [--lengths] [--batches] | --io DIR | --racecheck-probe | --memcheck-probe | --stress RUNS (> 0)\n", argv[0]);
+            return false;
+        }
     }
+    return true;
+}
+
+// True (after saying why) when a probe is asked of a build without the TMA kernels. Called before
+// any GPU work, so the refusal costs no context.
+static bool probe_needs_missing_tma(const Options& opt) {
 #if !defined(USE_WGMMA) || defined(ENABLE_FP32)
-    if (do_probe || do_memprobe) {  // (before any GPU work)
+    if (opt.racecheck_probe || opt.memcheck_probe) {  // (before any GPU work)
         fprintf(stderr, "%s: TMA needs an sm_90a build in FP16 or BF16 (this one has no wgmma kernels)\n",
-                do_probe ? "--racecheck-probe" : "--memcheck-probe");
-        return 2;
+                opt.racecheck_probe ? "--racecheck-probe" : "--memcheck-probe");
+        return true;
     }
 #endif
-    std::vector<IoCase> cases;
-    if (io_dir && !io_list(io_dir, &cases)) return 1;
-    Context ctx;
-    context_create(&ctx, 0);
-    if (io_dir) {  // PyTorch's cases only (dev/cuda/sdpa_check.py); no checks of its own
-        const bool ok = io_run(&ctx, cases);
-        if (ok) printf("--io %s: %zu cases\n", io_dir, cases.size());
-        context_destroy(&ctx);
-        return ok ? 0 : 1;
-    }
+    return false;
+}
+
+// ---- the modes
+
+// --io DIR: runs the listed cases (attention_io.cuh) and counts them; true if all ran.
+static bool run_io_cases(Context* ctx, const char* io_dir, const std::vector<IoCase>& cases) {
+    const bool ok = io_run(ctx, cases);
+    if (ok) printf("--io %s: %zu cases\n", io_dir, cases.size());
+    return ok;
+}
+
 #if defined(USE_WGMMA) && !defined(ENABLE_FP32)
-    if (do_probe) {
-        check_begin(ctx, "attention --racecheck-probe");
-        racecheck_probe_run(&ctx, 1);
-        context_destroy(&ctx);
-        return check_finish();
+// --racecheck-probe or --memcheck-probe: one probe for compute-sanitizer (attention_stress.cuh).
+static void run_probe(Context* ctx, const Options& opt) {
+    if (opt.racecheck_probe) {
+        check_begin(*ctx, "attention --racecheck-probe");
+        racecheck_probe_run(ctx, 1);
+    } else {
+        check_begin(*ctx, "attention --memcheck-probe");
+        memcheck_probe_run(ctx);
     }
-    if (do_memprobe) {
-        check_begin(ctx, "attention --memcheck-probe");
-        memcheck_probe_run(&ctx);
-        context_destroy(&ctx);
-        return check_finish();
-    }
+}
 #endif
-    if (stress_runs > 0) {
-        check_begin(ctx, "attention --stress");
-        stress_attention(&ctx, stress_runs, 4, 1024, 12);  // GPT-2 small's shape
-        stress_attention(&ctx, stress_runs, 1, 2048, 25);  // few items, long rows: most CTAs idle or late
-        stress_attention(&ctx, stress_runs, 3, 100, 12);   // partial tiles
+
+// --stress RUNS: forward + backward RUNS times at three shapes beside a competing kernel, each run
+// bitwise the first (attention_stress.cuh).
+static void run_stress(Context* ctx, int runs) {
+    check_begin(*ctx, "attention --stress");
+    stress_attention(ctx, runs, 4, 1024, 12);  // GPT-2 small's shape
+    stress_attention(ctx, runs, 1, 2048, 25);  // few items, long rows: most CTAs idle or late
+    stress_attention(ctx, runs, 3, 100, 12);   // partial tiles
 #if defined(USE_WGMMA) && !defined(ENABLE_FP32)
-        racecheck_probe_run(&ctx, stress_runs);  // the control: do races of this kind show when repeated?
+    racecheck_probe_run(ctx, runs);  // the control: do races of this kind show when repeated?
 #endif
-        context_destroy(&ctx);
-        return check_finish();
-    }
-    check_begin(ctx, "attention");
+}
+
+// The default checks: both paths against the float64 CPU reference at small T; then, on sm_90a,
+// the polynomial exp2 and (timings enabled) mma.sync vs wgmma; then (fp16/bf16, timings enabled)
+// flash vs the cuBLAS reference at long sequences.
+static void run_default_checks(Context* ctx) {
+    check_begin(*ctx, "attention");
     for (int T : {64, 100}) {
         const Problem P = reference(2, T, 4, 64);
-        check_model_path(&ctx, P);
-        check_reference_path(&ctx, P);
+        check_model_path(ctx, P);
+        check_reference_path(ctx, P);
     }
 #if defined(USE_WGMMA) && !defined(ENABLE_FP32)
     check_exp2_poly();
     if (timing_enabled())
         for (int T : {1000, 1024, 2048})
-            for (int NH : {12, 25}) check_mma_vs_wgmma(&ctx, 4, T, NH);
+            for (int NH : {12, 25}) check_mma_vs_wgmma(ctx, 4, T, NH);
 #endif
 #if !defined(ENABLE_FP32)  // in FP32 builds the model's path is the reference
     if (timing_enabled()) {
         int i = 0;
         for (int T : {1000, 1024, 2048})
             for (int NH : {12, 25}) {
-                check_flash_vs_reference(&ctx, 1 + i % 4, T, NH, i == 3);
+                check_flash_vs_reference(ctx, 1 + i % 4, T, NH, i == 3);
                 i++;
             }
     }
 #endif
+}
 
-    // ---- timing at GPT-2 small shapes
-    if (timing_enabled()) {
-        time_gpt2_small(&ctx);
+// ---- timing at GPT-2 small shapes, then the studies the options ask for (attention_timing.cuh);
+// a build without the kernels a study needs says so instead.
+static void run_timings(Context* ctx, const Options& opt) {
+    time_gpt2_small(ctx);
 #if !defined(ENABLE_FP32)
-        if (do_sweep) sweep(&ctx);
+    if (opt.sweep) sweep(ctx);
 #else
-        if (do_sweep) printf("--sweep: flash attention only (fp16/bf16 builds)\n");
+    if (opt.sweep) printf("--sweep: flash attention only (fp16/bf16 builds)\n");
 #endif
 #if defined(USE_WGMMA) && !defined(ENABLE_FP32)
-        if (do_lengths) lengths(&ctx);
-        if (do_batches) batches(&ctx);
+    if (opt.lengths) lengths(ctx);
+    if (opt.batches) batches(ctx);
 #else
-        if (do_lengths || do_batches) printf("--lengths, --batches: the wgmma kernels only (sm_90a fp16/bf16 builds)\n");
+    if (opt.lengths || opt.batches) printf("--lengths, --batches: the wgmma kernels only (sm_90a fp16/bf16 builds)\n");
 #endif
-    }
+}
 
+// Every mode but --io, which main runs itself: a probe, else --stress, else the default checks and
+// (unless CHECK_NO_TIMING) the timings. The caller destroys the context, then check_finish().
+static void run_checks(Context* ctx, const Options& opt) {
+#if defined(USE_WGMMA) && !defined(ENABLE_FP32)
+    if (opt.racecheck_probe || opt.memcheck_probe) {
+        run_probe(ctx, opt);
+        return;
+    }
+#endif
+    if (opt.stress_runs > 0) {
+        run_stress(ctx, opt.stress_runs);
+        return;
+    }
+    run_default_checks(ctx);
+    if (timing_enabled()) run_timings(ctx, opt);
+}
+
+int main(int argc, char** argv) {
+    Options opt;
+    if (!parse_options(argc, argv, &opt)) return 2;
+    if (probe_needs_missing_tma(opt)) return 2;
+    std::vector<IoCase> cases;
+    if (opt.io_dir && !io_list(opt.io_dir, &cases)) return 1;  // a bad or missing case file: before any GPU work too
+    Context ctx;
+    context_create(&ctx, 0);
+    if (opt.io_dir) {  // PyTorch's cases only (dev/cuda/sdpa_check.py); no checks of its own
+        const bool ok = run_io_cases(&ctx, opt.io_dir, cases);
+        context_destroy(&ctx);
+        return ok ? 0 : 1;
+    }
+    run_checks(&ctx, opt);
     context_destroy(&ctx);
     return check_finish();
 }

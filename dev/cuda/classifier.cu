@@ -129,87 +129,95 @@ static void check_shape(Context& ctx, int N, int V, int Vp, const std::string& t
                std::to_string(nonzero_pad) + " non-zero padding entries");
 }
 
+// where the kernel keeps a row: all of it in shared memory, or its first part
+static std::string row_placement(Context* ctx, int v) {
+    const int cached = classifier_cached_chunks(ctx, v), all = (int)ceil_div(v, x128::size);
+    return cached == all ? std::string("row in shared memory")
+                         : std::to_string(cached) + " of " + std::to_string(all) + " chunks in shared memory";
+}
+
+// ---- determinism: the same inputs twice give the same bits (losses, loss_sum, dlogits)
+static void check_determinism(Context* ctx, int V, int Vp) {
+    const int N = 2048;
+    const size_t n = (size_t)N * Vp, bytes = n * sizeof(floatX);
+    floatX* pristine = random_device<floatX>(ctx, n, -4, 4);
+    floatX* logits = dalloc<floatX>(n);
+    std::vector<int> targets(N);
+    for (auto& t : targets) t = randint(0, V);
+    int* d_targets = to_device_raw(targets);
+    float *losses = dalloc<float>(N), *loss_sum = dalloc<float>(1);
+    std::vector<unsigned char> out[2][3];
+    for (int run = 0; run < 2; run++) {
+        sync();
+        cudaCheck(cudaMemcpy(logits, pristine, bytes, cudaMemcpyDeviceToDevice));
+        const float start = 5.0f;
+        cudaCheck(cudaMemcpy(loss_sum, &start, sizeof(float), cudaMemcpyHostToDevice));
+        sync();
+        poison(losses, N);
+        fused_classifier(ctx, logits, losses, loss_sum, d_targets, 1.0f / N, N, V, Vp);
+        out[run][0] = bytes_of(losses, N * sizeof(float));
+        out[run][1] = bytes_of(loss_sum, sizeof(float));
+        out[run][2] = bytes_of(logits, bytes);
+    }
+    check_true("fused_classifier deterministic: losses (2 runs, N=2048)", out[0][0] == out[1][0], "bitwise identical");
+    check_true("fused_classifier deterministic: loss_sum", out[0][1] == out[1][1], "bitwise identical");
+    check_true("fused_classifier deterministic: dlogits", out[0][2] == out[1][2], "bitwise identical");
+}
+
+// how many blocks (rows) share an SM, given the shared memory a row takes at this V
+static void print_occupancy(Context* ctx, int V) {
+    int per_sm = 0;
+    cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, classifier::cross_entropy_dlogits_kernel, classifier::THREADS,
+        2 * classifier::WARPS * sizeof(float) + (size_t)classifier_cached_chunks(ctx, V) * sizeof(x128)));
+    printf("INFO cross_entropy_dlogits_kernel: %d threads per block (row), %d blocks per SM\n",
+           classifier::THREADS, per_sm);
+}
+
+// ---- timing at the trainer's lm-head chunk: 16384 rows (the logits are overwritten by their
+// gradient on each run; the values do not change the work)
+static void time_classifier(Context* ctx, int V, int Vp) {
+    const int N = 16384;
+    floatX* logits = random_device<floatX>(ctx, (size_t)N * Vp, -4, 4);
+    std::vector<int> targets(N);
+    for (auto& t : targets) t = randint(0, V);
+    int* d_targets = to_device_raw(targets);
+    float *losses = dalloc<float>(N), *losses_prev = dalloc<float>(N);
+    float* loss_sum = random_device<float>(ctx, 1, 0, 1);
+
+    // same losses as the previous kernel on the same (untouched: dloss = 0) logits
+    fused_classifier_prev(ctx, logits, losses_prev, loss_sum, d_targets, 0.0f, N, V, Vp);
+    fused_classifier(ctx, logits, losses, loss_sum, d_targets, 0.0f, N, V, Vp);
+    const std::vector<float> lp = from_device_raw(losses_prev, N);
+    check_close("fused_classifier losses vs _prev (N=16384)", from_device_raw(losses, N),
+                std::vector<double>(lp.begin(), lp.end()), 1e-5);
+    print_occupancy(ctx, V);
+
+    const double X = sizeof(floatX), bytes = 2 * X * (double)N * Vp + 8.0 * N, bytes0 = X * (double)N * Vp + 8.0 * N;
+    const float prev = time_ms(ctx, "fused_classifier_prev N=16384 (loss+dlogits)", bytes, 0,
+                               [&] { fused_classifier_prev(ctx, logits, losses, loss_sum, d_targets, 1.0f / N, N, V, Vp); });
+    const float now = time_ms(ctx, "fused_classifier N=16384 (loss+dlogits)", bytes, 0,
+                              [&] { fused_classifier(ctx, logits, losses, loss_sum, d_targets, 1.0f / N, N, V, Vp); });
+    const float prev0 = time_ms(ctx, "fused_classifier_prev N=16384 (dloss=0)", bytes0, 0,
+                                [&] { fused_classifier_prev(ctx, logits, losses, loss_sum, d_targets, 0.0f, N, V, Vp); });
+    const float now0 = time_ms(ctx, "fused_classifier N=16384 (dloss=0)", bytes0, 0,
+                               [&] { fused_classifier(ctx, logits, losses, loss_sum, d_targets, 0.0f, N, V, Vp); });
+    printf("SPEEDUP fused_classifier vs _prev, N=16384 V=%d Vp=%d: loss+dlogits %.3fx (%.4f -> %.4f ms), "
+           "dloss=0 %.3fx (%.4f -> %.4f ms)\n", V, Vp, prev / now, prev, now, prev0 / now0, prev0, now0);
+}
+
 int main() {
     Context ctx;
     context_create(&ctx, 0);
     check_begin(ctx, "classifier");
     const int V = 50257, Vp = 50304;
-    // where the kernel keeps a row: all of it in shared memory, or its first part
-    auto path = [&](int v) {
-        const int cached = classifier_cached_chunks(&ctx, v), all = (int)ceil_div(v, x128::size);
-        return cached == all ? std::string("row in shared memory")
-                             : std::to_string(cached) + " of " + std::to_string(all) + " chunks in shared memory";
-    };
-    printf("INFO V=%d: %s\n", V, path(V).c_str());
+    printf("INFO V=%d: %s\n", V, row_placement(&ctx, V).c_str());
 
     check_shape(ctx, 320, V, Vp, "");
-    check_shape(ctx, 16, 999, 1024, " [V=999 Vp=1024, " + path(999) + "]");
-    check_shape(ctx, 8, 120000, 120064, " [V=120000 Vp=120064, " + path(120000) + "]");
-
-    // ---- determinism: the same inputs twice give the same bits (losses, loss_sum, dlogits)
-    {
-        const int N = 2048;
-        const size_t n = (size_t)N * Vp, bytes = n * sizeof(floatX);
-        floatX* pristine = random_device<floatX>(&ctx, n, -4, 4);
-        floatX* logits = dalloc<floatX>(n);
-        std::vector<int> targets(N);
-        for (auto& t : targets) t = randint(0, V);
-        int* d_targets = to_device_raw(targets);
-        float *losses = dalloc<float>(N), *loss_sum = dalloc<float>(1);
-        std::vector<unsigned char> out[2][3];
-        for (int run = 0; run < 2; run++) {
-            sync();
-            cudaCheck(cudaMemcpy(logits, pristine, bytes, cudaMemcpyDeviceToDevice));
-            const float start = 5.0f;
-            cudaCheck(cudaMemcpy(loss_sum, &start, sizeof(float), cudaMemcpyHostToDevice));
-            sync();
-            poison(losses, N);
-            fused_classifier(&ctx, logits, losses, loss_sum, d_targets, 1.0f / N, N, V, Vp);
-            out[run][0] = bytes_of(losses, N * sizeof(float));
-            out[run][1] = bytes_of(loss_sum, sizeof(float));
-            out[run][2] = bytes_of(logits, bytes);
-        }
-        check_true("fused_classifier deterministic: losses (2 runs, N=2048)", out[0][0] == out[1][0], "bitwise identical");
-        check_true("fused_classifier deterministic: loss_sum", out[0][1] == out[1][1], "bitwise identical");
-        check_true("fused_classifier deterministic: dlogits", out[0][2] == out[1][2], "bitwise identical");
-    }
-
-    // ---- timing at the trainer's lm-head chunk: 16384 rows (the logits are overwritten by their
-    // gradient on each run; the values do not change the work)
-    if (timing_enabled()) {
-        const int N = 16384;
-        floatX* logits = random_device<floatX>(&ctx, (size_t)N * Vp, -4, 4);
-        std::vector<int> targets(N);
-        for (auto& t : targets) t = randint(0, V);
-        int* d_targets = to_device_raw(targets);
-        float *losses = dalloc<float>(N), *losses_prev = dalloc<float>(N);
-        float* loss_sum = random_device<float>(&ctx, 1, 0, 1);
-
-        // same losses as the previous kernel on the same (untouched: dloss = 0) logits
-        fused_classifier_prev(&ctx, logits, losses_prev, loss_sum, d_targets, 0.0f, N, V, Vp);
-        fused_classifier(&ctx, logits, losses, loss_sum, d_targets, 0.0f, N, V, Vp);
-        const std::vector<float> lp = from_device_raw(losses_prev, N);
-        check_close("fused_classifier losses vs _prev (N=16384)", from_device_raw(losses, N),
-                    std::vector<double>(lp.begin(), lp.end()), 1e-5);
-        int per_sm = 0;
-        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, classifier::cross_entropy_dlogits_kernel, classifier::THREADS,
-            2 * classifier::WARPS * sizeof(float) + (size_t)classifier_cached_chunks(&ctx, V) * sizeof(x128)));
-        printf("INFO cross_entropy_dlogits_kernel: %d threads per block (row), %d blocks per SM\n",
-               classifier::THREADS, per_sm);
-
-        const double X = sizeof(floatX), bytes = 2 * X * (double)N * Vp + 8.0 * N, bytes0 = X * (double)N * Vp + 8.0 * N;
-        const float prev = time_ms(&ctx, "fused_classifier_prev N=16384 (loss+dlogits)", bytes, 0,
-                                   [&] { fused_classifier_prev(&ctx, logits, losses, loss_sum, d_targets, 1.0f / N, N, V, Vp); });
-        const float now = time_ms(&ctx, "fused_classifier N=16384 (loss+dlogits)", bytes, 0,
-                                  [&] { fused_classifier(&ctx, logits, losses, loss_sum, d_targets, 1.0f / N, N, V, Vp); });
-        const float prev0 = time_ms(&ctx, "fused_classifier_prev N=16384 (dloss=0)", bytes0, 0,
-                                    [&] { fused_classifier_prev(&ctx, logits, losses, loss_sum, d_targets, 0.0f, N, V, Vp); });
-        const float now0 = time_ms(&ctx, "fused_classifier N=16384 (dloss=0)", bytes0, 0,
-                                   [&] { fused_classifier(&ctx, logits, losses, loss_sum, d_targets, 0.0f, N, V, Vp); });
-        printf("SPEEDUP fused_classifier vs _prev, N=16384 V=%d Vp=%d: loss+dlogits %.3fx (%.4f -> %.4f ms), "
-               "dloss=0 %.3fx (%.4f -> %.4f ms)\n", V, Vp, prev / now, prev, now, prev0 / now0, prev0, now0);
-    }
+    check_shape(ctx, 16, 999, 1024, " [V=999 Vp=1024, " + row_placement(&ctx, 999) + "]");
+    check_shape(ctx, 8, 120000, 120064, " [V=120000 Vp=120064, " + row_placement(&ctx, 120000) + "]");
+    check_determinism(&ctx, V, Vp);
+    if (timing_enabled()) time_classifier(&ctx, V, Vp);
 
     context_destroy(&ctx);
     return check_finish();

@@ -231,70 +231,110 @@ static std::vector<double> linear_ref(const std::vector<float>& inp, const std::
     return out;
 }
 
-static void check_linear(Context* ctx) {
-    const int N = 256, C = 384, OC = 1152;
+// One linear layer shared by check_linear's parts: host values, their device copies, and float64
+// references (to_device rounds inp, w and bias to floatX in place, so ref uses what the GPU reads).
+// The backward fields are filled by check_linear_backward.
+struct LinearCase {
+    int N, C, OC;
+    std::vector<float> inp, w, bias;
+    floatX *d_inp, *d_w, *d_bias, *d_out;
+    std::vector<double> ref;  // inp @ w^T + bias
+    std::vector<float> dout, dw0, db0;  // dw0, db0: the gradients' starting values
+    floatX *d_dout, *d_dinp, *d_dw, *d_db;
+    std::vector<double> dinp, dw, db;  // dw, db accumulated onto dw0, db0
+};
+
+static LinearCase make_linear_case(int N, int C, int OC) {
+    LinearCase L;
+    L.N = N; L.C = C; L.OC = OC;
+    L.inp = randn((size_t)N * C); L.w = randn((size_t)OC * C, 1.0f / std::sqrt((float)C)); L.bias = randn(OC, 0.5f);
+    L.d_inp = to_device(L.inp); L.d_w = to_device(L.w); L.d_bias = to_device(L.bias);
+    L.d_out = dalloc<floatX>((size_t)N * OC);
+    L.ref = linear_ref(L.inp, L.w, &L.bias, N, C, OC);
+    return L;
+}
+
+static void check_linear_forward(Context* ctx, const LinearCase& L) {
+    const int N = L.N, C = L.C, OC = L.OC;
     const double tol = tol_default();
-    std::vector<float> inp = randn((size_t)N * C), w = randn((size_t)OC * C, 1.0f / std::sqrt((float)C)), bias = randn(OC, 0.5f);
-    floatX *d_inp = to_device(inp), *d_w = to_device(w), *d_bias = to_device(bias);
-    floatX *d_out = dalloc<floatX>((size_t)N * OC), *d_pre = dalloc<floatX>((size_t)N * OC);
-    const std::vector<double> ref = linear_ref(inp, w, &bias, N, C, OC);
+    floatX* d_pre = dalloc<floatX>((size_t)N * OC);
+    poison(L.d_out, (size_t)N * OC);
+    matmul_forward(ctx, L.d_out, L.d_inp, L.d_w, L.d_bias, N, C, OC);
+    check_close("matmul_forward +bias", from_device(L.d_out, (size_t)N * OC), L.ref, tol);
 
-    poison(d_out, (size_t)N * OC);
-    matmul_forward(ctx, d_out, d_inp, d_w, d_bias, N, C, OC);
-    check_close("matmul_forward +bias", from_device(d_out, (size_t)N * OC), ref, tol);
+    poison(L.d_out, (size_t)N * OC); poison(d_pre, (size_t)N * OC);
+    matmul_forward(ctx, L.d_out, L.d_inp, L.d_w, L.d_bias, N, C, OC, d_pre);
+    std::vector<double> ref_gelu(L.ref.size());
+    for (size_t i = 0; i < L.ref.size(); i++) ref_gelu[i] = gelu(L.ref[i]);
+    check_close("matmul_forward +bias GELU pre_gelu", from_device(d_pre, (size_t)N * OC), L.ref, tol);
+    check_close("matmul_forward +bias GELU out", from_device(L.d_out, (size_t)N * OC), ref_gelu, tol_for(5e-5, 2e-3, 1.5e-2));
+}
 
-    poison(d_out, (size_t)N * OC); poison(d_pre, (size_t)N * OC);
-    matmul_forward(ctx, d_out, d_inp, d_w, d_bias, N, C, OC, d_pre);
-    std::vector<double> ref_gelu(ref.size());
-    for (size_t i = 0; i < ref.size(); i++) ref_gelu[i] = gelu(ref[i]);
-    check_close("matmul_forward +bias GELU pre_gelu", from_device(d_pre, (size_t)N * OC), ref, tol);
-    check_close("matmul_forward +bias GELU out", from_device(d_out, (size_t)N * OC), ref_gelu, tol_for(5e-5, 2e-3, 1.5e-2));
-
-    // with the residual added in the epilogue (out = residual + inp @ w^T + bias); residual unchanged
+// with the residual added in the epilogue (out = residual + inp @ w^T + bias); residual unchanged
+static void check_linear_residual(Context* ctx, const LinearCase& L) {
+    const int N = L.N, C = L.C, OC = L.OC;
     std::vector<float> res = randn((size_t)N * OC, 2.0f);
     round_to_floatX(res);
     floatX* d_res = to_device(res);
     const std::vector<unsigned char> res_before = bytes_of(d_res, res.size() * sizeof(floatX));
-    poison(d_out, (size_t)N * OC);
-    matmul_forward(ctx, d_out, d_inp, d_w, d_bias, N, C, OC, nullptr, d_res);
-    std::vector<double> ref_res(ref.size());
-    for (size_t i = 0; i < ref.size(); i++) ref_res[i] = ref[i] + res[i];
-    check_close("matmul_forward +bias +residual", from_device(d_out, (size_t)N * OC), ref_res, tol);
+    poison(L.d_out, (size_t)N * OC);
+    matmul_forward(ctx, L.d_out, L.d_inp, L.d_w, L.d_bias, N, C, OC, nullptr, d_res);
+    std::vector<double> ref_res(L.ref.size());
+    for (size_t i = 0; i < L.ref.size(); i++) ref_res[i] = L.ref[i] + res[i];
+    check_close("matmul_forward +bias +residual", from_device(L.d_out, (size_t)N * OC), ref_res, tol_default());
     const bool same = bytes_of(d_res, res.size() * sizeof(floatX)) == res_before;
     check_true("matmul_forward +bias +residual: residual untouched", same, same ? "bitwise unchanged" : "changed");
+}
 
-    // backward, plain and with DGELU. pre_gelu (N, C) is what produced inp = GELU(pre_gelu).
-    std::vector<float> dout = randn((size_t)N * OC), dw0 = randn((size_t)OC * C), db0 = randn(OC), pre = randn((size_t)N * C);
-    floatX *d_dout = to_device(dout), *d_dinp = dalloc<floatX>((size_t)N * C), *d_pre_in = to_device(pre);
-    floatX *d_dw = dalloc<floatX>((size_t)OC * C), *d_db = dalloc<floatX>(OC);
-    std::vector<double> dinp((size_t)N * C, 0.0), dw(dw0.begin(), dw0.end()), db(db0.begin(), db0.end());
+// float64 references of matmul_backward: dinp = dout @ w, dw += dout^T @ inp, db += column sums of dout.
+static void linear_backward_ref(LinearCase& L) {
+    const int N = L.N, C = L.C, OC = L.OC;
+    L.dinp.assign((size_t)N * C, 0.0);
+    L.dw.assign(L.dw0.begin(), L.dw0.end());
+    L.db.assign(L.db0.begin(), L.db0.end());
     for (int n = 0; n < N; n++)
         for (int o = 0; o < OC; o++) {
-            const double d = dout[(size_t)n * OC + o];
-            db[o] += d;
+            const double d = L.dout[(size_t)n * OC + o];
+            L.db[o] += d;
             for (int c = 0; c < C; c++) {
-                dinp[(size_t)n * C + c] += d * w[(size_t)o * C + c];
-                dw[(size_t)o * C + c] += d * inp[(size_t)n * C + c];
+                L.dinp[(size_t)n * C + c] += d * L.w[(size_t)o * C + c];
+                L.dw[(size_t)o * C + c] += d * L.inp[(size_t)n * C + c];
             }
         }
+}
+
+// backward, plain and with DGELU. pre_gelu (N, C) is what produced inp = GELU(pre_gelu).
+static void check_linear_backward(Context* ctx, LinearCase& L) {
+    const int N = L.N, C = L.C, OC = L.OC;
+    const double tol = tol_default();
+    L.dout = randn((size_t)N * OC); L.dw0 = randn((size_t)OC * C); L.db0 = randn(OC);
+    std::vector<float> pre = randn((size_t)N * C);
+    L.d_dout = to_device(L.dout); L.d_dinp = dalloc<floatX>((size_t)N * C);
+    floatX* d_pre_in = to_device(pre);
+    L.d_dw = dalloc<floatX>((size_t)OC * C); L.d_db = dalloc<floatX>(OC);
+    linear_backward_ref(L);
     for (int gelu_fused = 0; gelu_fused < 2; gelu_fused++) {
         const std::string tag = gelu_fused ? "matmul_backward DGELU" : "matmul_backward";
-        upload(d_dw, dw0); upload(d_db, db0);
-        poison(d_dinp, (size_t)N * C);
-        matmul_backward(ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, N, C, OC, gelu_fused ? d_pre_in : nullptr);
-        std::vector<double> ref_dinp = dinp;
+        upload(L.d_dw, L.dw0); upload(L.d_db, L.db0);
+        poison(L.d_dinp, (size_t)N * C);
+        matmul_backward(ctx, L.d_dinp, L.d_dw, L.d_db, L.d_dout, L.d_inp, L.d_w, N, C, OC, gelu_fused ? d_pre_in : nullptr);
+        std::vector<double> ref_dinp = L.dinp;
         if (gelu_fused) for (size_t i = 0; i < ref_dinp.size(); i++) ref_dinp[i] *= gelu_grad(pre[i]);
-        check_close(tag + " dinp", from_device(d_dinp, (size_t)N * C), ref_dinp, tol_for(5e-5, 2e-3, 1.5e-2));
-        check_close(tag + " dweight (accumulated)", from_device(d_dw, (size_t)OC * C), dw, tol);
-        check_close(tag + " dbias (accumulated)", from_device(d_db, OC), db, tol);
+        check_close(tag + " dinp", from_device(L.d_dinp, (size_t)N * C), ref_dinp, tol_for(5e-5, 2e-3, 1.5e-2));
+        check_close(tag + " dweight (accumulated)", from_device(L.d_dw, (size_t)OC * C), L.dw, tol);
+        check_close(tag + " dbias (accumulated)", from_device(L.d_db, OC), L.db, tol);
     }
+}
 
-    // the input with the ones column (rows of ones_ld(C), the padding poisoned, then set by
-    // ones_column_init): forward reads the strided rows; backward's bias gradient comes out of
-    // the weight-gradient GEMM; the ones column and its padding stay as they were.
+// the input with the ones column (rows of ones_ld(C), the padding poisoned, then set by
+// ones_column_init): forward reads the strided rows; backward's bias gradient comes out of
+// the weight-gradient GEMM; the ones column and its padding stay as they were.
+static void check_linear_ones_column(Context* ctx, LinearCase& L) {
+    const int N = L.N, C = L.C, OC = L.OC;
+    const double tol = tol_default();
     const int LD = ones_ld(C);
     std::vector<float> inp_ld((size_t)N * LD, NAN);
-    for (int n = 0; n < N; n++) std::copy(&inp[(size_t)n * C], &inp[(size_t)n * C] + C, &inp_ld[(size_t)n * LD]);
+    for (int n = 0; n < N; n++) std::copy(&L.inp[(size_t)n * C], &L.inp[(size_t)n * C] + C, &inp_ld[(size_t)n * LD]);
     floatX* d_inp_ld = to_device(inp_ld);
     ones_column_init(ctx->stream, d_inp_ld, N, C);
     const std::vector<unsigned char> pad_before = bytes_of(d_inp_ld, inp_ld.size() * sizeof(floatX));
@@ -303,21 +343,29 @@ static void check_linear(Context* ctx) {
     for (int n = 0; n < N; n++)
         for (int c = C; c < LD; c++) pad_ok &= pad_got[(size_t)n * LD + c] == (c == C ? 1.0f : 0.0f);
     check_true("ones_column_init: column C is 1, the padding 0", pad_ok, pad_ok ? "yes" : "no");
-    poison(d_out, (size_t)N * OC);
-    matmul_forward(ctx, d_out, d_inp_ld, d_w, d_bias, N, C, OC, nullptr, nullptr, LD);
-    check_close("matmul_forward +bias, input with the ones column", from_device(d_out, (size_t)N * OC), ref, tol);
+    poison(L.d_out, (size_t)N * OC);
+    matmul_forward(ctx, L.d_out, d_inp_ld, L.d_w, L.d_bias, N, C, OC, nullptr, nullptr, LD);
+    check_close("matmul_forward +bias, input with the ones column", from_device(L.d_out, (size_t)N * OC), L.ref, tol);
     float* d_wgrad = dalloc<float>((size_t)OC * LD);
     for (int rep = 0; rep < 2; rep++) {  // twice: the scratch holds the previous call's values
-        upload(d_dw, dw0); upload(d_db, db0);
-        poison(d_dinp, (size_t)N * C);
-        matmul_backward(ctx, d_dinp, d_dw, d_db, d_dout, d_inp_ld, d_w, N, C, OC, nullptr, LD, d_wgrad);
+        upload(L.d_dw, L.dw0); upload(L.d_db, L.db0);
+        poison(L.d_dinp, (size_t)N * C);
+        matmul_backward(ctx, L.d_dinp, L.d_dw, L.d_db, L.d_dout, d_inp_ld, L.d_w, N, C, OC, nullptr, LD, d_wgrad);
         const std::string tag = std::string("matmul_backward, input with the ones column") + (rep ? " (again)" : "");
-        check_close(tag + " dinp", from_device(d_dinp, (size_t)N * C), dinp, tol_for(5e-5, 2e-3, 1.5e-2));
-        check_close(tag + " dweight (accumulated)", from_device(d_dw, (size_t)OC * C), dw, tol);
-        check_close(tag + " dbias (accumulated)", from_device(d_db, OC), db, tol);
+        check_close(tag + " dinp", from_device(L.d_dinp, (size_t)N * C), L.dinp, tol_for(5e-5, 2e-3, 1.5e-2));
+        check_close(tag + " dweight (accumulated)", from_device(L.d_dw, (size_t)OC * C), L.dw, tol);
+        check_close(tag + " dbias (accumulated)", from_device(L.d_db, OC), L.db, tol);
     }
     const bool kept = bytes_of(d_inp_ld, inp_ld.size() * sizeof(floatX)) == pad_before;
     check_true("matmul forward/backward leave the input (and its ones column) unchanged", kept, kept ? "bitwise unchanged" : "changed");
+}
+
+static void check_linear(Context* ctx) {
+    LinearCase L = make_linear_case(256, 384, 1152);
+    check_linear_forward(ctx, L);
+    check_linear_residual(ctx, L);
+    check_linear_backward(ctx, L);
+    check_linear_ones_column(ctx, L);
 }
 
 static void check_bias_backward(Context* ctx) {
@@ -405,6 +453,72 @@ static void initcheck_probe(Context* ctx) {
                "device " + std::to_string(sum) + ", host " + std::to_string(host));
 }
 
+// ---- timing at GPT-2 small MLP shapes
+static void time_linear(Context* ctx) {
+    const int N = 16384, C = 768, OC = 3072;
+    floatX *inp = random_device<floatX>(ctx, (size_t)N * C, -1, 1), *w = random_device<floatX>(ctx, (size_t)OC * C, -0.05f, 0.05f);
+    floatX *bias = random_device<floatX>(ctx, OC, -0.1f, 0.1f), *out = dalloc<floatX>((size_t)N * OC);
+    floatX *pre = dalloc<floatX>((size_t)N * OC), *dinp = dalloc<floatX>((size_t)N * C);
+    floatX *dw = random_device<floatX>(ctx, (size_t)OC * C, -0.01f, 0.01f), *db = random_device<floatX>(ctx, OC, -0.01f, 0.01f);
+    const double flops = 2.0 * N * C * OC;
+    time_ms(ctx, "matmul_forward +bias N=16384 C=768 OC=3072", 0, flops,
+            [&] { matmul_forward(ctx, out, inp, w, bias, N, C, OC); });
+    time_ms(ctx, "matmul_forward +bias+GELU N=16384 C=768 OC=3072", 0, flops,
+            [&] { matmul_forward(ctx, out, inp, w, bias, N, C, OC, pre); });
+    floatX* dout = random_device<floatX>(ctx, (size_t)N * OC, -0.01f, 0.01f);
+    time_ms(ctx, "matmul_backward (dinp,dw,db) N=16384 C=768 OC=3072", 0, 2 * flops,
+            [&] { matmul_backward(ctx, dinp, dw, db, dout, inp, w, N, C, OC); });
+}
+
+// DGELU_BGRAD: fcproj's dinp GEMM (N, 4C) = dout (N, C) @ W (C, 4C), times GELU'(pre), whose
+// column sums are fc's bias gradient (the 3072-wide bias_backward of time_bias_backward).
+static void time_dgelu_bgrad(Context* ctx, const floatX* dout, floatX* db0, int N) {
+    const int C = 768, C4 = 3072;
+    floatX* w = random_device<floatX>(ctx, (size_t)C * C4, -0.03f, 0.03f);
+    floatX* pre = random_device<floatX>(ctx, (size_t)N * C4, -2, 2);
+    floatX* dinp = dalloc<floatX>((size_t)N * C4);
+    MatmulCall dx{dinp, w, dout, C4, N, C, /*trans_a=*/false, /*trans_b=*/false};
+    dx.aux = pre;
+    dx.epilogue = CUBLASLT_EPILOGUE_DGELU;
+    const float t_gemm = time_ms(ctx, "dinp GEMM + DGELU (plain) m=3072 n=65536 k=768", 0, 2.0 * N * C * C4, [&] { matmul(ctx, dx); });
+    const FusedBiasGemm dgelu_bgrad{"dinp GEMM+DGELU_BGRAD", CUBLASLT_EPILOGUE_DGELU_BGRAD, C4, N, C, false, false, w, dout, dinp, 0.0f, pre};
+    time_fused_bias_both(ctx, dgelu_bgrad, t_gemm, db0, dinp, N, C4);
+}
+
+// ---- bias backward at GPT-2 124M's step (B*T = 65536): new vs previous kernels, and BGRADB
+static void time_bias_backward(Context* ctx) {
+    const int N = 65536;
+    const double X = sizeof(floatX);
+    floatX* dout = random_device<floatX>(ctx, (size_t)N * 3072, -1, 1);
+    floatX* inp = random_device<floatX>(ctx, (size_t)N * 3072, -1, 1);
+    floatX* dw = random_device<floatX>(ctx, (size_t)3072 * 768, -0.01f, 0.01f);
+    floatX* db = random_device<floatX>(ctx, 3072, -0.01f, 0.01f);
+    floatX* db0 = dalloc<floatX>(3072);
+    float sum_new = 0, sum_old = 0, sum_gemm = 0;
+    const int shapes[4][2] = {{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}};  // (C, OC): qkv, attproj, fc, fcproj
+    for (auto& sh : shapes) {
+        const int C = sh[0], OC = sh[1];
+        const double bytes = X * ((double)N * OC + 2.0 * OC);
+        char name[96];
+        snprintf(name, sizeof(name), "bias_backward N=%d OC=%d", N, OC);
+        const float t_new = time_ms(ctx, name, bytes, 0, [&] { bias_backward(ctx, db, dout, N, OC); });
+        snprintf(name, sizeof(name), "bias_backward (previous kernel) N=%d OC=%d", N, OC);
+        const float t_old = time_ms(ctx, name, bytes, 0, [&] { bias_backward_prev(ctx, db, dout, N, OC); });
+        sum_new += t_new; sum_old += t_old;
+        // BGRADB: the plain dweight GEMM, then the fused one (reference: bias_backward onto zeros)
+        snprintf(name, sizeof(name), "dW GEMM (plain, beta=1) C=%d OC=%d", C, OC);
+        MatmulCall dwc{dw, inp, dout, C, OC, N, /*trans_a=*/false, /*trans_b=*/true};
+        dwc.beta = 1.0f;
+        const float t_gemm = time_ms(ctx, name, 0, 2.0 * N * C * OC, [&] { matmul(ctx, dwc); });
+        sum_gemm += t_gemm;
+        const FusedBiasGemm bgradb{"dW GEMM+BGRADB", CUBLASLT_EPILOGUE_BGRADB, C, OC, N, false, true, inp, dout, dw, 1.0f, nullptr};
+        time_fused_bias_both(ctx, bgradb, t_gemm, db0, dout, N, OC);
+    }
+    time_dgelu_bgrad(ctx, dout, db0, N);
+    printf("SUMMARY one layer's 4 bias_backward calls at N=65536: %.4f ms (previous %.4f ms, %.2fx); x12 layers: %.3f ms (previous %.3f ms); the 4 dW GEMMs: %.4f ms\n",
+           sum_new, sum_old, sum_old / sum_new, 12 * sum_new, 12 * sum_old, sum_gemm);
+}
+
 int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (argc > 2 || (argc == 2 && mode != "--algorithms" && mode != "--search" && mode != "--ones-column" && mode != "--initcheck-probe")) {
@@ -432,70 +546,8 @@ int main(int argc, char** argv) {
     check_bias_backward(&ctx);
     for (int t = 0; t < 4; t++) check_rowmajor(&ctx, t & 1, t & 2, 0.0f);
     check_rowmajor(&ctx, false, false, 0.5f);
-
-    // ---- timing at GPT-2 small MLP shapes
-    if (timing_enabled()) {
-        const int N = 16384, C = 768, OC = 3072;
-        floatX *inp = random_device<floatX>(&ctx, (size_t)N * C, -1, 1), *w = random_device<floatX>(&ctx, (size_t)OC * C, -0.05f, 0.05f);
-        floatX *bias = random_device<floatX>(&ctx, OC, -0.1f, 0.1f), *out = dalloc<floatX>((size_t)N * OC);
-        floatX *pre = dalloc<floatX>((size_t)N * OC), *dinp = dalloc<floatX>((size_t)N * C);
-        floatX *dw = random_device<floatX>(&ctx, (size_t)OC * C, -0.01f, 0.01f), *db = random_device<floatX>(&ctx, OC, -0.01f, 0.01f);
-        const double flops = 2.0 * N * C * OC;
-        time_ms(&ctx, "matmul_forward +bias N=16384 C=768 OC=3072", 0, flops,
-                [&] { matmul_forward(&ctx, out, inp, w, bias, N, C, OC); });
-        time_ms(&ctx, "matmul_forward +bias+GELU N=16384 C=768 OC=3072", 0, flops,
-                [&] { matmul_forward(&ctx, out, inp, w, bias, N, C, OC, pre); });
-        floatX* dout = random_device<floatX>(&ctx, (size_t)N * OC, -0.01f, 0.01f);
-        time_ms(&ctx, "matmul_backward (dinp,dw,db) N=16384 C=768 OC=3072", 0, 2 * flops,
-                [&] { matmul_backward(&ctx, dinp, dw, db, dout, inp, w, N, C, OC); });
-    }
-    // ---- bias backward at GPT-2 124M's step (B*T = 65536): new vs previous kernels, and BGRADB
-    if (timing_enabled()) {
-        const int N = 65536;
-        const double X = sizeof(floatX);
-        floatX* dout = random_device<floatX>(&ctx, (size_t)N * 3072, -1, 1);
-        floatX* inp = random_device<floatX>(&ctx, (size_t)N * 3072, -1, 1);
-        floatX* dw = random_device<floatX>(&ctx, (size_t)3072 * 768, -0.01f, 0.01f);
-        floatX* db = random_device<floatX>(&ctx, 3072, -0.01f, 0.01f);
-        floatX* db0 = dalloc<floatX>(3072);
-        float sum_new = 0, sum_old = 0, sum_gemm = 0;
-        const int shapes[4][2] = {{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}};  // (C, OC): qkv, attproj, fc, fcproj
-        for (auto& sh : shapes) {
-            const int C = sh[0], OC = sh[1];
-            const double bytes = X * ((double)N * OC + 2.0 * OC);
-            char name[96];
-            snprintf(name, sizeof(name), "bias_backward N=%d OC=%d", N, OC);
-            const float t_new = time_ms(&ctx, name, bytes, 0, [&] { bias_backward(&ctx, db, dout, N, OC); });
-            snprintf(name, sizeof(name), "bias_backward (previous kernel) N=%d OC=%d", N, OC);
-            const float t_old = time_ms(&ctx, name, bytes, 0, [&] { bias_backward_prev(&ctx, db, dout, N, OC); });
-            sum_new += t_new; sum_old += t_old;
-            // BGRADB: the plain dweight GEMM, then the fused one (reference: bias_backward onto zeros)
-            snprintf(name, sizeof(name), "dW GEMM (plain, beta=1) C=%d OC=%d", C, OC);
-            MatmulCall dwc{dw, inp, dout, C, OC, N, /*trans_a=*/false, /*trans_b=*/true};
-            dwc.beta = 1.0f;
-            const float t_gemm = time_ms(&ctx, name, 0, 2.0 * N * C * OC, [&] { matmul(&ctx, dwc); });
-            sum_gemm += t_gemm;
-            const FusedBiasGemm bgradb{"dW GEMM+BGRADB", CUBLASLT_EPILOGUE_BGRADB, C, OC, N, false, true, inp, dout, dw, 1.0f, nullptr};
-            time_fused_bias_both(&ctx, bgradb, t_gemm, db0, dout, N, OC);
-        }
-        // DGELU_BGRAD: fcproj's dinp GEMM (N, 4C) = dout (N, C) @ W (C, 4C), times GELU'(pre), whose
-        // column sums are fc's bias gradient (the 3072-wide bias_backward above).
-        {
-            const int C = 768, C4 = 3072;
-            floatX* w = random_device<floatX>(&ctx, (size_t)C * C4, -0.03f, 0.03f);
-            floatX* pre = random_device<floatX>(&ctx, (size_t)N * C4, -2, 2);
-            floatX* dinp = dalloc<floatX>((size_t)N * C4);
-            MatmulCall dx{dinp, w, dout, C4, N, C, /*trans_a=*/false, /*trans_b=*/false};
-            dx.aux = pre;
-            dx.epilogue = CUBLASLT_EPILOGUE_DGELU;
-            const float t_gemm = time_ms(&ctx, "dinp GEMM + DGELU (plain) m=3072 n=65536 k=768", 0, 2.0 * N * C * C4, [&] { matmul(&ctx, dx); });
-            const FusedBiasGemm dgelu_bgrad{"dinp GEMM+DGELU_BGRAD", CUBLASLT_EPILOGUE_DGELU_BGRAD, C4, N, C, false, false, w, dout, dinp, 0.0f, pre};
-            time_fused_bias_both(&ctx, dgelu_bgrad, t_gemm, db0, dinp, N, C4);
-        }
-        printf("SUMMARY one layer's 4 bias_backward calls at N=65536: %.4f ms (previous %.4f ms, %.2fx); x12 layers: %.3f ms (previous %.3f ms); the 4 dW GEMMs: %.4f ms\n",
-               sum_new, sum_old, sum_old / sum_new, 12 * sum_new, 12 * sum_old, sum_gemm);
-    }
-
+    if (timing_enabled()) time_linear(&ctx);
+    if (timing_enabled()) time_bias_backward(&ctx);
     context_destroy(&ctx);
     return check_finish();
 }
