@@ -91,7 +91,7 @@ dev/cuda/%_check: dev/cuda/%.cu $(LLMC_HEADERS) $(wildcard dev/cuda/*.cuh)
 
 cuda-checks: $(CUDA_CHECKS)
 
-dev/interconnect: dev/interconnect.cu llmc/common.cuh
+dev/interconnect: dev/interconnect.cu $(LLMC_HEADERS)
 	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
 
 dev/power_probe: dev/power_probe.cu llmc/common.cuh

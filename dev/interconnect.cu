@@ -2,18 +2,24 @@
 //   1. P2P matrix (like CUDA's p2pBandwidthLatencyTest): for every GPU pair, unidirectional and
 //      bidirectional copy bandwidth (256 MiB copies) and latency (4-byte copies), with peer access
 //      enabled (NVLink/PCIe direct) and disabled (staged through the host);
-//   2. NCCL all-reduce sweep, 1 MiB .. 1 GiB, all GPUs in this one process: time, algbw and busbw
-//      (busbw = algbw * 2(n-1)/n, as nccl-tests define it: the bytes each link carries, which is
-//      what to compare with the link's bandwidth). Run it again under NCCL_P2P_DISABLE=1 to see the
-//      fallback path.
+//   2. NCCL all-reduce sweep, 1 MiB .. 1 GiB: time, algbw and busbw (busbw = algbw * 2(n-1)/n, as
+//      nccl-tests define it: the bytes each link carries, which is what to compare with the link's
+//      bandwidth). Run it again under NCCL_P2P_DISABLE=1 to see the fallback path.
+// Started alone it drives every GPU from this one process. Started as the trainer is, one process
+// per GPU (mpirun -np N, or RANK/WORLD_SIZE/LOCAL_RANK with MASTER_ADDR/MASTER_PORT: llmc/comm.cuh),
+// it runs only the sweep, each process on its GPU, and measures whatever transport NCCL picks for
+// where the ranks are: across nodes, the network (dev/device/own_host.sh makes every rank a node
+// of its own, to measure NCCL's socket transport on one machine).
 // The last line, "ALLREDUCE_FIT alpha_us=... busbw_gbs=...", is the alpha-beta fit that
 // dev/scaling.py's predictor reads: time(bytes) = alpha + bytes * 2(n-1)/n / busbw.
 // Build: make dev/interconnect        Run: ./dev/interconnect [--max-mb 1024]
+//                                          mpirun -np 2 ./dev/interconnect [--max-mb 1024]
 #include <cstring>
 #include <string>
 #include <vector>
 #include <algorithm>
 #include "../llmc/common.cuh"
+#include "../llmc/comm.cuh"
 
 static float time_copies(int dst, int src, void* dbuf, void* sbuf, size_t bytes, int reps, bool bidir,
                          void* dbuf2, void* sbuf2, cudaStream_t s1, cudaStream_t s2) {
@@ -85,20 +91,56 @@ static void p2p_matrix(int n, bool enable) {
 }
 
 #ifdef USE_NCCL
-static void allreduce_sweep(int n, size_t max_mb) {
+// The ranks of the sweep that this process drives: every GPU (one process) or its own GPU (one
+// process per GPU; comm then gathers the other processes' times).
+struct SweepRanks {
+    int world = 0;                  // ranks in the all-reduce
+    std::vector<int> devs;          // this process's GPUs, one communicator each
+    std::vector<ncclComm_t> comms;
+    const Comm* comm = nullptr;     // one process per GPU only
+};
+
+// The slowest rank's time per all-reduce of `reps` back-to-back ones (an all-reduce is done when
+// every rank is done).
+static float time_allreduces(const SweepRanks& r, const std::vector<void*>& buf, const std::vector<cudaStream_t>& st,
+                             std::vector<cudaEvent_t>& a, std::vector<cudaEvent_t>& b, size_t count, int reps) {
+    const size_t n = r.devs.size();
+    for (size_t i = 0; i < n; i++) { cudaCheck(cudaSetDevice(r.devs[i])); cudaCheck(cudaEventRecord(a[i], st[i])); }
+    for (int k = 0; k < reps; k++) {
+        ncclCheck(ncclGroupStart());
+        for (size_t i = 0; i < n; i++) ncclCheck(ncclAllReduce(buf[i], buf[i], count, ncclBfloat16, ncclSum, r.comms[i], st[i]));
+        ncclCheck(ncclGroupEnd());
+    }
+    for (size_t i = 0; i < n; i++) { cudaCheck(cudaSetDevice(r.devs[i])); cudaCheck(cudaEventRecord(b[i], st[i])); }
+    float worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        cudaCheck(cudaEventSynchronize(b[i]));
+        float ms; cudaCheck(cudaEventElapsedTime(&ms, a[i], b[i]));
+        worst = std::max(worst, ms);
+    }
+    if (r.comm) {  // the other processes' times: each fills its own slot of a sum over ranks
+        std::vector<float> all(r.world, 0.0f);
+        all[r.comm->rank] = worst;
+        comm_sum_host_floats(r.comm, &all, st[0]);
+        worst = *std::max_element(all.begin(), all.end());
+    }
+    return worst / reps;
+}
+
+// Prints the sweep (rank 0 only, when there are several processes) and the alpha-beta fit.
+static void allreduce_sweep(const SweepRanks& r, size_t max_mb) {
+    const int n = r.world;
+    const bool speak = !r.comm || r.comm->rank == 0;
     const char* p2p = getenv("NCCL_P2P_DISABLE");
-    printf("\nNCCL all-reduce (sum, bf16), %d GPUs, NCCL_P2P_DISABLE=%s\n%12s %10s %10s %10s\n", n, p2p ? p2p : "unset",
-           "size", "time us", "algbw GB/s", "busbw GB/s");
-    std::vector<ncclComm_t> comms(n);
-    std::vector<int> devs(n);
-    for (int i = 0; i < n; i++) devs[i] = i;
-    ncclCheck(ncclCommInitAll(comms.data(), n, devs.data()));
-    const size_t max_bytes = max_mb << 20;
-    std::vector<void*> buf(n);
-    std::vector<cudaStream_t> st(n);
-    std::vector<cudaEvent_t> a(n), b(n);
-    for (int i = 0; i < n; i++) {
-        cudaCheck(cudaSetDevice(i));
+    if (speak)
+        printf("\nNCCL all-reduce (sum, bf16), %d GPUs, %s, NCCL_P2P_DISABLE=%s\n%12s %10s %10s %10s\n", n,
+               r.comm ? "one process per GPU" : "one process", p2p ? p2p : "unset", "size", "time us", "algbw GB/s", "busbw GB/s");
+    const size_t max_bytes = max_mb << 20, local = r.devs.size();
+    std::vector<void*> buf(local);
+    std::vector<cudaStream_t> st(local);
+    std::vector<cudaEvent_t> a(local), b(local);
+    for (size_t i = 0; i < local; i++) {
+        cudaCheck(cudaSetDevice(r.devs[i]));
         cudaCheck(cudaMalloc(&buf[i], max_bytes));
         cudaCheck(cudaMemset(buf[i], 0, max_bytes));
         cudaCheck(cudaStreamCreate(&st[i]));
@@ -107,45 +149,64 @@ static void allreduce_sweep(int n, size_t max_mb) {
     std::vector<std::pair<double, double>> fit;  // (bytes, seconds) of the sizes >= 1 MiB
     for (size_t bytes = 1 << 20; bytes <= max_bytes; bytes *= 2) {
         const size_t count = bytes / 2;
-        auto run = [&](int reps) {
-            for (int i = 0; i < n; i++) { cudaCheck(cudaSetDevice(i)); cudaCheck(cudaEventRecord(a[i], st[i])); }
-            for (int r = 0; r < reps; r++) {
-                ncclCheck(ncclGroupStart());
-                for (int i = 0; i < n; i++) ncclCheck(ncclAllReduce(buf[i], buf[i], count, ncclBfloat16, ncclSum, comms[i], st[i]));
-                ncclCheck(ncclGroupEnd());
-            }
-            for (int i = 0; i < n; i++) { cudaCheck(cudaSetDevice(i)); cudaCheck(cudaEventRecord(b[i], st[i])); }
-            float worst = 0;
-            for (int i = 0; i < n; i++) {
-                cudaCheck(cudaEventSynchronize(b[i]));
-                float ms; cudaCheck(cudaEventElapsedTime(&ms, a[i], b[i]));
-                worst = std::max(worst, ms);
-            }
-            return worst / reps;
-        };
-        run(3);
-        const int reps = bytes >= (256u << 20) ? 5 : 20;
-        const float ms = run(reps);
+        time_allreduces(r, buf, st, a, b, count, 3);  // warm-up
+        const float ms = time_allreduces(r, buf, st, a, b, count, bytes >= (256u << 20) ? 5 : 20);
         const double algbw = bytes / (ms * 1e-3) / 1e9, busbw = algbw * 2.0 * (n - 1) / n;
-        printf("%10.1f MB %10.1f %10.1f %10.1f\n", bytes / 1048576.0, ms * 1e3, algbw, busbw);
+        if (speak) printf("%10.1f MB %10.1f %10.1f %10.1f\n", bytes / 1048576.0, ms * 1e3, algbw, busbw);
         fit.push_back({(double)bytes * 2.0 * (n - 1) / n, ms * 1e-3});
     }
     // least squares t = alpha + x / busbw over the sweep, x = the bytes each link carries
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (auto [x, y] : fit) { sx += x; sy += y; sxx += x * x; sxy += x * y; }
     const double k = fit.size(), slope = (k * sxy - sx * sy) / (k * sxx - sx * sx), alpha = (sy - slope * sx) / k;
-    printf("ALLREDUCE_FIT gpus=%d p2p_disable=%s alpha_us=%.1f busbw_gbs=%.1f\n", n, p2p ? p2p : "0",
-           std::max(alpha, 0.0) * 1e6, 1.0 / slope / 1e9);
-    for (int i = 0; i < n; i++) {
-        cudaCheck(cudaSetDevice(i));
+    if (speak)
+        printf("ALLREDUCE_FIT gpus=%d p2p_disable=%s alpha_us=%.1f busbw_gbs=%.1f\n", n, p2p ? p2p : "0",
+               std::max(alpha, 0.0) * 1e6, 1.0 / slope / 1e9);
+    for (size_t i = 0; i < local; i++) {
+        cudaCheck(cudaSetDevice(r.devs[i]));
         cudaCheck(cudaFree(buf[i])); cudaCheck(cudaStreamDestroy(st[i]));
         cudaCheck(cudaEventDestroy(a[i])); cudaCheck(cudaEventDestroy(b[i]));
-        ncclCheck(ncclCommDestroy(comms[i]));
     }
+}
+
+// One process, every GPU: one communicator per GPU (ncclCommInitAll).
+static void sweep_all_gpus(int n, size_t max_mb) {
+    SweepRanks r;
+    r.world = n;
+    r.comms.resize(n);
+    for (int i = 0; i < n; i++) r.devs.push_back(i);
+    ncclCheck(ncclCommInitAll(r.comms.data(), n, r.devs.data()));
+    allreduce_sweep(r, max_mb);
+    for (ncclComm_t c : r.comms) ncclCheck(ncclCommDestroy(c));
 }
 #endif
 
+// One process per GPU (the trainer's launchers): this rank's GPU, the trainer's communicator setup
+// (rank 0's NCCL id by MPI, or over TCP from MASTER_ADDR:MASTER_PORT with the env launch).
+static int sweep_one_process_per_gpu(Comm* c, size_t max_mb) {
+    int gpus = 0;
+    cudaCheck(cudaGetDeviceCount(&gpus));
+    cudaCheck(cudaSetDevice(c->local_rank % gpus));
+    std::string err;
+    if (!comm_init(c, "tcp", 0, -1, &err)) comm_fail(c, err);
+    if (c->rank == 0) printf("%d ranks (%s launch), one process per GPU: the all-reduce sweep only\n", c->world, c->launcher.c_str());
+#ifdef USE_NCCL
+    SweepRanks r;
+    r.world = c->world;
+    r.devs = {c->local_rank % gpus};
+    r.comms = {c->nccl};
+    r.comm = c;
+    allreduce_sweep(r, max_mb);
+#else
+    (void)max_mb;
+#endif
+    comm_free(c);
+    return 0;
+}
+
 int main(int argc, char** argv) {
+    Comm comm;
+    comm_launch(&comm, &argc, &argv);
     size_t max_mb = 1024;
     bool skip_p2p = false;
     for (int i = 1; i < argc; i++) {
@@ -153,6 +214,7 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--no-p2p-matrix")) skip_p2p = true;
         else { fprintf(stderr, "usage: %s [--max-mb N] [--no-p2p-matrix]\n", argv[0]); return 1; }
     }
+    if (comm.world > 1) return sweep_one_process_per_gpu(&comm, max_mb);
     int n = 0;
     cudaCheck(cudaGetDeviceCount(&n));
     printf("%d GPU(s)\n", n);
@@ -160,7 +222,7 @@ int main(int argc, char** argv) {
     if (n < 2) { printf("one GPU: nothing to measure between GPUs\n"); return 0; }
     if (!skip_p2p) { p2p_matrix(n, true); p2p_matrix(n, false); }
 #ifdef USE_NCCL
-    allreduce_sweep(n, max_mb);
+    sweep_all_gpus(n, max_mb);
 #else
     printf("built without NCCL: no all-reduce sweep\n");
 #endif

@@ -29,8 +29,14 @@ from configs import CONFIGS  # noqa: E402
 
 GLOBAL_BATCH = 524288
 MICRO_TOKENS = 65536
-TYPES = {"ddp": ("DDP", {}, []), "ddp_nop2p": ("DDP, P2P off", {"NCCL_P2P_DISABLE": "1"}, []),
-         "zero1": ("ZeRO-1", {}, ["--zero", "1"])}
+OWN_HOST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "device", "own_host.sh")
+# name: (label, environment, trainer options, what each rank runs under)
+TYPES = {"ddp": ("DDP", {}, [], []), "ddp_nop2p": ("DDP, P2P off", {"NCCL_P2P_DISABLE": "1"}, [], []),
+         "zero1": ("ZeRO-1", {}, ["--zero", "1"], []),
+         # every rank a node of its own to NCCL, which then uses its network transport, TCP sockets
+         # (GPU -> host -> socket -> host -> GPU): what a node boundary over plain Ethernet-style
+         # networking costs, measured on one machine (here the loopback device, no NIC limit)
+         "sockets": ("DDP, sockets", {}, [], [OWN_HOST])}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,7 +172,7 @@ def use_mean_step(r):
 def run_config(a, n, T, mode, typ):
     B = 4 if mode == "seed" else MICRO_TOKENS // T
     d = B * T * n if mode == "seed" else GLOBAL_BATCH
-    label, env_extra, args_extra = TYPES[typ]
+    label, env_extra, args_extra, wrapper = TYPES[typ]
     cmd = [a.bin, "--bench", "-b", str(B), "-t", str(T), "-d", str(d), "--bench-warmup", str(a.warmup),
            "--bench-steps", str(a.steps), "-e", a.model] + args_extra
     # CUDA graphs as the trainer's default (on), on 1 GPU and on N alike: the ratios compare like with like
@@ -174,7 +180,7 @@ def run_config(a, n, T, mode, typ):
     if n > 1:
         pre = ["mpirun", "--allow-run-as-root", "-np", str(n), "--bind-to", "none", "-x", "NCCL_NVLS_ENABLE"]
         pre += [x for k in env_extra for x in ("-x", k)] + a.mpirun_args.split()
-        cmd = pre + cmd
+        cmd = pre + wrapper + cmd
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     r = parse_result(p.stdout)
     if r is None:
@@ -187,11 +193,25 @@ def run_config(a, n, T, mode, typ):
     return r
 
 
-def probe_fit(a, n, p2p_disable):
-    env = dict(os.environ, NCCL_NVLS_ENABLE="0", NCCL_P2P_DISABLE="1" if p2p_disable else "0")
-    if "CUDA_VISIBLE_DEVICES" not in os.environ:  # the probe uses every visible GPU: show it the first n
+def transport(typ):
+    """What a type's all-reduce runs over: the probe's fit is per GPU count and transport."""
+    _, env, _, wrapper = TYPES[typ]
+    return "sockets" if wrapper else "P2P_DISABLE=" + env.get("NCCL_P2P_DISABLE", "0")
+
+
+def probe_fit(a, n, typ):
+    """(alpha_us, busbw_gbs) of the probe's all-reduce sweep on n GPUs over typ's transport: one
+    process driving n GPUs, or, for a type whose ranks run under a wrapper, one process per GPU
+    under mpirun like the trainer's ranks."""
+    _, env_extra, _, wrapper = TYPES[typ]
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0", NCCL_P2P_DISABLE="0", **env_extra)
+    cmd = [a.probe, "--no-p2p-matrix", "--max-mb", "512"]
+    if wrapper:
+        cmd = ["mpirun", "--allow-run-as-root", "-np", str(n), "--bind-to", "none", "-x", "NCCL_NVLS_ENABLE",
+               "-x", "NCCL_P2P_DISABLE"] + a.mpirun_args.split() + wrapper + cmd
+    elif "CUDA_VISIBLE_DEVICES" not in os.environ:  # the probe uses every visible GPU: show it the first n
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(n))
-    p = subprocess.run([a.probe, "--no-p2p-matrix", "--max-mb", "512"], env=env, capture_output=True, text=True)
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     m = re.search(r"ALLREDUCE_FIT .*alpha_us=([0-9.]+) busbw_gbs=([0-9.]+)", p.stdout)
     if not m:
         print(f"probe failed:\n{p.stdout[-800:]}{p.stderr[-800:]}", file=sys.stderr)
@@ -212,6 +232,13 @@ def interference_text(r):
     return "" if v is None or v == "" else f"{v:+.1f} ms"
 
 
+def prediction_text(r):
+    """The table's predicted samples/s (error against the measurement); "-" without a probe fit."""
+    if not r.get("pred_tok_per_s"):
+        return "-"
+    return f"{r['pred_tok_per_s'] / r['T']:.0f} ({r['pred_err_pct']:+.1f} %)"
+
+
 def write_outputs(rows, out):
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     keys = ["model", "gpus", "T", "mode", "label", "B", "accum", "total_batch", "step_ms", "samples_per_s", "tok_per_s",
@@ -228,7 +255,7 @@ def write_outputs(rows, out):
         lines.append(f"| {r['model']} | {r['gpus']} | {r['T']} | {r['B']} x {r['accum']:.0f} / {r['total_batch']:.0f} tok | "
                      f"{r['label']} | {r['step_ms']:.1f} | {r['samples_per_s']:.0f} | {r['ratio']:.2f} | "
                      f"{100 * r['efficiency']:.1f} % | {r['exposed_comm_pct']:.1f} % | {interference_text(r)} | {r['busbw_gbs']:.0f} | "
-                     f"{r['pred_tok_per_s'] / r['T']:.0f} ({r['pred_err_pct']:+.1f} %) |")
+                     f"{prediction_text(r)} |")
     with open(out + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
@@ -240,8 +267,9 @@ def write_outputs(rows, out):
         multi = [r for r in rows if r["gpus"] > 1]
         names = [f"{r['gpus']}g {r['label']}\nT={r['T']} {r['mode']}" for r in multi]
         ax.bar(range(len(multi)), [100 * r["efficiency"] for r in multi], color="tab:blue", label="measured")
-        ax.plot(range(len(multi)), [100 * r["pred_tok_per_s"] / (r["gpus"] * r["base_tok_per_s"]) for r in multi], "o",
-                color="tab:orange", label="predicted (alpha-beta)")
+        predicted = [(i, 100 * r["pred_tok_per_s"] / (r["gpus"] * r["base_tok_per_s"])) for i, r in enumerate(multi)
+                     if r["pred_tok_per_s"]]
+        ax.plot([i for i, _ in predicted], [e for _, e in predicted], "o", color="tab:orange", label="predicted (alpha-beta)")
         ax.set_xticks(range(len(multi)))
         ax.set_xticklabels(names, fontsize=6, rotation=60, ha="right")
         ax.set_ylabel("scaling efficiency, % of N x 1 GPU")
@@ -264,7 +292,8 @@ def main():
     ap.add_argument("--gpus", default="")
     ap.add_argument("--blocks", default="128,512,1024")
     ap.add_argument("--modes", default="seed,global")
-    ap.add_argument("--types", default="ddp,ddp_nop2p,zero1")
+    ap.add_argument("--types", default="ddp,ddp_nop2p,zero1", help=f"reduction types, of {', '.join(TYPES)} (sockets: "
+                    "every rank a node of its own, NCCL over TCP; dev/device/own_host.sh)")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--mpirun-args", default="")
@@ -277,6 +306,9 @@ def main():
         model_dims(args.model)      # the predictor's gradient sizes: a known descriptor or a model file
     except ValueError as e:
         ap.error(str(e))
+    unknown = [t for t in args.types.split(",") if t not in TYPES]
+    if unknown:
+        ap.error(f"--types: unknown {', '.join(unknown)} (known: {', '.join(TYPES)})")
     if args.gpus:
         gpus = [int(g) for g in args.gpus.split(",")]
     else:
@@ -289,10 +321,11 @@ def main():
     for n in gpus:
         if n > 1:
             for typ in args.types.split(","):
-                nop2p = typ == "ddp_nop2p"
-                if (n, nop2p) not in fits:
-                    fits[(n, nop2p)] = probe_fit(args, n, nop2p)
-                    print(f"probe {n} GPUs P2P_DISABLE={int(nop2p)}: alpha {fits[(n, nop2p)][0]:.1f} us, busbw {fits[(n, nop2p)][1]:.1f} GB/s")
+                key = (n, transport(typ))
+                if key not in fits:
+                    fits[key] = probe_fit(args, n, typ)
+                    print(f"probe {n} GPUs {key[1]}: " + (f"alpha {fits[key][0]:.1f} us, busbw {fits[key][1]:.1f} GB/s"
+                                                          if fits[key] else "failed: its rows get no prediction"))
     rows = []
     for T in [int(t) for t in args.blocks.split(",")]:
         for mode in args.modes.split(","):
@@ -308,12 +341,14 @@ def main():
                         group.append(r)
             for r in group:
                 n = int(r["gpus"])
+                fit = fits.get((n, transport(r["type"])))
                 if n == 1:
                     pred_ms = base["step_ms"]
-                else:
-                    alpha, busbw = fits[(n, r["type"] == "ddp_nop2p")]
-                    pred_ms, _ = predict_step_ms(one, n, r["accum"], alpha, busbw, zero=r["type"] == "zero1",
+                elif fit:
+                    pred_ms, _ = predict_step_ms(one, n, r["accum"], *fit, zero=r["type"] == "zero1",
                                                  ranges=model_ranges(args.model, T, r))
+                else:
+                    pred_ms = None
                 r["model"] = args.model
                 r["samples_per_s"] = r["tok_per_s"] / T
                 r["base_tok_per_s"] = base["tok_per_s"]
@@ -321,8 +356,8 @@ def main():
                 r["ratio"] = r["tok_per_s"] / base["tok_per_s"]
                 r["efficiency"] = r["ratio"] / n
                 r["interference_ms"] = interference(r)
-                r["pred_tok_per_s"] = r["total_batch"] / (pred_ms * 1e-3)
-                r["pred_err_pct"] = 100 * (r["pred_tok_per_s"] - r["tok_per_s"]) / r["tok_per_s"]
+                r["pred_tok_per_s"] = r["total_batch"] / (pred_ms * 1e-3) if pred_ms else None
+                r["pred_err_pct"] = 100 * (r["pred_tok_per_s"] - r["tok_per_s"]) / r["tok_per_s"] if pred_ms else None
                 rows.append(r)
             for n in [int(x) for x in args.predict.split(",") if x]:
                 p = predict_gpus(base, T, mode, n, args.alpha_us, args.link_gbs, model_ranges(args.model, T, base))

@@ -2,9 +2,11 @@
 # On a multi-GPU machine (N = the visible GPUs), in order of priority, so that a short device
 # budget cuts only the tail (dev/device/scaling_run.sh [probe] [equal] [scaling] [race]: those
 # parts only, in this order; none: all four):
-#   1. `probe`: the interconnect probe (P2P matrix, all-reduce sweep with and without P2P);
+#   1. `probe`: the interconnect probe (P2P matrix, all-reduce sweep with and without P2P, and over
+#      NCCL's socket transport: one process per GPU, each a node of its own, own_host.sh);
 #   2. `equal`: 1 vs N GPUs loss curves, 20 steps, same global batch (multi_gpu.sh equal, BF16, DDP and ZeRO-1);
-#   3. `scaling`: the scaling table (dev/scaling.py: 1, 2, 4, ... GPUs; DDP, DDP without P2P, ZeRO-1; the
+#   3. `scaling`: the scaling table (dev/scaling.py: 1, 2, 4, ... GPUs; DDP, DDP without P2P, ZeRO-1,
+#      DDP over sockets (TYPES, default all four); the
 #      524288-token global batch and the seed's 4 sequences per GPU; blocks BLOCKS, default
 #      1024,128,512 in that order; STEPS timed steps per row), with the predictor;
 #   4. `race`: a stream-race stress test: N-GPU runs, identical or reducing in other buckets (DDP and
@@ -39,6 +41,8 @@ if has probe; then
     nvidia-smi topo -m > "$R/topo.txt" 2>&1; head -n $((N + 1)) "$R/topo.txt"
     timeout 60 build/interconnect > "$R/probe.txt" 2>&1
     NCCL_P2P_DISABLE=1 timeout 60 build/interconnect --no-p2p-matrix >> "$R/probe.txt" 2>&1
+    timeout 120 mpirun --allow-run-as-root -np $N --bind-to none -x NCCL_NVLS_ENABLE dev/device/own_host.sh \
+        build/interconnect --max-mb 512 >> "$R/probe.txt" 2>&1
     grep -E "^(P2P|ALLREDUCE_FIT)" "$R/probe.txt"
 fi
 if has equal; then
@@ -47,6 +51,7 @@ if has equal; then
 fi
 if has scaling; then
     python3 dev/scaling.py --bin build/bf16/train_gpt2cu --probe build/interconnect --blocks "${BLOCKS:-1024,128,512}" \
+        --types "${TYPES:-ddp,ddp_nop2p,zero1,sockets}" \
         --steps "${STEPS:-5}" --out "$R/scaling" 2>&1 | tee "$R/scaling.log" | grep --line-buffered -E "^(probe|  [0-9]|\|)"
     pack
 fi

@@ -144,4 +144,61 @@ with tempfile.TemporaryDirectory() as tmp:
     check(ok and slow12f[8][3] > 1.9 * slow12[8][3], "--predict, an FP32 build's RESULT: 4-byte gradients")
     p = subprocess.run([sys.executable, scaling, "--model", "d13", "--gpus", "1"], capture_output=True, text=True)
     check(p.returncode == 2 and "d13" in p.stderr and not p.stdout, "--model unknown: an argument error before any run")
+    p = subprocess.run([sys.executable, scaling, "--types", "ddp,tcp", "--gpus", "1"], capture_output=True, text=True)
+    check(p.returncode == 2 and "--types: unknown tcp (known: ddp, ddp_nop2p, zero1, sockets)" in p.stderr and not p.stdout,
+          "--types unknown: an argument error naming the known types, before any run")
+
+# 2 GPUs with stand-ins for mpirun (runs the command once, as rank 0), the trainer and the probe: the
+# sockets type runs the trainer and the probe under dev/device/own_host.sh (NCCL_HOSTID set) and the
+# other types not; the probe runs once per transport; a failed probe leaves its rows unpredicted.
+MPIRUN = r"""#!/usr/bin/env python3
+import os, subprocess, sys
+a, i = sys.argv[1:], 0
+while a[i].startswith("-"):
+    i += 1 if a[i] == "--allow-run-as-root" else 2
+sys.exit(subprocess.run(a[i:], env=dict(os.environ, OMPI_COMM_WORLD_RANK="0")).returncode)
+"""
+PROBE = r"""#!/usr/bin/env python3
+import os, sys
+how = "sockets" if os.environ.get("NCCL_HOSTID") else "p2p_disable=" + os.environ.get("NCCL_P2P_DISABLE", "")
+open(os.environ["STANDIN_LOG"], "a").write("probe " + how + "\n")
+if how == os.environ.get("STANDIN_PROBE_FAILS"):
+    sys.exit(1)
+print("ALLREDUCE_FIT gpus=2 p2p_disable=0 alpha_us=30.0 busbw_gbs=" + ("5.0" if how == "sockets" else "300.0"))
+"""
+TRAINER_LOGGED = STANDIN.replace("import os, sys\n", "import os, sys\nopen(os.environ['STANDIN_LOG'], 'a').write("
+                                 "'trainer ' + ('sockets' if os.environ.get('NCCL_HOSTID') else 'plain') + '\\n')\n")
+
+
+def two_gpus(tmp, fails=""):
+    for name, text in (("mpirun", MPIRUN), ("probe", PROBE), ("standin", TRAINER_LOGGED)):
+        with open(os.path.join(tmp, name), "w") as f:
+            f.write(text)
+        os.chmod(os.path.join(tmp, name), 0o755)
+    log = os.path.join(tmp, "log")
+    if os.path.exists(log):
+        os.remove(log)
+    p = subprocess.run([sys.executable, scaling, "--bin", os.path.join(tmp, "standin"), "--probe", os.path.join(tmp, "probe"),
+                        "--gpus", "1,2", "--blocks", "1024", "--modes", "global", "--types", "ddp,zero1,sockets", "--out",
+                        os.path.join(tmp, "out")], capture_output=True, text=True,
+                       env=dict(os.environ, STANDIN_PRECISION="bf16", MPLBACKEND="Agg", STANDIN_LOG=log, STANDIN_PROBE_FAILS=fails,
+                                PATH=tmp + os.pathsep + os.environ["PATH"]))
+    return p, open(log).read().split("\n")[:-1] if os.path.exists(log) else []
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    p, log = two_gpus(tmp)
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| d12 \| 2 \| 1024 \|[^|]*\| ([^|]+) \|.*\| ([^|]+) \|$", p.stdout, re.M)}
+    check(p.returncode == 0 and log == ["probe p2p_disable=0", "probe sockets", "trainer plain", "trainer plain", "trainer plain",
+                                        "trainer sockets"],
+          f"sockets type: probe and trainer under own_host.sh, the other types not ({log}; {p.stderr[-300:]})")
+    check("probe 2 GPUs sockets: alpha 30.0 us, busbw 5.0 GB/s" in p.stdout and "probe 2 GPUs P2P_DISABLE=0: alpha 30.0 us" in p.stdout,
+          "sockets type: its own probe fit, printed with its transport")
+    check(set(rows) == {"DDP", "ZeRO-1", "DDP, sockets"} and all(v != "-" for v in rows.values()),
+          f"2-GPU rows of every type, each with a prediction ({rows})")
+    p, log = two_gpus(tmp, fails="sockets")
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| d12 \| 2 \| 1024 \|[^|]*\| ([^|]+) \|.*\| ([^|]+) \|$", p.stdout, re.M)}
+    check(p.returncode == 0 and "probe 2 GPUs sockets: failed: its rows get no prediction" in p.stdout
+          and rows.get("DDP, sockets") == "-" and rows.get("DDP", "-") != "-",
+          f"a failed probe: its rows measured but not predicted, the others predicted ({rows})")
 finish()
