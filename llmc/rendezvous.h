@@ -28,79 +28,89 @@ inline int rendezvous_port() {
     return getenv("TORCHELASTIC_RUN_ID") ? port + 1 : port;
 }
 
-// Rank 0 listens on `port` (IPv6 and IPv4, or IPv4 alone where IPv6 is off) and serves one
-// connection at a time; each other rank connects to host:port (retrying while rank 0 starts),
-// sends its rank as 4 bytes, reads the `bytes` of `id` and sends back one byte. Rank 0 counts a rank
-// as served only on that byte, once per rank: a port probe, a peer that reconnects, or a peer that
-// gave up before its turn is never mistaken for a served rank. Rank 0 waits 2 s for a connection's
-// rank (so a probe that never sends holds it 2 s at most, and a peer queued behind it retries),
-// then, once it has sent the id, for the byte until the deadline: a live peer is never dropped for
-// being slow, and a dead one closes its socket, which ends the wait at once. A peer's reads time
-// out after 2 s, so a server that never sends (another program on the port) stalls no peer;
-// everyone gives up with one error line when `timeout_s` is over.
-inline bool rendezvous_tcp(int rank, int world, void* id, size_t bytes, const std::string& host, int port, int timeout_s,
-                           std::string* err) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-    if (rank == 0) {
-        int one = 1, zero = 0, s = socket(AF_INET6, SOCK_STREAM, 0);
-        int bound = -1;
+// Rank 0's listening socket on `port`, IPv6 and IPv4 (IPv4 alone where IPv6 is off); -1 with *err
+// set if it cannot listen.
+inline int rendezvous_listen(int port, std::string* err) {
+    int one = 1, zero = 0, s = socket(AF_INET6, SOCK_STREAM, 0);
+    int bound = -1;
+    if (s >= 0) {
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+        sockaddr_in6 a6{};
+        a6.sin6_family = AF_INET6; a6.sin6_addr = in6addr_any; a6.sin6_port = htons(port);
+        bound = bind(s, (sockaddr*)&a6, sizeof a6);
+    } else {
+        s = socket(AF_INET, SOCK_STREAM, 0);
         if (s >= 0) {
             setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-            setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-            sockaddr_in6 a6{};
-            a6.sin6_family = AF_INET6; a6.sin6_addr = in6addr_any; a6.sin6_port = htons(port);
-            bound = bind(s, (sockaddr*)&a6, sizeof a6);
-        } else {
-            s = socket(AF_INET, SOCK_STREAM, 0);
-            if (s >= 0) {
-                setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-                sockaddr_in a4{};
-                a4.sin_family = AF_INET; a4.sin_addr.s_addr = htonl(INADDR_ANY); a4.sin_port = htons(port);
-                bound = bind(s, (sockaddr*)&a4, sizeof a4);
+            sockaddr_in a4{};
+            a4.sin_family = AF_INET; a4.sin_addr.s_addr = htonl(INADDR_ANY); a4.sin_port = htons(port);
+            bound = bind(s, (sockaddr*)&a4, sizeof a4);
+        }
+    }
+    if (s < 0 || bound != 0 || listen(s, 1024) != 0) {
+        *err = "rendezvous: cannot listen on port " + std::to_string(port) + ": " + strerror(errno) +
+               (errno == EADDRINUSE ? " (another program holds it: set MASTER_PORT to a free port)" : "");
+        if (s >= 0) close(s);
+        return -1;
+    }
+    return s;
+}
+
+// One accepted connection, on rank 0: the peer's rank (2 s to send it), the id, and the peer's
+// byte back (until the deadline, at least a second). Returns the rank served, or -1 for anything
+// else (a port probe, a wrong rank, a peer gone).
+inline int rendezvous_serve_peer(int peer, int world, const void* id, size_t bytes, std::chrono::steady_clock::time_point deadline) {
+    timeval tv{2, 0};
+    setsockopt(peer, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int32_t who = -1;
+    char ack = 0;
+    // MSG_NOSIGNAL: a peer gone meanwhile is an error return, not SIGPIPE
+    bool acked = read(peer, &who, sizeof who) == (ssize_t)sizeof who && who > 0 && who < world &&
+                 send(peer, id, bytes, MSG_NOSIGNAL) == (ssize_t)bytes;
+    if (acked) {
+        const auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
+        timeval wait{std::max<long>(1, (long)left.count()), 0};
+        setsockopt(peer, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+        acked = read(peer, &ack, 1) == 1;
+    }
+    return acked ? who : -1;
+}
+
+// Rank 0: serves connections one at a time until every other rank has acknowledged the id once.
+inline bool rendezvous_tcp_serve(int world, const void* id, size_t bytes, int port, int timeout_s,
+                                 std::chrono::steady_clock::time_point deadline, std::string* err) {
+    const int s = rendezvous_listen(port, err);
+    if (s < 0) return false;
+    std::vector<bool> done(world, false);
+    for (int served = 0; served < world - 1;) {
+        pollfd p{s, POLLIN, 0};
+        if (poll(&p, 1, 1000) > 0) {
+            const int peer = accept(s, nullptr, nullptr);
+            if (peer >= 0) {
+                const int who = rendezvous_serve_peer(peer, world, id, bytes, deadline);
+                if (who > 0 && !done[who]) {
+                    done[who] = true;
+                    served++;
+                }
+                close(peer);
             }
         }
-        if (s < 0 || bound != 0 || listen(s, 1024) != 0) {
-            *err = "rendezvous: cannot listen on port " + std::to_string(port) + ": " + strerror(errno) +
-                   (errno == EADDRINUSE ? " (another program holds it: set MASTER_PORT to a free port)" : "");
-            if (s >= 0) close(s);
+        if (std::chrono::steady_clock::now() > deadline) {
+            *err = "rendezvous: only " + std::to_string(served) + " of " + std::to_string(world - 1) + " ranks connected to port " +
+                   std::to_string(port) + " within " + std::to_string(timeout_s) + " s";
+            close(s);
             return false;
         }
-        std::vector<bool> done(world, false);
-        for (int served = 0; served < world - 1;) {
-            pollfd p{s, POLLIN, 0};
-            if (poll(&p, 1, 1000) > 0) {
-                const int peer = accept(s, nullptr, nullptr);
-                if (peer >= 0) {
-                    timeval tv{2, 0};
-                    setsockopt(peer, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-                    int32_t who = -1;
-                    char ack = 0;
-                    // MSG_NOSIGNAL: a peer gone meanwhile is an error return, not SIGPIPE
-                    bool acked = read(peer, &who, sizeof who) == (ssize_t)sizeof who && who > 0 && who < world &&
-                                 send(peer, id, bytes, MSG_NOSIGNAL) == (ssize_t)bytes;
-                    if (acked) {   // the byte back: until the deadline (at least a second)
-                        const auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
-                        timeval wait{std::max<long>(1, (long)left.count()), 0};
-                        setsockopt(peer, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
-                        acked = read(peer, &ack, 1) == 1;
-                    }
-                    if (acked && !done[who]) {
-                        done[who] = true;
-                        served++;
-                    }
-                    close(peer);
-                }
-            }
-            if (std::chrono::steady_clock::now() > deadline) {
-                *err = "rendezvous: only " + std::to_string(served) + " of " + std::to_string(world - 1) + " ranks connected to port " +
-                       std::to_string(port) + " within " + std::to_string(timeout_s) + " s";
-                close(s);
-                return false;
-            }
-        }
-        close(s);
-        return true;
     }
+    close(s);
+    return true;
+}
+
+// Any other rank: connects to host:port (retrying every 200 ms while rank 0 starts), sends its
+// rank, reads the id (reads time out after 2 s) and sends one byte back.
+inline bool rendezvous_tcp_fetch(int rank, void* id, size_t bytes, const std::string& host, int port, int timeout_s,
+                                 std::chrono::steady_clock::time_point deadline, std::string* err) {
     addrinfo hints{}, *res = nullptr;
     hints.ai_socktype = SOCK_STREAM;
     if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res) {
@@ -129,6 +139,23 @@ inline bool rendezvous_tcp(int rank, int world, void* id, size_t bytes, const st
     freeaddrinfo(res);
     if (!ok) *err = "rendezvous: no NCCL id from " + host + ":" + std::to_string(port) + " within " + std::to_string(timeout_s) + " s";
     return ok;
+}
+
+// Rank 0 listens on `port` and serves one connection at a time; each other rank connects to
+// host:port (retrying while rank 0 starts), sends its rank as 4 bytes, reads the `bytes` of `id`
+// and sends back one byte. Rank 0 counts a rank as served only on that byte, once per rank: a port
+// probe, a peer that reconnects, or a peer that gave up before its turn is never mistaken for a
+// served rank. Rank 0 waits 2 s for a connection's rank (so a probe that never sends holds it 2 s
+// at most, and a peer queued behind it retries), then, once it has sent the id, for the byte until
+// the deadline: a live peer is never dropped for being slow, and a dead one closes its socket,
+// which ends the wait at once. A peer's reads time out after 2 s, so a server that never sends
+// (another program on the port) stalls no peer; everyone gives up with one error line when
+// `timeout_s` is over.
+inline bool rendezvous_tcp(int rank, int world, void* id, size_t bytes, const std::string& host, int port, int timeout_s,
+                           std::string* err) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    if (rank == 0) return rendezvous_tcp_serve(world, id, bytes, port, timeout_s, deadline, err);
+    return rendezvous_tcp_fetch(rank, id, bytes, host, port, timeout_s, deadline, err);
 }
 
 // Rank 0 writes the id to `path` (via a temporary name, so nobody reads half of it); the others
