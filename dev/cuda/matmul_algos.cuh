@@ -124,6 +124,83 @@ static std::vector<uint32_t> algo_cap_list(const cublasLtMatmulAlgo_t& a, cublas
     return v.empty() ? std::vector<uint32_t>{0} : v;
 }
 
+// EN: the hand-built configurations of algorithm `a` that cublasLtMatmulAlgoCheck accepts for plan p
+// within our workspace (tile x stages x cluster shape x CTA swizzle, split-K 1).
+static void enumerate_configs(Context* ctx, const MatmulPlan& p, const cublasLtMatmulAlgo_t& a, std::vector<SearchCandidate>* out) {
+    const uint16_t clusters[] = {CUBLASLT_CLUSTER_SHAPE_AUTO, CUBLASLT_CLUSTER_SHAPE_1x1x1, CUBLASLT_CLUSTER_SHAPE_2x1x1,
+                                 CUBLASLT_CLUSTER_SHAPE_1x2x1, CUBLASLT_CLUSTER_SHAPE_2x2x1, CUBLASLT_CLUSTER_SHAPE_4x1x1,
+                                 CUBLASLT_CLUSTER_SHAPE_1x4x1};
+    uint32_t swizzle_max = 0;
+    size_t w = 0;
+    cublasLtMatmulAlgoCapGetAttribute(&a, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swizzle_max, sizeof(swizzle_max), &w);
+    for (uint32_t tile : algo_cap_list(a, CUBLASLT_ALGO_CAP_TILE_IDS))
+        for (uint32_t stages : algo_cap_list(a, CUBLASLT_ALGO_CAP_STAGES_IDS))
+            for (uint16_t cl : clusters)
+                for (uint32_t swz = 0; swz <= std::min(swizzle_max, 1u); swz++) {
+                    cublasLtMatmulAlgo_t c = a;
+                    int32_t splitk = 1;
+                    cublasLtMatmulAlgoConfigSetAttribute(&c, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile));
+                    cublasLtMatmulAlgoConfigSetAttribute(&c, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages));
+                    cublasLtMatmulAlgoConfigSetAttribute(&c, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cl, sizeof(cl));
+                    cublasLtMatmulAlgoConfigSetAttribute(&c, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz, sizeof(swz));
+                    cublasLtMatmulAlgoConfigSetAttribute(&c, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk));
+                    cublasLtMatmulHeuristicResult_t chk;
+                    if (cublasLtMatmulAlgoCheck(ctx->lt, p.desc, p.a, p.b, p.d, p.d, &c, &chk) != CUBLAS_STATUS_SUCCESS) continue;
+                    if (chk.workspaceSize > ctx->lt_workspace_size) continue;
+                    out->push_back({c, 'E'});
+                }
+}
+
+// ID and EN for every algorithm id: ID's ranked candidates go to *cands (their count to *n_id), EN's
+// accepted configurations to *enumerated.
+static void search_by_id(Context* ctx, const MatmulPlan& p, const int* ids, int n_ids, std::vector<SearchCandidate>* cands,
+                         int* n_id, std::vector<SearchCandidate>* enumerated) {
+    // ID: the ranking limited to each algorithm id
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                     &ctx->lt_workspace_size, sizeof(ctx->lt_workspace_size)));
+    uint32_t mode = CUBLASLT_SEARCH_LIMITED_BY_ALGO_ID;
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_SEARCH_MODE, &mode, sizeof(mode)));
+    *n_id = 0;
+    for (int i = 0; i < n_ids; i++) {
+        cublasLtMatmulAlgo_t a;
+        if (cublasLtMatmulAlgoInit(ctx->lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUBLAS_FLOATX, CUBLAS_FLOATX, CUBLAS_FLOATX,
+                                   CUBLAS_FLOATX, ids[i], &a) != CUBLAS_STATUS_SUCCESS) continue;
+        cublasLtMatmulHeuristicResult_t r[16];
+        r[0].algo = a;
+        int got = 0;
+        if (cublasLtMatmulAlgoGetHeuristic(ctx->lt, p.desc, p.a, p.b, p.d, p.d, pref, 16, r, &got) == CUBLAS_STATUS_SUCCESS)
+            for (int j = 0; j < got; j++)
+                if (r[j].state == CUBLAS_STATUS_SUCCESS) { cands->push_back({r[j].algo, 'I'}); (*n_id)++; }
+        enumerate_configs(ctx, p, a, enumerated);
+    }
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+}
+
+// Times the candidates: every one in a burst, then sustained all of BF (the first n_bf) and the
+// fastest SEARCH_SUSTAINED_TOP of the rest.
+static void time_candidates(Context* ctx, const MatmulPlan& p, const StepCase& k, std::vector<SearchCandidate>& cands, int n_bf) {
+    auto launch = [&](const cublasLtMatmulAlgo_t& a) { return matmul_launch(ctx, p, k.c, a); };
+    // burst screen
+    for (SearchCandidate& c : cands) {
+        if (launch(c.algo) != CUBLAS_STATUS_SUCCESS) { cudaGetLastError(); continue; }
+        cudaCheck(cudaStreamSynchronize(ctx->stream));
+        c.burst = median_ms(ctx, [&] { cublasCheck(launch(c.algo)); }, 5);
+    }
+    // sustained: all of BF, the fastest of the rest
+    std::vector<int> order;
+    for (int i = n_bf; i < (int)cands.size(); i++) if (std::isfinite(cands[i].burst)) order.push_back(i);
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return cands[a].burst < cands[b].burst; });
+    if ((int)order.size() > SEARCH_SUSTAINED_TOP) order.resize(SEARCH_SUSTAINED_TOP);
+    for (int i = 0; i < n_bf; i++) order.push_back(i);
+    for (int i : order) {
+        SearchCandidate& c = cands[i];
+        if (!std::isfinite(c.burst)) continue;
+        c.sustained = time_sustained_ms(ctx, [&] { cublasCheck(launch(c.algo)); }, c.burst);
+    }
+}
+
 static void search_algorithms(Context* ctx) {
     int ids[256], n_ids = 0;
     cublasCheck(cublasLtMatmulAlgoGetIds(ctx->lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUBLAS_FLOATX, CUBLAS_FLOATX,
@@ -131,9 +208,6 @@ static void search_algorithms(Context* ctx) {
     printf("SEARCH %d algorithm ids:", n_ids);
     for (int i = 0; i < n_ids; i++) printf(" %d", ids[i]);
     printf("\n");
-    const uint16_t clusters[] = {CUBLASLT_CLUSTER_SHAPE_AUTO, CUBLASLT_CLUSTER_SHAPE_1x1x1, CUBLASLT_CLUSTER_SHAPE_2x1x1,
-                                 CUBLASLT_CLUSTER_SHAPE_1x2x1, CUBLASLT_CLUSTER_SHAPE_2x2x1, CUBLASLT_CLUSTER_SHAPE_4x1x1,
-                                 CUBLASLT_CLUSTER_SHAPE_1x4x1};
     double tot_first = 0, tot_bf = 0, tot_all = 0;
     for (const StepCase& k : step_cases(ctx)) {
         if (k.count == 0) continue;
@@ -143,72 +217,17 @@ static void search_algorithms(Context* ctx) {
         const int found = matmul_heuristics(ctx, p, matmul_key(k.c).align, 16, res);
         for (int i = 0; i < found; i++) cands.push_back({res[i].algo, 'B'});
         const int n_bf = (int)cands.size();
-        // ID: the ranking limited to each algorithm id
-        cublasLtMatmulPreference_t pref;
-        cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                         &ctx->lt_workspace_size, sizeof(ctx->lt_workspace_size)));
-        uint32_t mode = CUBLASLT_SEARCH_LIMITED_BY_ALGO_ID;
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_SEARCH_MODE, &mode, sizeof(mode)));
-        int n_id = 0, n_en_valid = 0;
+        int n_id = 0;
         std::vector<SearchCandidate> enumerated;
-        for (int i = 0; i < n_ids; i++) {
-            cublasLtMatmulAlgo_t a;
-            if (cublasLtMatmulAlgoInit(ctx->lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUBLAS_FLOATX, CUBLAS_FLOATX, CUBLAS_FLOATX,
-                                       CUBLAS_FLOATX, ids[i], &a) != CUBLAS_STATUS_SUCCESS) continue;
-            cublasLtMatmulHeuristicResult_t r[16];
-            r[0].algo = a;
-            int got = 0;
-            if (cublasLtMatmulAlgoGetHeuristic(ctx->lt, p.desc, p.a, p.b, p.d, p.d, pref, 16, r, &got) == CUBLAS_STATUS_SUCCESS)
-                for (int j = 0; j < got; j++)
-                    if (r[j].state == CUBLAS_STATUS_SUCCESS) { cands.push_back({r[j].algo, 'I'}); n_id++; }
-            // EN: configurations by hand
-            uint32_t swizzle_max = 0;
-            size_t w = 0;
-            cublasLtMatmulAlgoCapGetAttribute(&a, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swizzle_max, sizeof(swizzle_max), &w);
-            for (uint32_t tile : algo_cap_list(a, CUBLASLT_ALGO_CAP_TILE_IDS))
-                for (uint32_t stages : algo_cap_list(a, CUBLASLT_ALGO_CAP_STAGES_IDS))
-                    for (uint16_t cl : clusters)
-                        for (uint32_t swz = 0; swz <= std::min(swizzle_max, 1u); swz++) {
-                            cublasLtMatmulAlgo_t c = a;
-                            int32_t splitk = 1;
-                            cublasLtMatmulAlgoConfigSetAttribute(&c, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile));
-                            cublasLtMatmulAlgoConfigSetAttribute(&c, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages));
-                            cublasLtMatmulAlgoConfigSetAttribute(&c, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cl, sizeof(cl));
-                            cublasLtMatmulAlgoConfigSetAttribute(&c, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz, sizeof(swz));
-                            cublasLtMatmulAlgoConfigSetAttribute(&c, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk));
-                            cublasLtMatmulHeuristicResult_t chk;
-                            if (cublasLtMatmulAlgoCheck(ctx->lt, p.desc, p.a, p.b, p.d, p.d, &c, &chk) != CUBLAS_STATUS_SUCCESS) continue;
-                            if (chk.workspaceSize > ctx->lt_workspace_size) continue;
-                            enumerated.push_back({c, 'E'});
-                            n_en_valid++;
-                        }
-        }
-        cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+        search_by_id(ctx, p, ids, n_ids, &cands, &n_id, &enumerated);
+        const int n_en_valid = (int)enumerated.size();
         if ((int)enumerated.size() > SEARCH_ENUM_MAX) {  // an even sample, deterministic
             std::vector<SearchCandidate> s;
             for (int i = 0; i < SEARCH_ENUM_MAX; i++) s.push_back(enumerated[(size_t)i * enumerated.size() / SEARCH_ENUM_MAX]);
             enumerated.swap(s);
         }
         cands.insert(cands.end(), enumerated.begin(), enumerated.end());
-        auto launch = [&](const cublasLtMatmulAlgo_t& a) { return matmul_launch(ctx, p, k.c, a); };
-        // burst screen
-        for (SearchCandidate& c : cands) {
-            if (launch(c.algo) != CUBLAS_STATUS_SUCCESS) { cudaGetLastError(); continue; }
-            cudaCheck(cudaStreamSynchronize(ctx->stream));
-            c.burst = median_ms(ctx, [&] { cublasCheck(launch(c.algo)); }, 5);
-        }
-        // sustained: all of BF, the fastest of the rest
-        std::vector<int> order;
-        for (int i = n_bf; i < (int)cands.size(); i++) if (std::isfinite(cands[i].burst)) order.push_back(i);
-        std::sort(order.begin(), order.end(), [&](int a, int b) { return cands[a].burst < cands[b].burst; });
-        if ((int)order.size() > SEARCH_SUSTAINED_TOP) order.resize(SEARCH_SUSTAINED_TOP);
-        for (int i = 0; i < n_bf; i++) order.push_back(i);
-        for (int i : order) {
-            SearchCandidate& c = cands[i];
-            if (!std::isfinite(c.burst)) continue;
-            c.sustained = time_sustained_ms(ctx, [&] { cublasCheck(launch(c.algo)); }, c.burst);
-        }
+        time_candidates(ctx, p, k, cands, n_bf);
         int bf_best = 0, all_best = 0;
         for (int i = 0; i < (int)cands.size(); i++) {
             if (i < n_bf && cands[i].sustained < cands[bf_best].sustained) bf_best = i;
