@@ -282,7 +282,7 @@ def write_outputs(rows, out):
         print("matplotlib not installed: no PNG")
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default="./train_gpt2cu")
     ap.add_argument("--probe", default="dev/interconnect")
@@ -309,14 +309,22 @@ def main():
     unknown = [t for t in args.types.split(",") if t not in TYPES]
     if unknown:
         ap.error(f"--types: unknown {', '.join(unknown)} (known: {', '.join(TYPES)})")
+    return args
+
+
+def gpu_counts(args):
+    """--gpus, else 1, 2, 4, 8 up to the visible GPUs."""
     if args.gpus:
-        gpus = [int(g) for g in args.gpus.split(",")]
-    else:
-        try:
-            visible = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU ")
-        except OSError:
-            visible = 0
-        gpus = [g for g in (1, 2, 4, 8) if g <= visible]
+        return [int(g) for g in args.gpus.split(",")]
+    try:
+        visible = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU ")
+    except OSError:
+        visible = 0
+    return [g for g in (1, 2, 4, 8) if g <= visible]
+
+
+def probe_fits(args, gpus):
+    """The probe's (alpha_us, busbw_gbs) per (GPU count, transport) the types use; None where it failed."""
     fits = {}
     for n in gpus:
         if n > 1:
@@ -326,44 +334,62 @@ def main():
                     fits[key] = probe_fit(args, n, typ)
                     print(f"probe {n} GPUs {key[1]}: " + (f"alpha {fits[key][0]:.1f} us, busbw {fits[key][1]:.1f} GB/s"
                                                           if fits[key] else "failed: its rows get no prediction"))
+    return fits
+
+
+def add_ratios(r, base, fits, model, T):
+    """Fills a row's ratio and efficiency against the group's 1-GPU row base, its interference, and
+    what the predictor says from base and the probe's fit for its transport (None without a fit)."""
+    n = int(r["gpus"])
+    one = {"fwd": base["fwd_ms"] / base["accum"], "bwd": base["bwd_ms"] / base["accum"], "opt": base["opt_ms"]}
+    fit = fits.get((n, transport(r["type"])))
+    if n == 1:
+        pred_ms = base["step_ms"]
+    elif fit:
+        pred_ms, _ = predict_step_ms(one, n, r["accum"], *fit, zero=r["type"] == "zero1", ranges=model_ranges(model, T, r))
+    else:
+        pred_ms = None
+    r["model"] = model
+    r["samples_per_s"] = r["tok_per_s"] / T
+    r["base_tok_per_s"] = base["tok_per_s"]
+    # the seed's ratio: throughput (samples/s) relative to the group's 1-GPU row
+    r["ratio"] = r["tok_per_s"] / base["tok_per_s"]
+    r["efficiency"] = r["ratio"] / n
+    r["interference_ms"] = interference(r)
+    r["pred_tok_per_s"] = r["total_batch"] / (pred_ms * 1e-3) if pred_ms else None
+    r["pred_err_pct"] = 100 * (r["pred_tok_per_s"] - r["tok_per_s"]) / r["tok_per_s"] if pred_ms else None
+    return r
+
+
+def measure_group(args, gpus, fits, T, mode):
+    """One block and mode: the 1-GPU row, then every type on every larger GPU count, with ratios;
+    then --predict's lines. [] if the 1-GPU run failed."""
+    base = run_config(args, 1, T, mode, "ddp")
+    if base is None:
+        return []
+    group = [base]
+    for n in gpus[1:]:
+        for typ in args.types.split(","):
+            r = run_config(args, n, T, mode, typ)
+            if r:
+                group.append(r)
+    rows = [add_ratios(r, base, fits, args.model, T) for r in group]
+    for n in [int(x) for x in args.predict.split(",") if x]:
+        p = predict_gpus(base, T, mode, n, args.alpha_us, args.link_gbs, model_ranges(args.model, T, base))
+        print(f"predicted {n:4d} GPUs T={T} {mode}: {p['ms']:8.1f} ms/step, {p['tok_per_s']:10.0f} tok/s, "
+              f"efficiency {100 * p['efficiency']:5.1f} %, exposed comm {p['exposed']:.1f} ms "
+              f"(link {args.link_gbs} GB/s, alpha {args.alpha_us} us)")
+    return rows
+
+
+def main():
+    args = parse_args()
+    gpus = gpu_counts(args)
+    fits = probe_fits(args, gpus)
     rows = []
     for T in [int(t) for t in args.blocks.split(",")]:
         for mode in args.modes.split(","):
-            base = run_config(args, 1, T, mode, "ddp")
-            if base is None:
-                continue
-            one = {"fwd": base["fwd_ms"] / base["accum"], "bwd": base["bwd_ms"] / base["accum"], "opt": base["opt_ms"]}
-            group = [base]
-            for n in gpus[1:]:
-                for typ in args.types.split(","):
-                    r = run_config(args, n, T, mode, typ)
-                    if r:
-                        group.append(r)
-            for r in group:
-                n = int(r["gpus"])
-                fit = fits.get((n, transport(r["type"])))
-                if n == 1:
-                    pred_ms = base["step_ms"]
-                elif fit:
-                    pred_ms, _ = predict_step_ms(one, n, r["accum"], *fit, zero=r["type"] == "zero1",
-                                                 ranges=model_ranges(args.model, T, r))
-                else:
-                    pred_ms = None
-                r["model"] = args.model
-                r["samples_per_s"] = r["tok_per_s"] / T
-                r["base_tok_per_s"] = base["tok_per_s"]
-                # the seed's ratio: throughput (samples/s) relative to the group's 1-GPU row
-                r["ratio"] = r["tok_per_s"] / base["tok_per_s"]
-                r["efficiency"] = r["ratio"] / n
-                r["interference_ms"] = interference(r)
-                r["pred_tok_per_s"] = r["total_batch"] / (pred_ms * 1e-3) if pred_ms else None
-                r["pred_err_pct"] = 100 * (r["pred_tok_per_s"] - r["tok_per_s"]) / r["tok_per_s"] if pred_ms else None
-                rows.append(r)
-            for n in [int(x) for x in args.predict.split(",") if x]:
-                p = predict_gpus(base, T, mode, n, args.alpha_us, args.link_gbs, model_ranges(args.model, T, base))
-                print(f"predicted {n:4d} GPUs T={T} {mode}: {p['ms']:8.1f} ms/step, {p['tok_per_s']:10.0f} tok/s, "
-                      f"efficiency {100 * p['efficiency']:5.1f} %, exposed comm {p['exposed']:.1f} ms "
-                      f"(link {args.link_gbs} GB/s, alpha {args.alpha_us} us)")
+            rows += measure_group(args, gpus, fits, T, mode)
     write_outputs(rows, args.out)
 
 
