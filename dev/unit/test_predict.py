@@ -9,6 +9,7 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 from check import check, finish  # noqa: E402
+from standins import gpu_tools, write  # noqa: E402
 from scaling import (gpt2_ranges, grad_bytes, interference, model_dims, model_ranges, parse_result,  # noqa: E402
                      predict_gpus, predict_step_ms, use_mean_step)
 
@@ -113,9 +114,7 @@ scaling = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scalin
 
 def predicted(tmp, model, precision, link="1e6", predict="2,16"):
     b = os.path.join(tmp, "standin")
-    with open(b, "w") as f:
-        f.write(STANDIN)
-    os.chmod(b, 0o755)
+    write(b, STANDIN, exe=True)
     p = subprocess.run([sys.executable, scaling, "--bin", b, "--gpus", "1", "--predict", predict, "--blocks", "1024",
                         "--modes", "global", "--types", "ddp", "--model", model, "--link-gbs", link, "--out",
                         os.path.join(tmp, "out")], capture_output=True, text=True,
@@ -148,16 +147,10 @@ with tempfile.TemporaryDirectory() as tmp:
     check(p.returncode == 2 and "--types: unknown tcp (known: ddp, ddp_nop2p, zero1, sockets)" in p.stderr and not p.stdout,
           "--types unknown: an argument error naming the known types, before any run")
 
-# 2 GPUs with stand-ins for mpirun (runs the command once, as rank 0), the trainer and the probe: the
-# sockets type runs the trainer and the probe under dev/device/own_host.sh (NCCL_HOSTID set) and the
-# other types not; the probe runs once per transport; a failed probe leaves its rows unpredicted.
-MPIRUN = r"""#!/usr/bin/env python3
-import os, subprocess, sys
-a, i = sys.argv[1:], 0
-while a[i].startswith("-"):
-    i += 1 if a[i] == "--allow-run-as-root" else 2
-sys.exit(subprocess.run(a[i:], env=dict(os.environ, OMPI_COMM_WORLD_RANK="0")).returncode)
-"""
+# 2 GPUs with stand-ins for mpirun (standins.gpu_tools: runs the command once), the trainer and the
+# probe: the sockets type runs the trainer and the probe under dev/device/own_host.sh (NCCL_HOSTID
+# set) and the other types not; the probe runs once per transport; a failed probe leaves its rows
+# unpredicted.
 PROBE = r"""#!/usr/bin/env python3
 import os, sys
 how = "sockets" if os.environ.get("NCCL_HOSTID") else "p2p_disable=" + os.environ.get("NCCL_P2P_DISABLE", "")
@@ -171,10 +164,9 @@ TRAINER_LOGGED = STANDIN.replace("import os, sys\n", "import os, sys\nopen(os.en
 
 
 def two_gpus(tmp, fails=""):
-    for name, text in (("mpirun", MPIRUN), ("probe", PROBE), ("standin", TRAINER_LOGGED)):
-        with open(os.path.join(tmp, name), "w") as f:
-            f.write(text)
-        os.chmod(os.path.join(tmp, name), 0o755)
+    path = gpu_tools(tmp)
+    for name, text in (("probe", PROBE), ("standin", TRAINER_LOGGED)):
+        write(os.path.join(tmp, name), text, exe=True)
     log = os.path.join(tmp, "log")
     if os.path.exists(log):
         os.remove(log)
@@ -182,13 +174,18 @@ def two_gpus(tmp, fails=""):
                         "--gpus", "1,2", "--blocks", "1024", "--modes", "global", "--types", "ddp,zero1,sockets", "--out",
                         os.path.join(tmp, "out")], capture_output=True, text=True,
                        env=dict(os.environ, STANDIN_PRECISION="bf16", MPLBACKEND="Agg", STANDIN_LOG=log, STANDIN_PROBE_FAILS=fails,
-                                PATH=tmp + os.pathsep + os.environ["PATH"]))
+                                PATH=path))
     return p, open(log).read().split("\n")[:-1] if os.path.exists(log) else []
+
+
+def two_gpu_rows(table):
+    """The 2-GPU rows of scaling.py's table: type -> its predicted-samples cell."""
+    return {m.group(1): m.group(2) for m in re.finditer(r"^\| d12 \| 2 \| 1024 \|[^|]*\| ([^|]+) \|.*\| ([^|]+) \|$", table, re.M)}
 
 
 with tempfile.TemporaryDirectory() as tmp:
     p, log = two_gpus(tmp)
-    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| d12 \| 2 \| 1024 \|[^|]*\| ([^|]+) \|.*\| ([^|]+) \|$", p.stdout, re.M)}
+    rows = two_gpu_rows(p.stdout)
     check(p.returncode == 0 and log == ["probe p2p_disable=0", "probe sockets", "trainer plain", "trainer plain", "trainer plain",
                                         "trainer sockets"],
           f"sockets type: probe and trainer under own_host.sh, the other types not ({log}; {p.stderr[-300:]})")
@@ -197,7 +194,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check(set(rows) == {"DDP", "ZeRO-1", "DDP, sockets"} and all(v != "-" for v in rows.values()),
           f"2-GPU rows of every type, each with a prediction ({rows})")
     p, log = two_gpus(tmp, fails="sockets")
-    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| d12 \| 2 \| 1024 \|[^|]*\| ([^|]+) \|.*\| ([^|]+) \|$", p.stdout, re.M)}
+    rows = two_gpu_rows(p.stdout)
     check(p.returncode == 0 and "probe 2 GPUs sockets: failed: its rows get no prediction" in p.stdout
           and rows.get("DDP, sockets") == "-" and rows.get("DDP", "-") != "-",
           f"a failed probe: its rows measured but not predicted, the others predicted ({rows})")
