@@ -20,6 +20,7 @@
 #include <algorithm>
 #include "../llmc/common.cuh"
 #include "../llmc/comm.cuh"
+#include "../llmc/options.h"
 
 static float time_copies(int dst, int src, void* dbuf, void* sbuf, size_t bytes, int reps, bool bidir,
                          void* dbuf2, void* sbuf2, cudaStream_t s1, cudaStream_t s2) {
@@ -207,12 +208,23 @@ static int sweep_one_process_per_gpu(Comm* c, size_t max_mb) {
 int main(int argc, char** argv) {
     Comm comm;
     comm_launch(&comm, &argc, &argv);
-    size_t max_mb = 1024;
+    long long max_mb = 1024;  // the sweep's largest all-reduce, MiB (1 MiB .. 64 GiB)
     bool skip_p2p = false;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--max-mb") && i + 1 < argc) max_mb = strtoull(argv[++i], nullptr, 10);
-        else if (!strcmp(argv[i], "--no-p2p-matrix")) skip_p2p = true;
-        else { fprintf(stderr, "usage: %s [--max-mb N] [--no-p2p-matrix]\n", argv[0]); return 1; }
+        std::string err;
+        if (!strcmp(argv[i], "--max-mb") && i + 1 < argc) {
+            if (!option_set(Option{"max-mb", 0, OPT_INT64, &max_mb, "", 1, 65536}, "--max-mb", argv[++i], &err)) {
+                if (comm.rank == 0) fprintf(stderr, "error: %s\n", err.c_str());
+                comm_free(&comm);
+                return 1;
+            }
+        } else if (!strcmp(argv[i], "--no-p2p-matrix")) {
+            skip_p2p = true;
+        } else {
+            if (comm.rank == 0) fprintf(stderr, "usage: %s [--max-mb N] [--no-p2p-matrix]\n", argv[0]);
+            comm_free(&comm);
+            return 1;
+        }
     }
     if (comm.world > 1) return sweep_one_process_per_gpu(&comm, max_mb);
     int n = 0;

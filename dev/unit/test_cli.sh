@@ -2,7 +2,7 @@
 # The trainer binary's early errors, which come before any GPU work, so CI checks them: each is
 # ONE line on stderr, a non-zero exit within a second, and nothing written. Run from the repo root
 # (make test does). Needs ./train_gpt2cu and data/tokenize; also checks dev/cuda/attention_check's
-# --io and --stress errors, test_gpt2cu's, dev/cuda/matmul_check's and dev/power_probe's argument errors when they are built, and
+# --io and --stress errors, test_gpt2cu's, dev/cuda/matmul_check's, dev/interconnect's and dev/power_probe's argument errors when they are built, and
 # dev/device/attn_ab.sh's, gemm_tune_ab.sh's, run.sh's, perf.sh's and power_probe.sh's and
 # dev/torch_bench.py's argument errors.
 set -u
@@ -158,6 +158,14 @@ if [ -x ./test_gpt2cu ]; then
     expect "test_gpt2cu, every numeric argument valid (then the missing file)" "$tmp/none.bin: cannot open" -- ./test_gpt2cu "$tmp/none.bin" s 2 64 1
 else
     echo "note: ./test_gpt2cu not built (make test_gpt2cu): its argument checks skipped"
+fi
+# dev/interconnect (the probe): its argument errors, before it touches the GPU
+if [ -x dev/interconnect ]; then
+    expect "interconnect, unknown option" "usage: " -- dev/interconnect --bogus
+    expect "interconnect, --max-mb not a number" "option --max-mb: 'lots' is not an integer" -- dev/interconnect --max-mb lots
+    expect "interconnect, --max-mb 0" "option --max-mb: 0 is out of range" -- dev/interconnect --max-mb 0
+else
+    echo "note: dev/interconnect not built (make dev/interconnect): its argument checks skipped"
 fi
 # dev/power_probe (the power study): its argument errors, before it touches the GPU
 if [ -x dev/power_probe ]; then
