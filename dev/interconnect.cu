@@ -205,6 +205,22 @@ static int sweep_one_process_per_gpu(Comm* c, size_t max_mb) {
     return 0;
 }
 
+// One process, every GPU of the machine: the P2P matrix (unless skip_p2p) and the sweep.
+static void probe_all_gpus(size_t max_mb, bool skip_p2p) {
+    int n = 0;
+    cudaCheck(cudaGetDeviceCount(&n));
+    printf("%d GPU(s)\n", n);
+    for (int i = 0; i < n; i++) { cudaDeviceProp p; cudaCheck(cudaGetDeviceProperties(&p, i)); printf("GPU%d: %s\n", i, p.name); }
+    if (n < 2) { printf("one GPU: nothing to measure between GPUs\n"); return; }
+    if (!skip_p2p) { p2p_matrix(n, true); p2p_matrix(n, false); }
+#ifdef USE_NCCL
+    sweep_all_gpus(n, max_mb);
+#else
+    (void)max_mb;
+    printf("built without NCCL: no all-reduce sweep\n");
+#endif
+}
+
 int main(int argc, char** argv) {
     Comm comm;
     comm_launch(&comm, &argc, &argv);
@@ -227,16 +243,7 @@ int main(int argc, char** argv) {
         }
     }
     if (comm.world > 1) return sweep_one_process_per_gpu(&comm, max_mb);
-    int n = 0;
-    cudaCheck(cudaGetDeviceCount(&n));
-    printf("%d GPU(s)\n", n);
-    for (int i = 0; i < n; i++) { cudaDeviceProp p; cudaCheck(cudaGetDeviceProperties(&p, i)); printf("GPU%d: %s\n", i, p.name); }
-    if (n < 2) { printf("one GPU: nothing to measure between GPUs\n"); return 0; }
-    if (!skip_p2p) { p2p_matrix(n, true); p2p_matrix(n, false); }
-#ifdef USE_NCCL
-    sweep_all_gpus(n, max_mb);
-#else
-    printf("built without NCCL: no all-reduce sweep\n");
-#endif
+    probe_all_gpus(max_mb, skip_p2p);
+    comm_free(&comm);  // (MPI_Finalize under mpirun -np 1)
     return 0;
 }
