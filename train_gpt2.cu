@@ -284,6 +284,64 @@ bool open_choices(Run* r, const GPT2Config& cfg, std::string* err) {
     return true;
 }
 
+// The training, validation and --hellaswag data of a run that trains or evaluates (not --bench),
+// and the check that --out does not already hold another run.
+bool open_data(Run* r, const GPT2Config& cfg, std::string* err) {
+    const TrainConfig& tc = r->tc;
+    if (!tc.eval_only && !dataloader_open(&r->train, tc.train, tc.B, tc.T, r->comm.rank, r->comm.world, r->accum, cfg.vocab_size, tc.shuffle, tc.seed, err)) {
+        if (tc.train == TrainConfig().train && !file_exists(tc.train)) *err += " (prepare the default dataset with: make data)";
+        return false;
+    }
+    if (!tc.eval_only && tc.max_steps < 0 && dataloader_steps_per_epoch(&r->train) > (size_t)INT32_MAX) {
+        *err = tc.train + ": one epoch is " + std::to_string(dataloader_steps_per_epoch(&r->train)) + " steps, more than 2^31-1: set --max-steps";
+        return false;
+    }
+    // validation batches of B rows, or fewer where the validation data is small
+    int val_rows;
+    if (!dataloader_rows_that_fit(tc.val, tc.B, tc.T, r->comm.world, 1, &val_rows, err) ||
+        !dataloader_open(&r->val, tc.val, std::max(val_rows, 1), tc.T, r->comm.rank, r->comm.world, 1, cfg.vocab_size, false, 0, err))
+        return false;
+    if (val_rows < tc.B && r->comm.rank == 0)
+        printf("note: validation batches of %d rows of %d tokens per GPU: %s is too small for %d\n", val_rows, tc.T, tc.val.c_str(), tc.B);
+    if (!tc.hellaswag.empty() && !open_choices(r, cfg, err)) return false;
+    std::string latest, none;
+    if (!tc.out.empty() && !tc.resume && (file_exists(tc.out + "/log.jsonl") || checkpoint_find_latest(tc.out, &latest, &none))) {
+        *err = tc.out + ": already holds a run (log.jsonl or checkpoints); use --resume to continue it, or another --out";
+        return false;
+    }
+    return true;
+}
+
+// Where samples start (<|endoftext|>), or -1 for no samples: rank 0 reads the decoder and tells
+// every rank (collective), since every rank draws the samples.
+void share_sample_start(Run* r) {
+    const TrainConfig& tc = r->tc;
+    const bool rank0 = r->comm.rank == 0;
+    std::vector<float> eot = {-1.0f};
+    if (!tc.bench && tc.sample_len > 0 && rank0) {
+        std::string terr;
+        if (r->tok.load(tc.tokenizer, &terr)) eot[0] = (float)r->tok.eot();
+        else printf("note: no samples: %s (make data writes it)\n", terr.c_str());
+    }
+    if (!rank0) eot[0] = 0.0f;  // the sum is rank 0's value
+    comm_watch(&r->comm, 0, "startup (where samples start, rank 0's to every rank)");
+    comm_sum_host_floats(&r->comm, &eot, r->ctx.stream);
+    comm_unwatch(&r->comm);
+    r->sample_eot = (int)eot[0];
+}
+
+// The run's first lines (rank 0): model, precision, GPUs, batch, and the memory per GPU.
+void print_run(const Run* r) {
+    const TrainConfig& tc = r->tc;
+    const GPT2* m = &r->model;
+    printf("GPT-2 L=%d NH=%d C=%d (%zu parameters), %s, %d GPU(s) via %s%s, B=%d T=%d, %lld tokens/step (accumulation %d), %s\n"
+           "memory per GPU: weights+grads %.2f GB, optimizer (fp32 master, m, v) %.2f GB%s, activations %.2f GB (recompute %d)\n",
+           m->cfg.num_layers, m->cfg.num_heads, m->cfg.channels, m->layout.total, PRECISION_NAME, r->comm.world,
+           r->comm.launcher.c_str(), tc.zero ? ", ZeRO-1" : "", tc.B, tc.T, tc.total_batch, r->accum, r->ctx.props.name,
+           2.0 * m->padded * sizeof(floatX) / 1e9, 3.0 * (m->shard_hi - m->shard_lo) * sizeof(float) / 1e9,
+           tc.zero ? " (this rank's shard)" : "", m->acts.bytes / 1e9, tc.recompute);
+}
+
 // Everything before the first step. false + one line in *err on any problem.
 bool setup(Run* r, std::string* err) {
     TrainConfig& tc = r->tc;
@@ -293,29 +351,7 @@ bool setup(Run* r, std::string* err) {
     bool fresh;
     if (!model_config(tc, &cfg, &fresh, err)) return false;
     if (tc.eval_only && fresh && rank0) printf("note: --eval-only of a new, randomly initialized %s (-e names no model file)\n", tc.model.c_str());
-    if (!tc.bench) {
-        if (!tc.eval_only && !dataloader_open(&r->train, tc.train, tc.B, tc.T, r->comm.rank, r->comm.world, r->accum, cfg.vocab_size, tc.shuffle, tc.seed, err)) {
-            if (tc.train == TrainConfig().train && !file_exists(tc.train)) *err += " (prepare the default dataset with: make data)";
-            return false;
-        }
-        if (!tc.eval_only && tc.max_steps < 0 && dataloader_steps_per_epoch(&r->train) > (size_t)INT32_MAX) {
-            *err = tc.train + ": one epoch is " + std::to_string(dataloader_steps_per_epoch(&r->train)) + " steps, more than 2^31-1: set --max-steps";
-            return false;
-        }
-        // validation batches of B rows, or fewer where the validation data is small
-        int val_rows;
-        if (!dataloader_rows_that_fit(tc.val, tc.B, tc.T, r->comm.world, 1, &val_rows, err) ||
-            !dataloader_open(&r->val, tc.val, std::max(val_rows, 1), tc.T, r->comm.rank, r->comm.world, 1, cfg.vocab_size, false, 0, err))
-            return false;
-        if (val_rows < tc.B && rank0)
-            printf("note: validation batches of %d rows of %d tokens per GPU: %s is too small for %d\n", val_rows, tc.T, tc.val.c_str(), tc.B);
-        if (!tc.hellaswag.empty() && !open_choices(r, cfg, err)) return false;
-        std::string latest, none;
-        if (!tc.out.empty() && !tc.resume && (file_exists(tc.out + "/log.jsonl") || checkpoint_find_latest(tc.out, &latest, &none))) {
-            *err = tc.out + ": already holds a run (log.jsonl or checkpoints); use --resume to continue it, or another --out";
-            return false;
-        }
-    }
+    if (!tc.bench && !open_data(r, cfg, err)) return false;
     int devices = 0;
     cudaCheck(cudaGetDeviceCount(&devices));
     context_create(&r->ctx, r->comm.local_rank % devices);
@@ -331,18 +367,7 @@ bool setup(Run* r, std::string* err) {
     r->steps = tc.eval_only ? 0
                : tc.bench ? tc.bench_warmup + tc.bench_steps
                           : tc.max_steps > 0 ? tc.max_steps : (int)std::max<size_t>(1, dataloader_steps_per_epoch(&r->train));
-    // samples: rank 0 reads the decoder and tells every rank where samples start (-1: none)
-    std::vector<float> eot = {-1.0f};
-    if (!tc.bench && tc.sample_len > 0 && rank0) {
-        std::string terr;
-        if (r->tok.load(tc.tokenizer, &terr)) eot[0] = (float)r->tok.eot();
-        else printf("note: no samples: %s (make data writes it)\n", terr.c_str());
-    }
-    if (!rank0) eot[0] = 0.0f;  // the sum is rank 0's value
-    comm_watch(&r->comm, 0, "startup (where samples start, rank 0's to every rank)");
-    comm_sum_host_floats(&r->comm, &eot, r->ctx.stream);
-    comm_unwatch(&r->comm);
-    r->sample_eot = (int)eot[0];
+    share_sample_start(r);
     // the run directory; in bench mode only a tuned run's gemm_algos.txt goes there
     if (!tc.out.empty() && rank0 && !make_dirs(tc.out, err)) return false;
     if (!tc.bench && !tc.out.empty()) {
@@ -351,13 +376,7 @@ bool setup(Run* r, std::string* err) {
         // the run's options, for a --resume before its first checkpoint (resume_options)
         if (rank0 && !write_text_file_atomic(tc.out + "/options.txt", train_options_text(tc), err)) return false;
     }
-    if (rank0)
-        printf("GPT-2 L=%d NH=%d C=%d (%zu parameters), %s, %d GPU(s) via %s%s, B=%d T=%d, %lld tokens/step (accumulation %d), %s\n"
-               "memory per GPU: weights+grads %.2f GB, optimizer (fp32 master, m, v) %.2f GB%s, activations %.2f GB (recompute %d)\n",
-               m->cfg.num_layers, m->cfg.num_heads, m->cfg.channels, m->layout.total, PRECISION_NAME, r->comm.world,
-               r->comm.launcher.c_str(), tc.zero ? ", ZeRO-1" : "", tc.B, tc.T, tc.total_batch, r->accum, r->ctx.props.name,
-               2.0 * m->padded * sizeof(floatX) / 1e9, 3.0 * (m->shard_hi - m->shard_lo) * sizeof(float) / 1e9,
-               tc.zero ? " (this rank's shard)" : "", m->acts.bytes / 1e9, tc.recompute);
+    if (rank0) print_run(r);
     return choose_gemm_algorithms(r, err);
 }
 
@@ -417,76 +436,94 @@ void print_result(Run* r, const std::vector<float>& ms, const std::vector<StepRe
     printf("%s\n", result_line(shape, summarize_steps(ms, timed), per_rank).c_str());
 }
 
-// The step loop of training and --bench; a RESULT line with the medians at the end.
-int run_loop(Run* r) {
-    const TrainConfig& tc = r->tc;
-    GPT2* m = &r->model;
-    LRSchedule sched = tc.sched;
-    sched.max_steps = r->steps;
-    const double flops_tok = flops_per_token(m->cfg, tc.T);
-    const double peak = r->comm.world * peak_flops(r->ctx.props.major, r->ctx.props.minor, r->ctx.props.name, sizeof(floatX) == 4);
-    const int timed_from = tc.bench ? tc.bench_warmup : r->step + std::min(r->steps - r->step - 1, 1);
-    std::mt19937 bench_rng(tc.seed + 1000 * r->comm.rank);
-    std::vector<int> bin((size_t)tc.B * tc.T), btg(bin.size());
-    auto next = [&](int, int** in, int** tg) {
-        std::string err;
-        if (tc.bench) {
-            random_tokens(&bench_rng, m->cfg.vocab_size, &bin, &btg);
-            *in = bin.data(); *tg = btg.data();
-            return;
-        }
-        if (!dataloader_next(&r->train, &err)) comm_fail(&r->comm, err);
-        *in = r->train.inputs.data(); *tg = r->train.targets.data();
-    };
-    // --debug-nan RANK:STEP: from that step on, a NaN in one gradient of block 0 on that rank,
-    // written after the step zeroed the gradients (backward accumulates onto it).
-    // --debug-bad-batch STEP: that step's batches are random tokens (read in place of the data's,
-    // which the loader still consumes): a loss spike, as a corrupt document gives
-    std::vector<int> bad_in(bin.size()), bad_tg(bin.size());
-    auto next_with_faults = [&](int i, int** in, int** tg) {
+// Where a step's micro-batches come from: the training shards, or uniform random tokens in
+// --bench, with the two --debug faults on top. gpt2_train_step calls it once per micro-step i.
+//   --debug-nan RANK:STEP: from that step on, a NaN in one gradient of block 0 on that rank,
+//     written after the step zeroed the gradients (backward accumulates onto it).
+//   --debug-bad-batch STEP: that step's batches are random tokens (read in place of the data's,
+//     which the loader still consumes): a loss spike, as a corrupt document gives.
+struct BatchSource {
+    Run* r;
+    std::mt19937 bench_rng;           // --bench's tokens: a stream of its own per rank
+    std::vector<int> in, tg;          // (B, T) --bench's inputs and targets
+    std::vector<int> bad_in, bad_tg;  // (B, T) --debug-bad-batch's
+    explicit BatchSource(Run* run)
+        : r(run), bench_rng(run->tc.seed + 1000 * run->comm.rank), in((size_t)run->tc.B * run->tc.T), tg(in.size()),
+          bad_in(in.size()), bad_tg(in.size()) {}
+    void operator()(int i, int** inputs, int** targets) {
+        const TrainConfig& tc = r->tc;
+        GPT2* m = &r->model;
         if (i == 0 && r->comm.rank == tc.debug_nan_rank && r->step + 1 >= tc.debug_nan_step) {
             const floatX nan = (floatX)NAN;
             cudaCheck(cudaMemcpyAsync(m->grads + block_range(m->layout, 0).offset, &nan, sizeof nan, cudaMemcpyHostToDevice, r->ctx.stream));
             cudaCheck(cudaStreamSynchronize(r->ctx.stream));  // `nan` lives on this stack frame
         }
-        next(i, in, tg);
+        if (tc.bench) {
+            random_tokens(&bench_rng, m->cfg.vocab_size, &in, &tg);
+            *inputs = in.data(); *targets = tg.data();
+        } else {
+            std::string err;
+            if (!dataloader_next(&r->train, &err)) comm_fail(&r->comm, err);
+            *inputs = r->train.inputs.data(); *targets = r->train.targets.data();
+        }
         if (r->step + 1 == tc.debug_bad_batch) {
             std::mt19937 bad_rng(tc.seed + 7919u * (r->comm.rank * r->accum + i));
             random_tokens(&bad_rng, m->cfg.vocab_size, &bad_in, &bad_tg);
-            *in = bad_in.data(); *tg = bad_tg.data();
+            *inputs = bad_in.data(); *targets = bad_tg.data();
         }
-    };
+    }
+};
+
+// One optimizer step, timed with events on the compute stream (ms: forward to update, of all
+// micro-steps); r->step counts it. The watchdog's deadline covers everything that waits on peers.
+StepResult timed_step(Run* r, BatchSource* batches, const AdamWHyper& h, float* ms) {
+    const TrainConfig& tc = r->tc;
     const UpdateRules rules{tc.grad_clip, {tc.skip_loss_z, tc.skip_norm_z, tc.spike_window}};
+    const bool profiled = tc.bench_profile && r->step == r->steps - 1;
+    if (profiled) cudaCheck(cudaProfilerStart());
+    cudaEvent_t t0, t1;
+    cudaCheck(cudaEventCreate(&t0)); cudaCheck(cudaEventCreate(&t1));
+    comm_watch(&r->comm, r->step + 1, "training step (forward, backward, gradient reduction, update)");
+    cudaCheck(cudaEventRecord(t0, r->ctx.stream));
+    const StepResult s = gpt2_train_step(&r->model, &r->ctx, r->accum, std::ref(*batches), h, &r->scaler, rules, &r->comm,
+                                         r->reduce ? &r->reducer : nullptr);
+    cudaCheck(cudaEventRecord(t1, r->ctx.stream));
+    cudaCheck(cudaEventSynchronize(t1));
+    comm_unwatch(&r->comm);
+    if (profiled) cudaCheck(cudaProfilerStop());
+    cudaCheck(cudaEventElapsedTime(ms, t0, t1));
+    cudaCheck(cudaEventDestroy(t0)); cudaCheck(cudaEventDestroy(t1));
+    r->step++;
+    return s;
+}
+
+// The step loop of training and --bench; a RESULT line with the medians at the end. Returns the
+// exit code: 2 when --max-bad-steps skipped steps came in a row.
+int run_loop(Run* r) {
+    const TrainConfig& tc = r->tc;
+    LRSchedule sched = tc.sched;
+    sched.max_steps = r->steps;
+    const double flops_tok = flops_per_token(r->model.cfg, tc.T);
+    const double peak = r->comm.world * peak_flops(r->ctx.props.major, r->ctx.props.minor, r->ctx.props.name, sizeof(floatX) == 4);
+    const int timed_from = tc.bench ? tc.bench_warmup : r->step + std::min(r->steps - r->step - 1, 1);
     if (tc.eval_only) { after_step(r, true); return 0; }   // the evaluations and the sample of a last step
     if (!tc.bench && r->step >= r->steps && r->comm.rank == 0)
         printf("note: the run is at step %d of %d: no steps to run (a larger --max-steps extends it)\n", r->step, r->steps);
+    BatchSource batches(r);
     int bad_in_a_row = 0;
-    cudaEvent_t t0, t1;
-    cudaCheck(cudaEventCreate(&t0)); cudaCheck(cudaEventCreate(&t1));
     std::vector<float> timed_ms;
     std::vector<StepResult> timed;
     double elapsed_s = 0;
-    for (int done = 0; r->step < r->steps; done++) {
-        AdamWHyper h{lr_at(sched, r->step), tc.beta1, tc.beta2, tc.eps, tc.weight_decay, 0};
-        const bool profiled = tc.bench_profile && r->step == r->steps - 1;
-        if (profiled) cudaCheck(cudaProfilerStart());
-        comm_watch(&r->comm, r->step + 1, "training step (forward, backward, gradient reduction, update)");
-        cudaCheck(cudaEventRecord(t0, r->ctx.stream));
-        const SpikeStats before = m->spike;
-        StepResult s = gpt2_train_step(m, &r->ctx, r->accum, next_with_faults, h, &r->scaler, rules, &r->comm,
-                                       r->reduce ? &r->reducer : nullptr);
-        cudaCheck(cudaEventRecord(t1, r->ctx.stream));
-        cudaCheck(cudaEventSynchronize(t1));
-        comm_unwatch(&r->comm);
-        if (profiled) cudaCheck(cudaProfilerStop());
+    for (int done = 1; r->step < r->steps; done++) {
+        const AdamWHyper h{lr_at(sched, r->step), tc.beta1, tc.beta2, tc.eps, tc.weight_decay, 0};
+        const SpikeStats before = r->model.spike;
         float ms;
-        cudaCheck(cudaEventElapsedTime(&ms, t0, t1));
-        r->step++;
+        const StepResult s = timed_step(r, &batches, h, &ms);
         elapsed_s += ms / 1e3;
         if (r->step > timed_from) { timed_ms.push_back(ms); timed.push_back(s); }
-        const double tok_s = tc.total_batch / (ms / 1e3), mfu = peak > 0 ? 100.0 * flops_tok * tok_s / peak : 0.0;
         if (r->comm.rank == 0) {
-            const StepReport rep{r->step, r->steps, h.lr, r->scaler.scale, ms, tok_s, mfu, elapsed_s / (done + 1) * (r->steps - r->step)};
+            const double tok_s = tc.total_batch / (ms / 1e3), mfu = peak > 0 ? 100.0 * flops_tok * tok_s / peak : 0.0;
+            const StepReport rep{r->step, r->steps, h.lr, r->scaler.scale, ms, tok_s, mfu, elapsed_s / done * (r->steps - r->step)};
             printf("%s\n", step_text(rep, s).c_str());
             fflush(stdout);
             r->log.line(step_json(rep, s));
@@ -501,7 +538,6 @@ int run_loop(Run* r) {
         if (!tc.bench) after_step(r, r->step == r->steps);
         if (tc.debug_exit_after > 0 && r->step == tc.debug_exit_after) { fflush(stdout); _exit(137); }  // as if killed
     }
-    cudaCheck(cudaEventDestroy(t0)); cudaCheck(cudaEventDestroy(t1));
     if (!timed_ms.empty()) print_result(r, timed_ms, timed, flops_tok, peak);
     return 0;
 }

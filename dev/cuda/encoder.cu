@@ -19,83 +19,117 @@ __global__ void spin_kernel(long long cycles) {
     while (clock64() - t0 < cycles) {}
 }
 
-// Correctness: small vocabulary, many repeated tokens, maxT > T (rows T.. stay put)
-static void check_encoder(Context* ctx, double tol) {
-    const int B = 8, T = 256, C = 768, maxT = 320, V = 1000, Vp = 1024, BT = B * T;
-    std::vector<int> tokens(BT);
-    for (int i = 0; i < BT; i++) tokens[i] = randint(0, 4) == 0 ? randint(0, V) : randint(0, 24);
-    tokens[7] = V - 1;  // the last real token
-    tokens[BT - 1] = 0;
-    std::vector<float> wte = randn((size_t)Vp * C), wpe = randn((size_t)maxT * C);
-    floatX* d_wte = to_device(wte);
-    floatX* d_wpe = to_device(wpe);
-    int* d_tokens = to_device_raw(tokens);
+// Correctness: small vocabulary, many repeated tokens, maxT > T (rows T.. stay put). One batch,
+// its weights, an upstream gradient and non-zero starting gradients, on host and device.
+struct EncoderCase {
+    static constexpr int B = 8, T = 256, C = 768, maxT = 320, V = 1000, Vp = 1024, BT = B * T;
+    std::vector<int> tokens;                 // (B, T)
+    std::vector<float> wte, wpe;             // (Vp, C), (maxT, C)
+    std::vector<float> dout, dwte0, dwpe0;   // (B, T, C), (Vp, C), (maxT, C): the starting gradients
+    int* d_tokens;
+    floatX *d_wte, *d_wpe, *d_dout, *d_dwte, *d_dwpe;
+    TokenBuckets tb;
+};
+
+static void encoder_case_create(EncoderCase* e, Context* ctx) {
+    const int BT = EncoderCase::BT, C = EncoderCase::C, V = EncoderCase::V;
+    e->tokens.resize(BT);
+    for (int i = 0; i < BT; i++) e->tokens[i] = randint(0, 4) == 0 ? randint(0, V) : randint(0, 24);
+    e->tokens[7] = V - 1;  // the last real token
+    e->tokens[BT - 1] = 0;
+    e->wte = randn((size_t)EncoderCase::Vp * C);
+    e->wpe = randn((size_t)EncoderCase::maxT * C);
+    e->dout = randn((size_t)BT * C);
+    e->dwte0 = randn((size_t)EncoderCase::Vp * C);
+    e->dwpe0 = randn((size_t)EncoderCase::maxT * C);
+    e->d_tokens = to_device_raw(e->tokens);
+    e->d_wte = to_device(e->wte);
+    e->d_wpe = to_device(e->wpe);
+    e->d_dout = to_device(e->dout);
+    e->d_dwte = to_device(e->dwte0);
+    e->d_dwpe = to_device(e->dwpe0);
+    token_buckets_create(&e->tb, BT, V);
+    token_buckets_build(&e->tb, e->tokens.data(), BT, ctx->stream);
+}
+
+// The gradients reset to their starting values, the buckets built for `tokens`, one eager
+// backward; out[0], out[1]: dwte's and dwpe's bytes after it.
+static void encoder_backward_from_start(Context* ctx, EncoderCase* e, const std::vector<int>& tokens, std::vector<unsigned char> out[2]) {
+    upload(e->d_dwte, e->dwte0);
+    upload(e->d_dwpe, e->dwpe0);
+    token_buckets_build(&e->tb, tokens.data(), EncoderCase::BT, ctx->stream);
+    encoder_backward(ctx, e->d_dwte, e->d_dwpe, e->d_dout, e->tb, EncoderCase::B, EncoderCase::T, EncoderCase::C);
+    out[0] = bytes_of(e->d_dwte, (size_t)EncoderCase::Vp * EncoderCase::C * sizeof(floatX));
+    out[1] = bytes_of(e->d_dwpe, (size_t)EncoderCase::maxT * EncoderCase::C * sizeof(floatX));
+}
+
+static void check_encoder_forward(Context* ctx, const EncoderCase& e, double tol) {
+    const int BT = EncoderCase::BT, C = EncoderCase::C, T = EncoderCase::T;
     floatX* d_out = dalloc<floatX>((size_t)BT * C);
     poison(d_out, (size_t)BT * C);
-    encoder_forward(ctx, d_out, d_tokens, d_wte, d_wpe, B, T, C);
+    encoder_forward(ctx, d_out, e.d_tokens, e.d_wte, e.d_wpe, EncoderCase::B, T, C);
     std::vector<double> ref((size_t)BT * C);
     for (int bt = 0; bt < BT; bt++)
         for (int c = 0; c < C; c++)
-            ref[(size_t)bt * C + c] = (double)wte[(size_t)tokens[bt] * C + c] + wpe[(size_t)(bt % T) * C + c];
+            ref[(size_t)bt * C + c] = (double)e.wte[(size_t)e.tokens[bt] * C + c] + e.wpe[(size_t)(bt % T) * C + c];
     check_close("encoder_forward", from_device(d_out, (size_t)BT * C), ref, tol);
+}
 
-    // backward, accumulating onto non-zero gradients
-    std::vector<float> dout = randn((size_t)BT * C), dwte0 = randn((size_t)Vp * C), dwpe0 = randn((size_t)maxT * C);
-    floatX* d_dout = to_device(dout);
-    floatX* d_dwte = to_device(dwte0);
-    floatX* d_dwpe = to_device(dwpe0);
-    TokenBuckets tb;
-    token_buckets_create(&tb, BT, V);
-    token_buckets_build(&tb, tokens.data(), BT, ctx->stream);
-    encoder_backward(ctx, d_dwte, d_dwpe, d_dout, tb, B, T, C);
-    std::vector<double> ref_wte(dwte0.begin(), dwte0.end()), ref_wpe(dwpe0.begin(), dwpe0.end());
+// backward, accumulating onto non-zero gradients
+static void check_encoder_backward(Context* ctx, EncoderCase* e, double tol) {
+    const int BT = EncoderCase::BT, C = EncoderCase::C, T = EncoderCase::T;
+    encoder_backward(ctx, e->d_dwte, e->d_dwpe, e->d_dout, e->tb, EncoderCase::B, T, C);
+    std::vector<double> ref_wte(e->dwte0.begin(), e->dwte0.end()), ref_wpe(e->dwpe0.begin(), e->dwpe0.end());
     for (int bt = 0; bt < BT; bt++)
         for (int c = 0; c < C; c++) {
-            const double d = dout[(size_t)bt * C + c];
-            ref_wte[(size_t)tokens[bt] * C + c] += d;
+            const double d = e->dout[(size_t)bt * C + c];
+            ref_wte[(size_t)e->tokens[bt] * C + c] += d;
             ref_wpe[(size_t)(bt % T) * C + c] += d;
         }
-    check_close("encoder_backward dwte (accumulated)", from_device(d_dwte, (size_t)Vp * C), ref_wte, tol);
-    check_close("encoder_backward dwpe (accumulated)", from_device(d_dwpe, (size_t)maxT * C), ref_wpe, tol);
+    check_close("encoder_backward dwte (accumulated)", from_device(e->d_dwte, (size_t)EncoderCase::Vp * C), ref_wte, tol);
+    check_close("encoder_backward dwpe (accumulated)", from_device(e->d_dwpe, (size_t)EncoderCase::maxT * C), ref_wpe, tol);
+}
 
-    // determinism: the same start twice, buckets rebuilt in between
+// determinism: the same start twice, buckets rebuilt in between
+static void check_encoder_deterministic(Context* ctx, EncoderCase* e) {
     std::vector<unsigned char> runs[2][2];
-    for (int r = 0; r < 2; r++) {
-        upload(d_dwte, dwte0);
-        upload(d_dwpe, dwpe0);
-        token_buckets_build(&tb, tokens.data(), BT, ctx->stream);
-        encoder_backward(ctx, d_dwte, d_dwpe, d_dout, tb, B, T, C);
-        runs[r][0] = bytes_of(d_dwte, (size_t)Vp * C * sizeof(floatX));
-        runs[r][1] = bytes_of(d_dwpe, (size_t)maxT * C * sizeof(floatX));
-    }
+    for (int r = 0; r < 2; r++) encoder_backward_from_start(ctx, e, e->tokens, runs[r]);
     check_true("encoder_backward deterministic dwte", runs[0][0] == runs[1][0], "two runs bitwise identical");
     check_true("encoder_backward deterministic dwpe", runs[0][1] == runs[1][1], "two runs bitwise identical");
+}
 
-    // in a CUDA graph (as the trainer replays its backward): captured while the buckets hold
-    // this batch, replayed after they were rebuilt for a batch of only 7 distinct tokens;
-    // must equal an eager run on that batch bit for bit
-    std::vector<int> few(BT);
+// in a CUDA graph (as the trainer replays its backward): captured while the buckets hold
+// this batch, replayed after they were rebuilt for a batch of only 7 distinct tokens;
+// must equal an eager run on that batch bit for bit
+static void check_encoder_graph_replay(Context* ctx, EncoderCase* e) {
+    std::vector<int> few(EncoderCase::BT);
     for (int& t : few) t = randint(0, 7);
     std::vector<unsigned char> eager[2], replayed[2];
-    upload(d_dwte, dwte0);
-    upload(d_dwpe, dwpe0);
-    token_buckets_build(&tb, few.data(), BT, ctx->stream);
-    encoder_backward(ctx, d_dwte, d_dwpe, d_dout, tb, B, T, C);
-    eager[0] = bytes_of(d_dwte, (size_t)Vp * C * sizeof(floatX));
-    eager[1] = bytes_of(d_dwpe, (size_t)maxT * C * sizeof(floatX));
-    upload(d_dwte, dwte0);
-    upload(d_dwpe, dwpe0);
-    token_buckets_build(&tb, tokens.data(), BT, ctx->stream);
-    cudaGraphExec_t exec = graph_capture(ctx, [&] { encoder_backward(ctx, d_dwte, d_dwpe, d_dout, tb, B, T, C); });
-    token_buckets_build(&tb, few.data(), BT, ctx->stream);
+    encoder_backward_from_start(ctx, e, few, eager);
+    upload(e->d_dwte, e->dwte0);
+    upload(e->d_dwpe, e->dwpe0);
+    token_buckets_build(&e->tb, e->tokens.data(), EncoderCase::BT, ctx->stream);
+    cudaGraphExec_t exec = graph_capture(ctx, [&] {
+        encoder_backward(ctx, e->d_dwte, e->d_dwpe, e->d_dout, e->tb, EncoderCase::B, EncoderCase::T, EncoderCase::C);
+    });
+    token_buckets_build(&e->tb, few.data(), EncoderCase::BT, ctx->stream);
     cudaCheck(cudaGraphLaunch(exec, ctx->stream));
     cudaCheck(cudaStreamSynchronize(ctx->stream));
-    replayed[0] = bytes_of(d_dwte, (size_t)Vp * C * sizeof(floatX));
-    replayed[1] = bytes_of(d_dwpe, (size_t)maxT * C * sizeof(floatX));
+    replayed[0] = bytes_of(e->d_dwte, (size_t)EncoderCase::Vp * EncoderCase::C * sizeof(floatX));
+    replayed[1] = bytes_of(e->d_dwpe, (size_t)EncoderCase::maxT * EncoderCase::C * sizeof(floatX));
     cudaCheck(cudaGraphExecDestroy(exec));
     check_true("encoder_backward replayed in a CUDA graph captured on another batch",
                eager[0] == replayed[0] && eager[1] == replayed[1], "bitwise equal to an eager run on the new batch");
-    token_buckets_free(&tb);
+}
+
+static void check_encoder(Context* ctx, double tol) {
+    EncoderCase e;
+    encoder_case_create(&e, ctx);
+    check_encoder_forward(ctx, e, tol);
+    check_encoder_backward(ctx, &e, tol);
+    check_encoder_deterministic(ctx, &e);
+    check_encoder_graph_replay(ctx, &e);
+    token_buckets_free(&e.tb);
 }
 
 // What TokenBuckets and gpt2_set_batch rely on: cudaMemcpyAsync from pageable memory has
