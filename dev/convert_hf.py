@@ -158,11 +158,10 @@ def read_check_state(path, config):
     return h, x, y, logits, loss, grads, rest
 
 
-def selftest():
-    """Small random HF GPT-2 -> safetensors -> model file -> compare; returns the failure count."""
+def _random_hf_model():
+    """A small GPT2LMHeadModel in the trainer's configuration (gelu_new, no dropout), every
+    parameter randomized from seed 0."""
     from transformers import GPT2Config, GPT2LMHeadModel
-    import reference
-    check = SelfTest()
     torch.manual_seed(0)
     hf_cfg = GPT2Config(n_layer=2, n_head=4, n_embd=64, n_positions=64, vocab_size=50257,
                         activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
@@ -170,6 +169,75 @@ def selftest():
     with torch.no_grad():  # HF's init has unit LN gains and zero biases: randomize everything
         for t in model.parameters():
             t.add_(torch.randn_like(t) * 0.05)
+    return model
+
+
+def _check_model_file(check, cfg, p, hf):
+    """The model file read back against HF's state dict: the header, wte padded to Vp with zero
+    rows, wpe and ln_f as they are, every layer stacked, the four Conv1D weights transposed."""
+    check(cfg["Vp"] == 50304 and (cfg["L"], cfg["NH"], cfg["C"], cfg["maxT"], cfg["V"]) == (2, 4, 64, 64, 50257),
+          f"model file header {cfg}")
+    sd = {k: v.detach().numpy() for k, v in hf.state_dict().items()}
+    ok = np.array_equal(p["wte"][:50257], sd["transformer.wte.weight"]) and not p["wte"][50257:].any()
+    check(ok, "wte (padded to Vp with zero rows)")
+    for ours, hf_name in HF_HEAD_MAP[1:]:  # wpe, ln_f
+        check(np.array_equal(p[ours], sd["transformer." + hf_name]), ours)
+    for ours, hf_name, tr in HF_BLOCK_MAP:
+        hf_layers = [sd[f"transformer.h.{l}.{hf_name}"] for l in range(2)]
+        check(all(np.array_equal(p[ours][l], a.T if tr else a) for l, a in enumerate(hf_layers)),
+              f"{ours} (all layers{', transposed' if tr else ''})")
+
+
+def _check_reference_forward(check, cfg, p, hf):
+    """Our reference forward on the converted weights against HF's own forward. Returns the
+    weights as torch tensors (for the check state's gradients)."""
+    import reference
+    tp = {n: torch.from_numpy(a) for n, a in p.items()}
+    idx = torch.randint(0, 50257, (2, 64), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        err = (reference.forward(tp, cfg, idx) - hf(idx).logits).abs().max().item()
+    check(err < 1e-4, f"reference.forward logits vs HF: max abs err {err:.2e}")
+    return tp
+
+
+def _check_state(check, hf, config, cfg, tp, state):
+    """The check state written from HF, read back, against reference.py's forward and autograd on
+    the same tokens (wte's gradient holds both uses of the tied weight)."""
+    import reference
+    write_check_state(hf, config, state, B=2, T=16, seed=1)
+    h, x, y, logits, loss, grads, rest = read_check_state(state, cfg)
+    check(list(h[:5]) == [STATE_MAGIC, STATE_VERSION, 2, 16, 0] and rest == b"", "state header, size, steps = 0")
+    tp = {n: t.clone().requires_grad_(True) for n, t in tp.items()}
+    ref_logits = reference.forward(tp, cfg, torch.from_numpy(x).long())
+    ref_loss = F.cross_entropy(ref_logits.view(-1, 50257), torch.from_numpy(y).long().view(-1))
+    ref_loss.backward()
+    check(np.abs(ref_logits.detach().numpy() - logits).max() < 1e-4 and abs(ref_loss.item() - loss) < 1e-5,
+          f"state logits and loss {loss:.6f} vs reference.py {ref_loss.item():.6f}")
+    worst = max(np.abs(tp[n].grad.numpy() - grads[n]).max() / (np.abs(grads[n]).max() + 1e-30)
+                for n in PARAM_ORDER)
+    check(worst < 1e-4, f"state gradients vs reference.py autograd (tied wte): worst rel err {worst:.2e}")
+    check(not grads["wte"][50257:].any(), "wte gradient's padded rows are zero")
+
+
+def _check_refusals(check, hf_dir, tmp, out):
+    """A config.json with an activation the trainer lacks, and a folder without config.json, are
+    refused with a ConvertError."""
+    with open(os.path.join(hf_dir, "config.json")) as f:
+        bad = dict(json.load(f), activation_function="relu")
+    with open(os.path.join(hf_dir, "config.json"), "w") as f:
+        json.dump(bad, f)
+    for what, d in [("activation relu", hf_dir), ("folder without config.json", tmp)]:
+        try:
+            convert(d, out)
+            check(False, f"refuses {what}")
+        except ConvertError as e:
+            check(True, f"refuses {what}: {e}")
+
+
+def selftest():
+    """Small random HF GPT-2 -> safetensors -> model file -> compare; returns the failure count."""
+    check = SelfTest()
+    model = _random_hf_model()
     with tempfile.TemporaryDirectory() as tmp:
         hf_dir = os.path.join(tmp, "hf")
         model.save_pretrained(hf_dir)
@@ -177,49 +245,10 @@ def selftest():
         out = os.path.join(tmp, "model.bin")
         config, _, hf = convert(hf_dir, out)
         cfg, p = read_model(out)
-        check(cfg["Vp"] == 50304 and (cfg["L"], cfg["NH"], cfg["C"], cfg["maxT"], cfg["V"]) == (2, 4, 64, 64, 50257),
-              f"model file header {cfg}")
-        sd = {k: v.detach().numpy() for k, v in hf.state_dict().items()}
-        ok = np.array_equal(p["wte"][:50257], sd["transformer.wte.weight"]) and not p["wte"][50257:].any()
-        check(ok, "wte (padded to Vp with zero rows)")
-        for ours, hf_name in HF_HEAD_MAP[1:]:  # wpe, ln_f
-            check(np.array_equal(p[ours], sd["transformer." + hf_name]), ours)
-        for ours, hf_name, tr in HF_BLOCK_MAP:
-            hf_layers = [sd[f"transformer.h.{l}.{hf_name}"] for l in range(2)]
-            check(all(np.array_equal(p[ours][l], a.T if tr else a) for l, a in enumerate(hf_layers)),
-                  f"{ours} (all layers{', transposed' if tr else ''})")
-        # our reference forward on the converted weights against HF's own forward
-        tp = {n: torch.from_numpy(a) for n, a in p.items()}
-        idx = torch.randint(0, 50257, (2, 64), generator=torch.Generator().manual_seed(3))
-        with torch.no_grad():
-            err = (reference.forward(tp, cfg, idx) - hf(idx).logits).abs().max().item()
-        check(err < 1e-4, f"reference.forward logits vs HF: max abs err {err:.2e}")
-        # the check state: read it back, compare with reference.py's forward + autograd
-        state = os.path.join(tmp, "state.bin")
-        write_check_state(hf, config, state, B=2, T=16, seed=1)
-        h, x, y, logits, loss, grads, rest = read_check_state(state, cfg)
-        check(list(h[:5]) == [STATE_MAGIC, STATE_VERSION, 2, 16, 0] and rest == b"", "state header, size, steps = 0")
-        tp = {n: t.clone().requires_grad_(True) for n, t in tp.items()}
-        ref_logits = reference.forward(tp, cfg, torch.from_numpy(x).long())
-        ref_loss = F.cross_entropy(ref_logits.view(-1, 50257), torch.from_numpy(y).long().view(-1))
-        ref_loss.backward()
-        check(np.abs(ref_logits.detach().numpy() - logits).max() < 1e-4 and abs(ref_loss.item() - loss) < 1e-5,
-              f"state logits and loss {loss:.6f} vs reference.py {ref_loss.item():.6f}")
-        worst = max(np.abs(tp[n].grad.numpy() - grads[n]).max() / (np.abs(grads[n]).max() + 1e-30)
-                    for n in PARAM_ORDER)
-        check(worst < 1e-4, f"state gradients vs reference.py autograd (tied wte): worst rel err {worst:.2e}")
-        check(not grads["wte"][50257:].any(), "wte gradient's padded rows are zero")
-        # refusals
-        with open(os.path.join(hf_dir, "config.json")) as f:
-            bad = dict(json.load(f), activation_function="relu")
-        with open(os.path.join(hf_dir, "config.json"), "w") as f:
-            json.dump(bad, f)
-        for what, d in [("activation relu", hf_dir), ("folder without config.json", tmp)]:
-            try:
-                convert(d, out)
-                check(False, f"refuses {what}")
-            except ConvertError as e:
-                check(True, f"refuses {what}: {e}")
+        _check_model_file(check, cfg, p, hf)
+        tp = _check_reference_forward(check, cfg, p, hf)
+        _check_state(check, hf, config, cfg, tp, os.path.join(tmp, "state.bin"))
+        _check_refusals(check, hf_dir, tmp, out)
     return check.summary("convert_hf")
 
 

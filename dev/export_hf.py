@@ -134,93 +134,140 @@ def export(model_path, out_dir, vocab_dir=None):
     return config, tensors
 
 
+def _random_params(config):
+    """Random params (seed 0, scale 0.05) in the model file's shapes, wte's padding rows zero."""
+    rng = np.random.default_rng(0)
+    shapes = param_shapes(dict(config, Vp=padded_vocab(config["V"])))
+    params = {n: (rng.standard_normal(s) * 0.05).astype("<f4") for n, s in shapes.items()}
+    params["wte"][config["V"]:] = 0  # as the trainer keeps them
+    return params
+
+
+def _check_tensors(check, back, tensors, params, config):
+    """The safetensors read back: HF's names, wte cut to V rows, wpe and ln_f as they are, and every
+    layer's tensors, the four Conv1D weights transposed to (in, out)."""
+    check(sorted(back) == sorted(tensors) and len(back) == 4 + 12 * config["L"], f"{len(back)} tensors, HF's names")
+    check(np.array_equal(back["transformer.wte.weight"], params["wte"][:config["V"]]), "wte cut to V rows")
+    check(all(np.array_equal(back["transformer." + hf], params[ours]) for ours, hf in HF_HEAD_MAP[1:]), "wpe, ln_f")
+    for ours, hf, tr in HF_BLOCK_MAP:
+        ok = all(np.array_equal(back[f"transformer.h.{l}.{hf}"], params[ours][l].T if tr else params[ours][l])
+                 for l in range(config["L"]))
+        check(ok, f"{hf} (every layer{', transposed to (in, out)' if tr else ''})")
+
+
+def _check_config_files(check, out, config, vocab_dir):
+    """config.json describes the model; with a vocabulary, the three tokenizer files are there."""
+    with open(os.path.join(out, "config.json")) as f:
+        c = json.load(f)
+    check((c["n_layer"], c["n_head"], c["n_embd"], c["n_positions"], c["vocab_size"]) == (2, 4, 64, 64, config["V"])
+          and c["activation_function"] == "gelu_new", "config.json")
+    if vocab_dir:
+        check(all(os.path.isfile(os.path.join(out, f)) for f in ("vocab.json", "merges.txt", "tokenizer_config.json")),
+              "tokenizer files")
+
+
+def _check_refusals(check, model, out, tmp):
+    """Each bad input is refused with a one-line ExportError, and none leaves anything in tmp."""
+    for what, args, expect in [
+            ("an existing, non-empty OUT_DIR", (model, out), "is not an empty folder"),
+            ("a file that is not a model file", (os.path.join(out, "model.safetensors"), os.path.join(tmp, "x")), "bad magic"),
+            ("a file shorter than the header", (os.path.join(out, "config.json"), os.path.join(tmp, "x")), "too short"),
+            ("a missing model file", (os.path.join(tmp, "none.bin"), os.path.join(tmp, "y")), "cannot read"),
+            ("--vocab-dir without the vocabulary", (model, os.path.join(tmp, "z"), tmp), "no such file")]:
+        try:
+            export(*args)
+            check(False, f"refuses {what}")
+        except ExportError as e:
+            check(expect in str(e) and "\n" not in str(e), f"refuses {what}: {e}")
+    check(sorted(os.listdir(tmp)) == ["hf", "model.bin"], "nothing left behind by the refusals")
+
+
+def _write_fails_halfway(path, tensors):
+    """Stands in for write_safetensors: a few bytes written, then the disk is full."""
+    with open(path, "wb") as f:
+        f.write(b"partial")
+    raise OSError(28, "No space left on device")
+
+
+def _check_failed_write(check, model, tmp):
+    """A write that fails halfway raises, and its temporary folder is removed (no half export)."""
+    global write_safetensors  # export() looks the name up in this module's globals at each call
+    saved = write_safetensors
+    write_safetensors = _write_fails_halfway
+    try:
+        export(model, os.path.join(tmp, "w"))
+        check(False, "a failed write raises")
+    except OSError:
+        check(sorted(os.listdir(tmp)) == ["hf", "model.bin"], "a write failing halfway leaves no folder behind")
+    finally:
+        write_safetensors = saved
+
+
+def _check_folder_mode(check, out):
+    """The export's folder gets the umask's mode, not mkdtemp's 0700."""
+    mode = os.stat(out).st_mode & 0o777
+    umask = os.umask(0)  # os.umask sets a new mask and returns the old one: put it back at once
+    os.umask(umask)
+    check(mode == 0o777 & ~umask, f"the folder's mode follows the umask ({oct(mode)})")
+
+
+def _check_in_transformers(check, model, out, tmp, params, config, vocab_dir):
+    """Where torch and transformers are installed: GPT2LMHeadModel loads the export and its logits
+    match dev/reference.py's on the model file, dev/convert_hf.py turns the export back into the
+    same model file bitwise, and (with a vocabulary) AutoTokenizer loads the tokenizer files."""
+    try:
+        import torch
+        from transformers import GPT2LMHeadModel
+    except ImportError:
+        print("note: torch or transformers not installed: transformers' loading not checked")
+        return
+    import reference, convert_hf
+    hf = GPT2LMHeadModel.from_pretrained(out, attn_implementation="eager").float().eval()
+    idx = torch.randint(0, config["V"], (2, 64), generator=torch.Generator().manual_seed(3))
+    tp = {n: torch.from_numpy(a) for n, a in params.items()}
+    with torch.no_grad():
+        err = (reference.forward(tp, dict(config, Vp=padded_vocab(config["V"])), idx) - hf(idx).logits).abs().max().item()
+    check(err < 1e-4, f"GPT2LMHeadModel.from_pretrained(OUT_DIR) logits vs reference.py: max abs err {err:.2e}")
+    again = os.path.join(tmp, "again.bin")
+    convert_hf.convert(out, again)
+    with open(model, "rb") as a, open(again, "rb") as b:
+        check(a.read() == b.read(), "dev/convert_hf.py on the export: bitwise the same model file")
+    if vocab_dir:
+        _check_tokenizer(check, out, vocab_dir)
+
+
+def _check_tokenizer(check, out, vocab_dir):
+    """AutoTokenizer on the exported tokenizer files encodes a mixed text as tiktoken's gpt2 does
+    from the same vocabulary files (or, without tiktoken, at least loads and encodes)."""
+    from transformers import AutoTokenizer
+    text = "Hello world, it's 2026: naïve café — 東京!"
+    ids = AutoTokenizer.from_pretrained(out).encode(text)
+    try:
+        from tokenizer_fixture import gpt2_encoding  # tiktoken, from the same local files
+        check(ids == gpt2_encoding(vocab_dir).encode_ordinary(text), f"AutoTokenizer(OUT_DIR) = tiktoken gpt2 ({len(ids)} ids)")
+    except ImportError:
+        check(len(ids) > 0, "AutoTokenizer(OUT_DIR) loads (tiktoken not installed)")
+
+
 def selftest(vocab_dir=None, report=None):
     """A small random model file -> export -> read back; with torch and transformers installed also
     GPT2LMHeadModel.from_pretrained against dev/reference.py's forward on the same file, and the
     round trip through dev/convert_hf.py (bitwise the same model file). Each check goes to
     report(ok, what) (dev/unit/check.py's check in CI) or is printed. Returns the failure count."""
     check = SelfTest(report)
-    rng = np.random.default_rng(0)
     config = dict(maxT=64, V=GPT2_VOCAB, L=2, NH=4, C=64)
-    shapes = param_shapes(dict(config, Vp=padded_vocab(config["V"])))
-    params = {n: (rng.standard_normal(s) * 0.05).astype("<f4") for n, s in shapes.items()}
-    params["wte"][config["V"]:] = 0  # as the trainer keeps them
+    params = _random_params(config)
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "model.bin")
         write_model(model, params, config)
         out = os.path.join(tmp, "hf")
         _, tensors = export(model, out, vocab_dir)
-        back = read_safetensors(os.path.join(out, "model.safetensors"))
-        check(sorted(back) == sorted(tensors) and len(back) == 4 + 12 * config["L"], f"{len(back)} tensors, HF's names")
-        check(np.array_equal(back["transformer.wte.weight"], params["wte"][:config["V"]]), "wte cut to V rows")
-        check(all(np.array_equal(back["transformer." + hf], params[ours]) for ours, hf in HF_HEAD_MAP[1:]), "wpe, ln_f")
-        for ours, hf, tr in HF_BLOCK_MAP:
-            ok = all(np.array_equal(back[f"transformer.h.{l}.{hf}"], params[ours][l].T if tr else params[ours][l])
-                     for l in range(config["L"]))
-            check(ok, f"{hf} (every layer{', transposed to (in, out)' if tr else ''})")
-        with open(os.path.join(out, "config.json")) as f:
-            c = json.load(f)
-        check((c["n_layer"], c["n_head"], c["n_embd"], c["n_positions"], c["vocab_size"]) == (2, 4, 64, 64, config["V"])
-              and c["activation_function"] == "gelu_new", "config.json")
-        if vocab_dir:
-            check(all(os.path.isfile(os.path.join(out, f)) for f in ("vocab.json", "merges.txt", "tokenizer_config.json")),
-                  "tokenizer files")
-        for what, args, expect in [
-                ("an existing, non-empty OUT_DIR", (model, out), "is not an empty folder"),
-                ("a file that is not a model file", (os.path.join(out, "model.safetensors"), os.path.join(tmp, "x")), "bad magic"),
-                ("a file shorter than the header", (os.path.join(out, "config.json"), os.path.join(tmp, "x")), "too short"),
-                ("a missing model file", (os.path.join(tmp, "none.bin"), os.path.join(tmp, "y")), "cannot read"),
-                ("--vocab-dir without the vocabulary", (model, os.path.join(tmp, "z"), tmp), "no such file")]:
-            try:
-                export(*args)
-                check(False, f"refuses {what}")
-            except ExportError as e:
-                check(expect in str(e) and "\n" not in str(e), f"refuses {what}: {e}")
-        check(sorted(os.listdir(tmp)) == ["hf", "model.bin"], "nothing left behind by the refusals")
-        global write_safetensors
-        saved = write_safetensors
-        def failing(path, tensors):
-            with open(path, "wb") as f:
-                f.write(b"partial")
-            raise OSError(28, "No space left on device")
-        write_safetensors = failing  # a write that fails halfway
-        try:
-            export(model, os.path.join(tmp, "w"))
-            check(False, "a failed write raises")
-        except OSError:
-            check(sorted(os.listdir(tmp)) == ["hf", "model.bin"], "a write failing halfway leaves no folder behind")
-        finally:
-            write_safetensors = saved
-        mode = os.stat(out).st_mode & 0o777
-        umask = os.umask(0)
-        os.umask(umask)
-        check(mode == 0o777 & ~umask, f"the folder's mode follows the umask ({oct(mode)})")
-        try:
-            import torch
-            from transformers import GPT2LMHeadModel
-        except ImportError:
-            print("note: torch or transformers not installed: transformers' loading not checked")
-        else:
-            import reference, convert_hf
-            hf = GPT2LMHeadModel.from_pretrained(out, attn_implementation="eager").float().eval()
-            idx = torch.randint(0, config["V"], (2, 64), generator=torch.Generator().manual_seed(3))
-            tp = {n: torch.from_numpy(a) for n, a in params.items()}
-            with torch.no_grad():
-                err = (reference.forward(tp, dict(config, Vp=padded_vocab(config["V"])), idx) - hf(idx).logits).abs().max().item()
-            check(err < 1e-4, f"GPT2LMHeadModel.from_pretrained(OUT_DIR) logits vs reference.py: max abs err {err:.2e}")
-            again = os.path.join(tmp, "again.bin")
-            convert_hf.convert(out, again)
-            with open(model, "rb") as a, open(again, "rb") as b:
-                check(a.read() == b.read(), "dev/convert_hf.py on the export: bitwise the same model file")
-            if vocab_dir:
-                from transformers import AutoTokenizer
-                text = "Hello world, it's 2026: naïve café — 東京!"
-                ids = AutoTokenizer.from_pretrained(out).encode(text)
-                try:
-                    from tokenizer_fixture import gpt2_encoding  # tiktoken, from the same local files
-                    check(ids == gpt2_encoding(vocab_dir).encode_ordinary(text), f"AutoTokenizer(OUT_DIR) = tiktoken gpt2 ({len(ids)} ids)")
-                except ImportError:
-                    check(len(ids) > 0, "AutoTokenizer(OUT_DIR) loads (tiktoken not installed)")
+        _check_tensors(check, read_safetensors(os.path.join(out, "model.safetensors")), tensors, params, config)
+        _check_config_files(check, out, config, vocab_dir)
+        _check_refusals(check, model, out, tmp)
+        _check_failed_write(check, model, tmp)
+        _check_folder_mode(check, out)
+        _check_in_transformers(check, model, out, tmp, params, config, vocab_dir)
     return check.summary("export_hf")
 
 
