@@ -130,7 +130,15 @@ def hf_cross_check(p, config, x, logits):
     assert err < 1e-4, f"HF logits differ from the reference by {err}"
 
 
-def main():
+# The AdamW settings and the clipping threshold of the reference run (the state file's header
+# records them, so test_gpt2.cu repeats the same steps).
+BETA1, BETA2, EPS, WEIGHT_DECAY, GRAD_CLIP = 0.9, 0.95, 1e-8, 0.1, 1.0
+# Weight decay only on the matrices (embeddings and Linear weights; per-layer ones are
+# stacked to 3-D here), none on biases and LayerNorm params, as GPT-2 trainers do.
+DECAY_NAMES = ("wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw")
+
+
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="d12", choices=list(CONFIGS))
     ap.add_argument("-B", type=int, default=4)
@@ -140,53 +148,76 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--tokens", default=None, help="llm.c token shard for the batch (else random)")
     ap.add_argument("--out", default="dev_data")
-    args = ap.parse_args()
-    beta1, beta2, eps, weight_decay, grad_clip = 0.9, 0.95, 1e-8, 0.1, 1.0
-    B, T = args.B, args.T
+    return ap.parse_args()
 
-    config = make_config(args.config)
-    V, Vp = config["V"], padded_vocab(config["V"])
-    if not (1 <= T <= config["maxT"] and B >= 1 and args.steps >= 1):
+
+def check_args(args, config):
+    """Exits with a one-line message when the sizes do not fit the model."""
+    if not (1 <= args.T <= config["maxT"] and args.B >= 1 and args.steps >= 1):
         sys.exit(f"need 1 <= T <= {config['maxT']} for {args.config}, B >= 1 and steps >= 1")
+
+
+def pick_device():
+    """The GPU when there is one, else the CPU; fp32 either way."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.backends.cuda.matmul.allow_tf32 = False   # keep every matmul true fp32
     torch.backends.cudnn.allow_tf32 = False
+    return device
+
+
+def print_settings(args, config, device):
+    V, Vp = config["V"], padded_vocab(config["V"])
     print(f"config {args.config}: L={config['L']} NH={config['NH']} C={config['C']} "
-          f"maxT={config['maxT']} V={V} Vp={Vp}; B={B} T={T} steps={args.steps} lr={args.lr} "
+          f"maxT={config['maxT']} V={V} Vp={Vp}; B={args.B} T={args.T} steps={args.steps} lr={args.lr} "
           f"seed={args.seed} device={device}")
 
-    # The batch: B*T+1 consecutive tokens; y is x shifted by one, as in language modelling.
+
+def make_batch(args, V, device):
+    """The batch: B*T+1 consecutive tokens; y is x shifted by one, as in language modelling."""
+    B, T = args.B, args.T
     if args.tokens:
         tokens = torch.from_numpy(read_tokens(args.tokens, B * T + 1)).long()
         if tokens.max() >= V:
             sys.exit(f"{args.tokens}: token id {tokens.max().item()} is not below V={V}")
     else:
+        # Its own generator, seeded from --seed: the batch neither uses nor moves the global RNG.
         tokens = torch.randint(0, V, (B * T + 1,), generator=torch.Generator().manual_seed(args.seed))
     x = tokens[:-1].view(B, T).to(device)
     y = tokens[1:].view(B, T).to(device)
+    return x, y
 
-    cpu_params = init_params(config, args.seed)
-    os.makedirs(args.out, exist_ok=True)
-    model_path = os.path.join(args.out, "reference_model.bin")
+
+def write_initial_model(out, cpu_params, config):
+    """Writes <out>/reference_model.bin and checks that reading it back gives the same tensors."""
+    os.makedirs(out, exist_ok=True)
+    model_path = os.path.join(out, "reference_model.bin")
     write_model(model_path, cpu_params, config)
     _, back = read_model(model_path)  # the file must give back exactly what was written
     assert all(np.array_equal(back[n], cpu_params[n].numpy()) for n in PARAM_ORDER), "roundtrip"
+    return model_path
 
+
+def build_optimizer(cpu_params, device, lr):
+    """Trainable copies of the initial weights on the device, and their AdamW."""
     # A copy: the optimizer updates params in place, cpu_params keep the initial weights.
     params = {n: t.clone().to(device).requires_grad_(True) for n, t in cpu_params.items()}
-    # Weight decay only on the matrices (embeddings and Linear weights; per-layer ones are
-    # stacked to 3-D here), none on biases and LayerNorm params, as GPT-2 trainers do.
-    decay_names = ("wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw")
-    decay = [params[n] for n in decay_names]
-    no_decay = [t for n, t in params.items() if n not in decay_names]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+    decay = [params[n] for n in DECAY_NAMES]
+    no_decay = [t for n, t in params.items() if n not in DECAY_NAMES]
+    # foreach=False, fused=False: PyTorch's single-tensor AdamW, one parameter at a time.
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
                                    {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=args.lr, betas=(beta1, beta2), eps=eps,
+                                  lr=lr, betas=(BETA1, BETA2), eps=EPS,
                                   foreach=False, fused=False)
+    return params, optimizer
 
+
+def train(params, optimizer, config, x, y, steps):
+    """`steps` training steps on the one batch (x, y). Returns the initial state (logits, loss and
+    gradients at the initial weights, before any update) and the loss of every step."""
+    V = config["V"]
     t0 = time.time()
     losses = []
-    for step in range(args.steps):
+    for step in range(steps):
         logits = forward(params, config, x)
         loss = F.cross_entropy(logits.view(-1, V), y.view(-1))
         optimizer.zero_grad(set_to_none=True)
@@ -195,15 +226,21 @@ def main():
             logits0, loss0 = logits.detach().cpu(), loss.item()
             grads0 = {n: t.grad.detach().cpu().clone() for n, t in params.items()}
             print(f"initial loss {loss0:.6f} (ln V = {math.log(V):.6f})")
-        norm = clip_grad_norm(params.values(), grad_clip)
+        norm = clip_grad_norm(params.values(), GRAD_CLIP)
         optimizer.step()
         losses.append(loss.item())
         print(f"step {step}: loss {losses[-1]:.6f}  grad norm {norm.item():.6f}")
-    print(f"{args.steps} steps in {time.time() - t0:.1f} s")
+    print(f"{steps} steps in {time.time() - t0:.1f} s")
+    return (logits0, loss0, grads0), losses
 
+
+def write_state(args, config, x, y, initial, losses):
+    """Writes <out>/reference_state.bin in the layout the module docstring describes."""
+    logits0, loss0, grads0 = initial
     header = np.zeros(HEADER_INTS, dtype="<i4")
-    header[:5] = [STATE_MAGIC, STATE_VERSION, B, T, args.steps]
-    header[5:11] = np.array([args.lr, beta1, beta2, eps, weight_decay, grad_clip], dtype="<f4").view("<i4")
+    header[:5] = [STATE_MAGIC, STATE_VERSION, args.B, args.T, args.steps]
+    # The float settings go into the int32 header as their float32 bit patterns (.view).
+    header[5:11] = np.array([args.lr, BETA1, BETA2, EPS, WEIGHT_DECAY, GRAD_CLIP], dtype="<f4").view("<i4")
     state_path = os.path.join(args.out, "reference_state.bin")
     with open(state_path, "wb") as f:
         f.write(header.tobytes())
@@ -213,8 +250,23 @@ def main():
         f.write(np.array([loss0], dtype="<f4").tobytes())
         write_tensors(f, grads0, param_shapes(config))             # wte grad has Vp rows
         f.write(np.array(losses, dtype="<f4").tobytes())
-    print(f"wrote {model_path} and {state_path}")
+    return state_path
 
+
+def main():
+    args = parse_args()
+    config = make_config(args.config)
+    check_args(args, config)
+    device = pick_device()
+    print_settings(args, config, device)
+    x, y = make_batch(args, config["V"], device)
+    cpu_params = init_params(config, args.seed)
+    model_path = write_initial_model(args.out, cpu_params, config)
+    params, optimizer = build_optimizer(cpu_params, device, args.lr)
+    initial, losses = train(params, optimizer, config, x, y, args.steps)
+    state_path = write_state(args, config, x, y, initial, losses)
+    print(f"wrote {model_path} and {state_path}")
+    logits0 = initial[0]
     hf_cross_check({n: t.to(device) for n, t in cpu_params.items()}, config, x, logits0.to(device))
 
 

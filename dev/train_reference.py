@@ -110,76 +110,126 @@ def parse_args():
     return ap.parse_args()
 
 
-def main():
-    args = parse_args()
+def tokens_per_step(args):
+    """-d, the tokens of one optimizer step, and accum, the micro-steps of B*T tokens it takes."""
     B, T = args.B, args.T
     d = args.total_batch_tokens or B * T
     if B < 1 or T < 1 or d % (B * T) != 0:
         raise ValueError(f"-d {d} is not a positive multiple of B*T = {B}*{T} = {B * T}")
-    accum = d // (B * T)
-    config, arrays = read_model(args.model)
-    if T > config["maxT"]:
-        raise ValueError(f"-T {T} exceeds the model's maximum sequence length {config['maxT']}")
-    V = config["V"]
-    data = Batches(args.train, B, T, d, V)
-    steps = args.max_steps if args.max_steps > 0 else max(1, data.steps_per_epoch())
+    return d, d // (B * T)
 
+
+def pick_device(args):
+    """The device (--device, else cuda when available) and the autocast dtype (None: plain fp32)."""
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     torch.backends.cuda.matmul.allow_tf32 = False   # fp32 means fp32: no TF32 matmuls
     torch.backends.cudnn.allow_tf32 = False
     half = {"bf16-autocast": torch.bfloat16, "fp16-autocast": torch.float16}.get(args.dtype)
-    scale, clean = (65536.0 if args.dtype == "fp16-autocast" else 1.0), 0
-    params = {n: torch.from_numpy(a).to(device).requires_grad_(True) for n, a in arrays.items()}
-    optimizer = torch.optim.AdamW(
+    return device, half
+
+
+def build_optimizer(params, args):
+    """AdamW with weight decay on the 2-D tensors (DECAY) only, as the trainer does."""
+    return torch.optim.AdamW(
         [{"params": [params[n] for n in DECAY], "weight_decay": args.weight_decay},
          {"params": [t for n, t in params.items() if n not in DECAY], "weight_decay": 0.0}],
         lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps, foreach=False, fused=False)
-    n_params = sum(t.numel() for t in params.values())
-    print(f"reference GPT-2 L={config['L']} NH={config['NH']} C={config['C']} ({n_params} parameters), "
-          f"{args.dtype}, {device}, B={B} T={T}, {d} tokens/step (accumulation {accum}), {steps} steps, "
-          f"{len(data.files)} shard(s), {data.steps_per_epoch()} steps per epoch", flush=True)
-    log = open(args.log, "w") if args.log else None
 
+
+def set_lr(optimizer, step, steps, args):
+    """This step's learning rate (the trainer's schedule), set on every parameter group."""
+    lr = lr_at(step, args.lr, args.warmup, steps, args.lr_schedule, args.lr_final)
+    for group in optimizer.param_groups:
+        group["lr"] = float(lr)
+    return lr
+
+
+def accumulate_gradients(params, config, micro_batches, accum, device, half, scale):
+    """Forward and backward of each micro-batch, the gradients adding up in .grad. Returns the sum
+    of the micro-batches' losses (a device tensor: no sync with the GPU per micro-step)."""
+    loss_sum = torch.zeros((), device=device)
+    for x, y in micro_batches:
+        x, y = x.to(device), y.to(device)
+        with torch.autocast(device_type=device.type, dtype=half or torch.float32, enabled=half is not None):
+            logits = forward(params, config, x)
+        loss = F.cross_entropy(logits.float().view(-1, config["V"]), y.view(-1))  # mean over B*T tokens
+        (loss * scale / accum).backward()   # accumulated: the mean over all the step's tokens (scaled)
+        loss_sum += loss.detach()
+    return loss_sum
+
+
+def unscale_and_clip(params, scale, grad_clip):
+    """Divides the loss scale out of the gradients, clips their global norm (if grad_clip > 0) and
+    returns the norm before clipping (inf or nan when a gradient overflowed)."""
+    if scale != 1.0:
+        for t in params.values():
+            t.grad.div_(scale)
+    if grad_clip > 0:
+        return clip_grad_norm(params.values(), grad_clip).item()
+    return math.sqrt(sum(t.grad.double().pow(2).sum().item() for t in params.values()))
+
+
+def next_loss_scale(scale, clean, skipped):
+    """llmc/loss_scale.h's rule: halve on an inf/nan step, double after 1000 clean steps in a row."""
+    scale, clean = (max(scale / 2, 1.0), 0) if skipped else (scale, clean + 1)
+    if clean >= 1000:
+        scale, clean = min(scale * 2, 2.0 ** 24), 0
+    return scale, clean
+
+
+def report_step(log, step, steps, loss, norm, lr, skipped, ms, d):
+    """The `step N/M | loss ...` line, and the trainer's log.jsonl record when there is a --log."""
+    print(f"step {step + 1:4d}/{steps} | loss {loss:.6f} | norm {norm:.4f} | lr {float(lr):.2e}"
+          f"{' (skipped)' if skipped else ''} | {ms:.2f} ms | {d / (ms / 1e3):.0f} tok/s", flush=True)
+    if log:
+        log.write(json.dumps({"type": "step", "step": step + 1, "loss": loss, "norm": norm, "lr": float(lr),
+                              "skipped": int(skipped), "ms": ms, "tok_s": d / (ms / 1e3)}) + "\n")
+        log.flush()
+
+
+def train(args, config, data, params, optimizer, device, half, steps, d, accum):
+    """The training loop: `steps` optimizer steps of accum micro-steps each, one line per step."""
+    # fp16's small gradients would underflow to zero without a loss scale; fp32 and bf16 use 1
+    scale, clean = (65536.0 if args.dtype == "fp16-autocast" else 1.0), 0
+    log = open(args.log, "w") if args.log else None
     for step in range(steps):
-        lr = lr_at(step, args.lr, args.warmup, steps, args.lr_schedule, args.lr_final)
-        for group in optimizer.param_groups:
-            group["lr"] = float(lr)
+        lr = set_lr(optimizer, step, steps, args)
         t0 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        loss_sum = torch.zeros((), device=device)
-        for x, y in data.next_step(accum):
-            x, y = x.to(device), y.to(device)
-            with torch.autocast(device_type=device.type, dtype=half or torch.float32, enabled=half is not None):
-                logits = forward(params, config, x)
-            loss = F.cross_entropy(logits.float().view(-1, V), y.view(-1))  # mean over B*T tokens
-            (loss * scale / accum).backward()   # accumulated: the mean over all the step's tokens (scaled)
-            loss_sum += loss.detach()
-        if scale != 1.0:
-            for t in params.values():
-                t.grad.div_(scale)
-        if args.grad_clip > 0:
-            norm = clip_grad_norm(params.values(), args.grad_clip).item()
-        else:
-            norm = math.sqrt(sum(t.grad.double().pow(2).sum().item() for t in params.values()))
+        loss_sum = accumulate_gradients(params, config, data.next_step(accum), accum, device, half, scale)
+        norm = unscale_and_clip(params, scale, args.grad_clip)
         skipped = not math.isfinite(norm)       # the trainer skips a step with an inf/nan norm
         if not skipped:
             optimizer.step()
-        if args.dtype == "fp16-autocast":       # llmc/loss_scale.h's rule
-            scale, clean = (max(scale / 2, 1.0), 0) if skipped else (scale, clean + 1)
-            if clean >= 1000:
-                scale, clean = min(scale * 2, 2.0 ** 24), 0
+        if args.dtype == "fp16-autocast":
+            scale, clean = next_loss_scale(scale, clean, skipped)
         loss = loss_sum.item() / accum
         if device.type == "cuda":
             torch.cuda.synchronize()
         ms = (time.perf_counter() - t0) * 1e3
-        print(f"step {step + 1:4d}/{steps} | loss {loss:.6f} | norm {norm:.4f} | lr {float(lr):.2e}"
-              f"{' (skipped)' if skipped else ''} | {ms:.2f} ms | {d / (ms / 1e3):.0f} tok/s", flush=True)
-        if log:
-            log.write(json.dumps({"type": "step", "step": step + 1, "loss": loss, "norm": norm, "lr": float(lr),
-                                  "skipped": int(skipped), "ms": ms, "tok_s": d / (ms / 1e3)}) + "\n")
-            log.flush()
+        report_step(log, step, steps, loss, norm, lr, skipped, ms, d)
     if log:
         log.close()
+
+
+def main():
+    args = parse_args()
+    B, T = args.B, args.T
+    d, accum = tokens_per_step(args)
+    config, arrays = read_model(args.model)
+    if T > config["maxT"]:
+        raise ValueError(f"-T {T} exceeds the model's maximum sequence length {config['maxT']}")
+    data = Batches(args.train, B, T, d, config["V"])
+    steps = args.max_steps if args.max_steps > 0 else max(1, data.steps_per_epoch())
+
+    device, half = pick_device(args)
+    params = {n: torch.from_numpy(a).to(device).requires_grad_(True) for n, a in arrays.items()}
+    optimizer = build_optimizer(params, args)
+    n_params = sum(t.numel() for t in params.values())
+    print(f"reference GPT-2 L={config['L']} NH={config['NH']} C={config['C']} ({n_params} parameters), "
+          f"{args.dtype}, {device}, B={B} T={T}, {d} tokens/step (accumulation {accum}), {steps} steps, "
+          f"{len(data.files)} shard(s), {data.steps_per_epoch()} steps per epoch", flush=True)
+    train(args, config, data, params, optimizer, device, half, steps, d, accum)
 
 
 if __name__ == "__main__":
