@@ -352,9 +352,9 @@ bool setup(Run* r, std::string* err) {
     if (!model_config(tc, &cfg, &fresh, err)) return false;
     if (tc.eval_only && fresh && rank0) printf("note: --eval-only of a new, randomly initialized %s (-e names no model file)\n", tc.model.c_str());
     if (!tc.bench && !open_data(r, cfg, err)) return false;
-    int devices = 0;
-    cudaCheck(cudaGetDeviceCount(&devices));
-    context_create(&r->ctx, r->comm.local_rank % devices);
+    int device;
+    if (!gpu_for_rank(r->comm.local_rank, &device, err)) return false;
+    context_create(&r->ctx, device);
     if (!comm_init(&r->comm, tc.rendezvous, tc.nccl_timeout, tc.nccl_cta_policy, err) || !build_model(r, cfg, fresh, err)) return false;
     GPT2* m = &r->model;
     r->reduce = r->comm.world > 1;

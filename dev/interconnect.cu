@@ -185,16 +185,14 @@ static void sweep_all_gpus(int n, size_t max_mb) {
 // One process per GPU (the trainer's launchers): this rank's GPU, the trainer's communicator setup
 // (rank 0's NCCL id by MPI, or over TCP from MASTER_ADDR:MASTER_PORT with the env launch).
 static int sweep_one_process_per_gpu(Comm* c, size_t max_mb) {
-    int gpus = 0;
-    cudaCheck(cudaGetDeviceCount(&gpus));
-    cudaCheck(cudaSetDevice(c->local_rank % gpus));
+    int device;
     std::string err;
-    if (!comm_init(c, "tcp", 0, -1, &err)) comm_fail(c, err);
+    if (!gpu_for_rank(c->local_rank, &device, &err) || !comm_init(c, "tcp", 0, -1, &err)) comm_fail(c, err);
     if (c->rank == 0) printf("%d ranks (%s launch), one process per GPU: the all-reduce sweep only\n", c->world, c->launcher.c_str());
 #ifdef USE_NCCL
     SweepRanks r;
     r.world = c->world;
-    r.devs = {c->local_rank % gpus};
+    r.devs = {device};
     r.comms = {c->nccl};
     r.comm = c;
     allreduce_sweep(r, max_mb);
@@ -205,13 +203,16 @@ static int sweep_one_process_per_gpu(Comm* c, size_t max_mb) {
     return 0;
 }
 
-// One process, every GPU of the machine: the P2P matrix (unless skip_p2p) and the sweep.
-static void probe_all_gpus(size_t max_mb, bool skip_p2p) {
+// One process, every GPU of the machine: the P2P matrix (unless skip_p2p) and the sweep. false +
+// one line in *err when no GPU can be used.
+static bool probe_all_gpus(size_t max_mb, bool skip_p2p, std::string* err) {
     int n = 0;
-    cudaCheck(cudaGetDeviceCount(&n));
+    if (!gpu_count(&n, err)) return false;
     printf("%d GPU(s)\n", n);
     for (int i = 0; i < n; i++) { cudaDeviceProp p; cudaCheck(cudaGetDeviceProperties(&p, i)); printf("GPU%d: %s\n", i, p.name); }
-    if (n < 2) { printf("one GPU: nothing to measure between GPUs\n"); return; }
+    for (int i = 0; i < n; i++)
+        if (!gpu_runs_build(i, err)) return false;
+    if (n < 2) { printf("one GPU: nothing to measure between GPUs\n"); return true; }
     if (!skip_p2p) { p2p_matrix(n, true); p2p_matrix(n, false); }
 #ifdef USE_NCCL
     sweep_all_gpus(n, max_mb);
@@ -219,6 +220,7 @@ static void probe_all_gpus(size_t max_mb, bool skip_p2p) {
     (void)max_mb;
     printf("built without NCCL: no all-reduce sweep\n");
 #endif
+    return true;
 }
 
 int main(int argc, char** argv) {
@@ -243,7 +245,9 @@ int main(int argc, char** argv) {
         }
     }
     if (comm.world > 1) return sweep_one_process_per_gpu(&comm, max_mb);
-    probe_all_gpus(max_mb, skip_p2p);
+    std::string err;
+    const bool ok = probe_all_gpus(max_mb, skip_p2p, &err);
+    if (!ok) fprintf(stderr, "error: %s\n", err.c_str());
     comm_free(&comm);  // (MPI_Finalize under mpirun -np 1)
-    return 0;
+    return ok ? 0 : 1;
 }

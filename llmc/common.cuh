@@ -3,12 +3,16 @@
 //   - cudaCheck / cublasCheck / ncclCheck: every CUDA, cuBLAS and NCCL call is checked (the
 //     collectives of training through llmc/comm.cuh's comm_nccl_check, which names the rank);
 //   - launchCheck(): called after every kernel launch, so a bad launch is reported where it happened;
+//   - gpu_for_rank: which GPU a process uses, and one line saying why none can (no GPU, or one this
+//     build has no code for);
 //   - Packed128: 16-byte vector loads/stores, the access width that saturates HBM;
 //   - Context: stream, cuBLASLt handle + workspace, device properties. No mutable globals.
 #pragma once
 #include <cstdio>
 #include <cstdlib>
 #include <cstdint>
+#include <cctype>
+#include <string>
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -72,6 +76,74 @@ inline void nccl_check(ncclResult_t status, const char* file, int line) {
 }
 #define ncclCheck(status) nccl_check((status), __FILE__, __LINE__)
 #endif
+
+// ----------------------------------------------------------------------------------------------
+// Which GPU, and can this build run on it? The two ways a GPU cannot work for a user get one line
+// in the user's terms, instead of a CUDA error at some file:line (or "no kernel image is
+// available" at the first launch): no GPU visible (no driver, a driver older than the CUDA this
+// was built with, CUDA_VISIBLE_DEVICES hiding them), or a GPU this build has no code for. The
+// Makefile compiles for one GPU_ARCH, as machine code only: sm_90a runs on compute capability 9.0
+// alone (not 8.x, not 10.x), and sm_80 code does not run on 9.0.
+__global__ void gpu_probe_kernel() {}
+
+#define LLMC_STRINGIFY(...) #__VA_ARGS__
+#define LLMC_XSTRINGIFY(...) LLMC_STRINGIFY(__VA_ARGS__)
+// The architectures this binary has kernels for, "sm_90" from nvcc's __CUDA_ARCH_LIST__ "900".
+inline std::string build_gpu_archs() {
+    const std::string list = LLMC_XSTRINGIFY(__CUDA_ARCH_LIST__);
+    std::string out, num;
+    for (size_t i = 0; i <= list.size(); i++) {
+        if (i < list.size() && isdigit((unsigned char)list[i])) { num += list[i]; continue; }
+        if (!num.empty()) out += (out.empty() ? "sm_" : ", sm_") + std::to_string(std::stoi(num) / 10);
+        num.clear();
+    }
+    return out;
+}
+
+// "13.0" from CUDA's 13000.
+inline std::string cuda_version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+// The number of GPUs this process sees (> 0); false + one line when it sees none.
+inline bool gpu_count(int* n, std::string* err) {
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    cudaGetLastError();  // not sticky: clear it
+    if (e == cudaSuccess && count > 0) { *n = count; return true; }
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    const char* visible = getenv("CUDA_VISIBLE_DEVICES");
+    *err = std::string("no usable CUDA GPU: ") + (e == cudaSuccess ? "none found" : cudaGetErrorString(e)) + " (driver: " +
+           (driver > 0 ? "supports CUDA " + cuda_version_text(driver) : std::string("none installed")) + "; this build: CUDA " +
+           cuda_version_text(runtime) + (visible ? std::string("; CUDA_VISIBLE_DEVICES=\"") + visible + "\"" : std::string("")) + ")";
+    return false;
+}
+
+// Can this build's kernels run on `device`? false + one line naming the GPU, its compute
+// capability and the architectures this binary has code for.
+inline bool gpu_runs_build(int device, std::string* err) {
+    cudaDeviceProp p;
+    cudaCheck(cudaGetDeviceProperties(&p, device));
+    cudaCheck(cudaSetDevice(device));
+    cudaFuncAttributes a;
+    const cudaError_t e = cudaFuncGetAttributes(&a, gpu_probe_kernel);
+    cudaGetLastError();
+    if (e == cudaSuccess) return true;
+    const std::string cc = std::to_string(p.major) + std::to_string(p.minor);
+    *err = "GPU " + std::to_string(device) + " (" + p.name + ") has compute capability " + std::to_string(p.major) + "." +
+           std::to_string(p.minor) + ", and this build has code for " + build_gpu_archs() + " only (" + cudaGetErrorString(e) +
+           "): rebuild on this machine (make clean, then make: the Makefile reads the GPU's compute capability) or with GPU_ARCH=" + cc;
+    return false;
+}
+
+// A process's GPU: local_rank's among those visible (one rank per GPU; with more local ranks than
+// GPUs they share, which NCCL refuses), checked as above.
+inline bool gpu_for_rank(int local_rank, int* device, std::string* err) {
+    int n = 0;
+    if (!gpu_count(&n, err)) return false;
+    *device = local_rank % n;
+    return gpu_runs_build(*device, err);
+}
 
 inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 

@@ -510,7 +510,15 @@ inline void ones_column_init(cudaStream_t stream, floatX* inp, size_t N, int C) 
 
 // ----------------------------------------------------------------------------------------------
 // The context (here because it is mostly cuBLASLt state).
+// A GPU that cannot run this build ends the process with gpu_runs_build's line (the trainer checks
+// before, to report it per rank).
 inline void context_create(Context* ctx, int device) {
+    std::string err;
+    int n;
+    if (!gpu_count(&n, &err) || !gpu_runs_build(device, &err)) {
+        fprintf(stderr, "error: %s\n", err.c_str());
+        exit(EXIT_FAILURE);
+    }
     ctx->device = device;
     cudaCheck(cudaSetDevice(device));
     cudaCheck(cudaGetDeviceProperties(&ctx->props, device));

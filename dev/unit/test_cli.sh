@@ -64,6 +64,11 @@ expect "-x 0" "option --max-steps: 0 is not a step count" -- $bin -x 0
 expect "--beta2 1" "option --beta2: must be below 1" -- $bin --beta2 1
 expect "--skip-loss-z 0.5" "option --skip-loss-z: 0.5 would skip a large share of ordinary steps" -- $bin --skip-loss-z 0.5
 expect "--spike-window 8" "option --spike-window: 8 is out of range" -- $bin --spike-window 8
+# no GPU visible (here hidden; on CI's machine there is none anyway): one line that says so and
+# names why, not a CUDA error at some file:line
+expect "no GPU visible" "error: no usable CUDA GPU: " -- env CUDA_VISIBLE_DEVICES= $bin --bench
+[ -x dev/interconnect ] && expect "dev/interconnect, no GPU visible" "error: no usable CUDA GPU: " -- env CUDA_VISIBLE_DEVICES= dev/interconnect
+[ -x dev/cuda/encoder_check ] && expect "a dev/cuda check, no GPU visible" "error: no usable CUDA GPU: " -- env CUDA_VISIBLE_DEVICES= dev/cuda/encoder_check
 # --resume continues with the kept options (options.txt of the newest complete checkpoint), and
 # refuses one that defines the run given with another value, before anything else happens
 # (small real checkpoints from build/unit/test_checkpoint --make OUT STEP WORLD PRECISION)
