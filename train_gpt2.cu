@@ -87,10 +87,40 @@ bool model_config(const TrainConfig& tc, GPT2Config* cfg, bool* fresh, std::stri
     return true;
 }
 
+// Does the run fit in its GPU's free memory? Checked before allocating, so that a micro-batch too
+// large is one line saying what the run needs and what would fit, not a CUDA error at a cudaMalloc.
+// `reserve`: what the libraries may still allocate (cuBLASLt, CUDA graphs, the reducer's buffers).
+bool check_memory(const Run* r, const GPT2Config& cfg, std::string* err) {
+    const TrainConfig& tc = r->tc;
+    const int world = r->comm.world;
+    const size_t reserve = (size_t)256 << 20;
+    size_t free_b, total_b;
+    cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+    auto need = [&](int B, int recompute) { return gpt2_memory(cfg, B, tc.T, world, tc.zero, recompute).total() + reserve; };
+    if (need(tc.B, tc.recompute) <= free_b) return true;
+    const GPT2Memory m = gpt2_memory(cfg, tc.B, tc.T, world, tc.zero, tc.recompute);
+    char line[512];
+    snprintf(line, sizeof line, "the run needs %.2f GB on GPU %d (%s), which has %.2f GB free of %.2f: weights+grads %.2f, optimizer %.2f, "
+             "activations %.2f (B=%d, T=%d, --recompute %d), fp32 weights while loading or saving %.2f, libraries %.2f",
+             need(tc.B, tc.recompute) / 1e9, r->ctx.device, r->ctx.props.name, free_b / 1e9, total_b / 1e9, m.weights_grads / 1e9,
+             m.optimizer / 1e9, m.activations / 1e9, tc.B, tc.T, tc.recompute, m.transient / 1e9, reserve / 1e9);
+    *err = line;
+    std::vector<std::string> fits;
+    int b = tc.B - 1;
+    while (b >= 1 && need(b, tc.recompute) > free_b) b--;
+    if (b >= 1) fits.push_back("-b " + std::to_string(b) + " fits");
+    if (tc.recompute < 2 && need(tc.B, 2) <= free_b) fits.push_back("--recompute 2 fits at B=" + std::to_string(tc.B));
+    if (!tc.zero && world > 1 && gpt2_memory(cfg, tc.B, tc.T, world, 1, tc.recompute).total() + reserve <= free_b) fits.push_back("--zero 1 fits");
+    if (fits.empty()) fits.push_back(world > 1 && !tc.zero ? "not even -b 1 fits (try --zero 1 and --recompute 2)" : "not even -b 1 fits");
+    for (size_t i = 0; i < fits.size(); i++) *err += (i ? ", " : "; ") + fits[i];
+    return false;
+}
+
 // The model of shape `cfg` (model_config): a descriptor builds a fresh one (`fresh`), anything
 // else is read as a model file.
 bool build_model(Run* r, const GPT2Config& cfg, bool fresh, std::string* err) {
     const TrainConfig& tc = r->tc;
+    if (!check_memory(r, cfg, err)) return false;
     gpt2_build(&r->model, cfg, tc.B, tc.T, r->comm.rank, r->comm.world, tc.zero, tc.recompute);
     // on several GPUs too: only the last micro-step's backward (the one that issues the
     // reductions) runs without a graph (gpt2_train_step)
@@ -334,12 +364,12 @@ void share_sample_start(Run* r) {
 void print_run(const Run* r) {
     const TrainConfig& tc = r->tc;
     const GPT2* m = &r->model;
+    const GPT2Memory mem = gpt2_memory(m->cfg, tc.B, tc.T, r->comm.world, tc.zero, tc.recompute);
     printf("GPT-2 L=%d NH=%d C=%d (%zu parameters), %s, %d GPU(s) via %s%s, B=%d T=%d, %lld tokens/step (accumulation %d), %s\n"
            "memory per GPU: weights+grads %.2f GB, optimizer (fp32 master, m, v) %.2f GB%s, activations %.2f GB (recompute %d)\n",
            m->cfg.num_layers, m->cfg.num_heads, m->cfg.channels, m->layout.total, PRECISION_NAME, r->comm.world,
            r->comm.launcher.c_str(), tc.zero ? ", ZeRO-1" : "", tc.B, tc.T, tc.total_batch, r->accum, r->ctx.props.name,
-           2.0 * m->padded * sizeof(floatX) / 1e9, 3.0 * (m->shard_hi - m->shard_lo) * sizeof(float) / 1e9,
-           tc.zero ? " (this rank's shard)" : "", m->acts.bytes / 1e9, tc.recompute);
+           mem.weights_grads / 1e9, mem.optimizer / 1e9, tc.zero ? " (this rank's shard)" : "", mem.activations / 1e9, tc.recompute);
 }
 
 // Everything before the first step. false + one line in *err on any problem.

@@ -68,7 +68,8 @@ inline BlockActs block_acts(const Activations& a, const GPT2Config& c, int B, in
 // turns each chunk into dlogits and runs the lm head's backward on it right away (see gpt2_forward).
 // dbig (backward only, after the last dlogits were consumed) is never live together with the
 // logits, so the two share one region.
-inline void activations_alloc(Activations* a, const GPT2Config& c, int B, int T, int recompute, size_t logit_chunk) {
+// The layout of the one allocation: its size in bytes, and with `base` the tensors' pointers into it.
+inline size_t activations_layout(Activations* a, const GPT2Config& c, int B, int T, int recompute, size_t logit_chunk, char* base) {
     const size_t L = c.num_layers, btc = (size_t)B * T * c.channels, bt = (size_t)B * T, btl = bt * ones_ld(c.channels);
     const size_t LG = recompute >= 1 ? 1 : L, LL = recompute >= 2 ? 1 : L;
     a->recompute = recompute;
@@ -90,11 +91,25 @@ inline void activations_alloc(Activations* a, const GPT2Config& c, int B, int T,
         {(void**)&a->wgrad, 4 * (size_t)c.channels * (c.channels + ONES_ROWS) * F},
     };
     auto align = [](size_t n) { return (n + 255) / 256 * 256; };  // every tensor 256-byte aligned
-    a->bytes = 0;
-    for (const Item& it : items) a->bytes += align(it.bytes);
+    size_t bytes = 0;
+    for (const Item& it : items) {
+        if (base) *it.ptr = base + bytes;
+        bytes += align(it.bytes);
+    }
+    return bytes;
+}
+
+// What activations_alloc would allocate, without allocating (the trainer's memory check).
+inline size_t activations_bytes(const GPT2Config& c, int B, int T, int recompute, size_t logit_chunk) {
+    Activations a;
+    return activations_layout(&a, c, B, T, recompute, logit_chunk, nullptr);
+}
+
+inline void activations_alloc(Activations* a, const GPT2Config& c, int B, int T, int recompute, size_t logit_chunk) {
+    a->bytes = activations_layout(a, c, B, T, recompute, logit_chunk, nullptr);
     cudaCheck(cudaMalloc(&a->memory, a->bytes));
-    char* p = (char*)a->memory;
-    for (const Item& it : items) { *it.ptr = p; p += align(it.bytes); }
+    activations_layout(a, c, B, T, recompute, logit_chunk, (char*)a->memory);
+    const size_t bt = (size_t)B * T, LL = recompute >= 2 ? 1 : (size_t)c.num_layers;
     a->dbig = a->logits;
     ones_column_init(0, a->ln1, LL * bt, c.channels);
     ones_column_init(0, a->ln2, LL * bt, c.channels);

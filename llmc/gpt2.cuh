@@ -51,10 +51,32 @@ struct GPT2 {
 // rank's shard of `world`. The weights are left to gpt2_init_*. logit_chunk: tokens per lm-head
 // chunk (activations_alloc); 16384 keeps that GEMM large and saves 4.9 GB at B=64, T=1024.
 constexpr size_t DEFAULT_LOGIT_CHUNK = 16384;
+
+// The parameter count rounded up to a multiple of world * 8: `world` equal shards (ZeRO-1), each a
+// whole number of the 8-element vectors the kernels move.
+inline size_t padded_param_count(size_t total, int world) { return ceil_div(total, (size_t)world * 8) * world * 8; }
+
+// What gpt2_build allocates on each GPU, in bytes, computed without allocating (the trainer checks
+// it against the GPU's free memory first, and prints it).
+struct GPT2Memory {
+    size_t weights_grads;  // the floatX weights and their gradients (padded)
+    size_t optimizer;      // fp32 master weights (none in an FP32 DDP build: the weights are them), Adam m and v; a shard with ZeRO-1
+    size_t activations;    // activations_bytes
+    size_t transient;      // a full fp32 copy of the weights while initializing, resuming or (ZeRO-1) checkpointing
+    size_t total() const { return weights_grads + optimizer + activations + transient; }
+};
+inline GPT2Memory gpt2_memory(const GPT2Config& cfg, int B, int T, int world = 1, int zero = 0, int recompute = 0,
+                              size_t logit_chunk = DEFAULT_LOGIT_CHUNK) {
+    const size_t total = param_layout(cfg).total, n = padded_param_count(total, world), ns = zero ? n / world : total;
+    const bool master_is_params = sizeof(floatX) == sizeof(float) && !zero;
+    return {2 * n * sizeof(floatX), (master_is_params ? 2 : 3) * ns * sizeof(float), activations_bytes(cfg, B, T, recompute, logit_chunk),
+            n * sizeof(float)};
+}
+
 inline void gpt2_build(GPT2* m, const GPT2Config& cfg, int B, int T, int rank = 0, int world = 1, int zero = 0, int recompute = 0,
                        size_t logit_chunk = DEFAULT_LOGIT_CHUNK) {
     m->cfg = cfg; m->layout = param_layout(cfg); m->B = B; m->T = T;
-    m->padded = ceil_div(m->layout.total, (size_t)world * 8) * world * 8;
+    m->padded = padded_param_count(m->layout.total, world);
     m->shard = m->padded / world;
     m->shard_lo = zero ? (size_t)rank * m->shard : 0;
     m->shard_hi = zero ? std::min(m->shard_lo + m->shard, m->layout.total) : m->layout.total;
