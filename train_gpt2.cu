@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <csignal>
 #include <unistd.h>  // access()
 #include <cuda_profiler_api.h>
 #include "llmc/common.cuh"
@@ -54,6 +55,7 @@ struct Run {
     LossScaler scaler;
     uint64_t sample_rng = 0;
     int step = 0, steps = 0, accum = 1;
+    int saved_step = -1;             // the step of the last checkpoint written
 };
 
 // The model's shape: from a descriptor (*fresh: a new model), else from a model file's header;
@@ -153,6 +155,7 @@ void save_checkpoint(Run* r) {
             comm_fail(&r->comm, err);
         printf("checkpoint: %s/step_%08d\n", r->tc.out.c_str(), r->step);
     }
+    r->saved_step = r->step;
 }
 
 // --resume, before anything else: the options of the run being continued, merged with the command
@@ -466,6 +469,40 @@ void print_result(Run* r, const std::vector<float>& ms, const std::vector<StepRe
     printf("%s\n", result_line(shape, summarize_steps(ms, timed), per_rank).c_str());
 }
 
+// Stopping on request. SIGTERM (a scheduler's preemption, `kill`), SIGINT (Ctrl-C) and SIGUSR1
+// (Slurm's `--signal=USR1@SECONDS` before the time limit) do not end the process at once: the handler only records the signal, the step in progress finishes,
+// and after it every rank stops together, because each rank's request travels with the step's
+// loss all-reduce (gpt2_train_step's stop_vote), so one rank's signal is enough. With --out a
+// checkpoint of that step is written first; the exit code is EXIT_STOPPED, and --resume goes on
+// from there. A second signal of the same kind ends the process at once (SA_RESETHAND). Under
+// mpirun, signal a rank's process: OpenMPI 4.1's mpirun did not pass a SIGUSR1 on (one test).
+// The one mutable global of the trainer: a signal handler can reach nothing else.
+static volatile sig_atomic_t stop_signal = 0;
+constexpr int EXIT_STOPPED = 4;
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
+// A signal the process was started ignoring (SIGINT for a shell's background job, `nohup`) stays ignored.
+void install_stop_signals() {
+    struct sigaction sa = {}, old = {};
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;  // restart interrupted system calls (file reads, sockets)
+    sigemptyset(&sa.sa_mask);
+    for (int sig : {SIGTERM, SIGINT, SIGUSR1})
+        if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(sig, &sa, nullptr);
+}
+
+// After the step in which some rank was asked to stop: rank 0's line, the checkpoint (collective).
+void stop_on_request(Run* r, int votes) {
+    const bool saves = !r->tc.bench && !r->tc.out.empty();
+    if (saves && r->saved_step != r->step) save_checkpoint(r);
+    if (r->comm.rank != 0) return;
+    const std::string what = stop_signal ? std::string(strsignal(stop_signal)) + " (signal " + std::to_string(stop_signal) + ")" : "a stop signal";
+    const std::string then = saves ? "the checkpoint is in " + r->tc.out + ": continue with --resume" : "nothing saved (no --out)";
+    printf("stopping after step %d of %d: %s reached %d of %d rank(s); %s\n", r->step, r->steps, what.c_str(), votes, r->comm.world,
+           then.c_str());
+    fflush(stdout);
+}
+
 // Where a step's micro-batches come from: the training shards, or uniform random tokens in
 // --bench, with the two --debug faults on top. gpt2_train_step calls it once per micro-step i.
 //   --debug-nan RANK:STEP: from that step on, a NaN in one gradient of block 0 on that rank,
@@ -516,7 +553,7 @@ StepResult timed_step(Run* r, BatchSource* batches, const AdamWHyper& h, float* 
     comm_watch(&r->comm, r->step + 1, "training step (forward, backward, gradient reduction, update)");
     cudaCheck(cudaEventRecord(t0, r->ctx.stream));
     const StepResult s = gpt2_train_step(&r->model, &r->ctx, r->accum, std::ref(*batches), h, &r->scaler, rules, &r->comm,
-                                         r->reduce ? &r->reducer : nullptr);
+                                         r->reduce ? &r->reducer : nullptr, &stop_signal);
     cudaCheck(cudaEventRecord(t1, r->ctx.stream));
     cudaCheck(cudaEventSynchronize(t1));
     comm_unwatch(&r->comm);
@@ -528,7 +565,7 @@ StepResult timed_step(Run* r, BatchSource* batches, const AdamWHyper& h, float* 
 }
 
 // The step loop of training and --bench; a RESULT line with the medians at the end. Returns the
-// exit code: 2 when --max-bad-steps skipped steps came in a row.
+// exit code: 2 when --max-bad-steps skipped steps came in a row, EXIT_STOPPED after a stop signal.
 int run_loop(Run* r) {
     const TrainConfig& tc = r->tc;
     LRSchedule sched = tc.sched;
@@ -540,6 +577,8 @@ int run_loop(Run* r) {
     if (!tc.bench && r->step >= r->steps && r->comm.rank == 0)
         printf("note: the run is at step %d of %d: no steps to run (a larger --max-steps extends it)\n", r->step, r->steps);
     BatchSource batches(r);
+    install_stop_signals();
+    bool stopped = false;
     int bad_in_a_row = 0;
     std::vector<float> timed_ms;
     std::vector<StepResult> timed;
@@ -566,10 +605,11 @@ int run_loop(Run* r) {
             return 2;
         }
         if (!tc.bench) after_step(r, r->step == r->steps);
+        if (s.stop_votes > 0 && r->step < r->steps) { stop_on_request(r, s.stop_votes); stopped = true; break; }
         if (tc.debug_exit_after > 0 && r->step == tc.debug_exit_after) { fflush(stdout); _exit(137); }  // as if killed
     }
     if (!timed_ms.empty()) print_result(r, timed_ms, timed, flops_tok, peak);
-    return 0;
+    return stopped ? EXIT_STOPPED : 0;
 }
 
 int main(int argc, char** argv) {

@@ -34,7 +34,7 @@ struct GPT2 {
     int* d_inputs = nullptr;          // (B,T)
     int* d_targets = nullptr;         // (B,T)
     TokenBuckets buckets;
-    float* d_loss_sum = nullptr;      // sum of the micro-steps' per-token losses
+    float* d_loss_sum = nullptr;      // (2) sum of the micro-steps' per-token losses; the ranks' stop votes (gpt2_train_step)
     float* d_sumsq = nullptr;         // the gradients' sum of squares
     StepScalars* d_step = nullptr;
     int adam_t = 0;                   // AdamW steps taken
@@ -96,7 +96,7 @@ inline void gpt2_build(GPT2* m, const GPT2Config& cfg, int B, int T, int rank = 
     cudaCheck(cudaMalloc(&m->d_inputs, (size_t)B * T * sizeof(int)));
     cudaCheck(cudaMalloc(&m->d_targets, (size_t)B * T * sizeof(int)));
     token_buckets_create(&m->buckets, B * T, cfg.padded_vocab_size);
-    cudaCheck(cudaMalloc(&m->d_loss_sum, sizeof(float)));
+    cudaCheck(cudaMalloc(&m->d_loss_sum, 2 * sizeof(float)));
     cudaCheck(cudaMalloc(&m->d_sumsq, sizeof(float)));
     cudaCheck(cudaMalloc(&m->d_step, sizeof(StepScalars)));
     // the decision kernel writes the fields, not the padding between them; the host copies the

@@ -5,6 +5,7 @@
 // train_gpt2.cu runs these; test_gpt2.cu checks them against the PyTorch reference.
 #pragma once
 #include <algorithm>
+#include <csignal>     // sig_atomic_t
 #include <functional>
 #include <random>
 #include <string>
@@ -188,9 +189,12 @@ inline void run_graph(Context* ctx, cudaGraphExec_t* exec, bool capture, const s
 // With a reducer (several GPUs) the last micro-step's backward hands it every finished range.
 // A skipped step (non-finite gradients, or a spike: rules.spike) leaves the weights, Adam's state
 // and step count as they were; only non-finite gradients lower the FP16 loss scale.
+// stop_vote: 1 when this rank's caller wants to stop (a signal); read once the step's work is
+// issued and summed over the ranks in the loss's all-reduce, so every rank gets the same
+// StepResult::stop_votes and can stop after the same step, at no extra collective.
 StepResult gpt2_train_step(GPT2* m, Context* ctx, int accum, const std::function<void(int, int**, int**)>& next_batch,
                            const AdamWHyper& h, LossScaler* scaler, const UpdateRules& rules, const Comm* comm = nullptr,
-                           GradReducer* reducer = nullptr) {
+                           GradReducer* reducer = nullptr, const volatile sig_atomic_t* stop_vote = nullptr) {
     const int BT = m->B * m->T, world = comm ? comm->world : 1;
     std::vector<cudaEvent_t>& ev = m->step_events;  // step start, [2 per micro-step], wait end, update end
     while (ev.size() < (size_t)(2 * accum + 3)) { ev.emplace_back(); cudaCheck(cudaEventCreate(&ev.back())); }
@@ -221,19 +225,22 @@ StepResult gpt2_train_step(GPT2* m, Context* ctx, int accum, const std::function
     m->graphs_ready = true;
     if (reducer) grad_reducer_finish(reducer);
     cudaCheck(cudaEventRecord(ev[2 * accum + 1], ctx->stream));
-    if (comm) comm_sum_floats(comm, m->d_loss_sum, 1, ctx->stream);   // before the update: the spike guard reads it
+    const float vote = stop_vote && *stop_vote ? 1.0f : 0.0f;  // (pageable: staged before the call returns)
+    cudaCheck(cudaMemcpyAsync(m->d_loss_sum + 1, &vote, sizeof vote, cudaMemcpyHostToDevice, ctx->stream));
+    if (comm) comm_sum_floats(comm, m->d_loss_sum, 2, ctx->stream);   // before the update: the spike guard reads the loss
     gpt2_update(m, ctx, comm, reducer ? reducer->zero : 0, h, scaler->scale, rules, (double)BT * accum * world);
     cudaCheck(cudaEventRecord(ev[2 * accum + 2], ctx->stream));
     StepScalars s;
-    float loss_sum;
+    float sums[2];  // the loss, the stop votes
     cudaCheck(cudaMemcpyAsync(&s, m->d_step, sizeof s, cudaMemcpyDeviceToHost, ctx->stream));
-    cudaCheck(cudaMemcpyAsync(&loss_sum, m->d_loss_sum, sizeof loss_sum, cudaMemcpyDeviceToHost, ctx->stream));
+    cudaCheck(cudaMemcpyAsync(sums, m->d_loss_sum, sizeof sums, cudaMemcpyDeviceToHost, ctx->stream));
     if (reducer) grad_reducer_read_flags(reducer);
     cudaCheck(cudaStreamSynchronize(ctx->stream));
     if (s.skip) m->adam_t--;  // a skipped step did not advance Adam's bias corrections
     scaler->update(s.skip == SKIP_NONFINITE);
     m->spike = s.stats;
-    StepResult r{loss_sum / ((float)BT * accum * world), s.grad_norm, s.skip != 0, s.skip, s.loss_z, s.norm_z};
+    StepResult r{sums[0] / ((float)BT * accum * world), s.grad_norm, s.skip != 0, s.skip, s.loss_z, s.norm_z};
+    r.stop_votes = (int)sums[1];
     if (s.skip == SKIP_NONFINITE) r.bad_ranks = reducer ? grad_reducer_bad_ranks(reducer) : "0";
     for (int i = 0; i < accum; i++) {
         float f, b;

@@ -24,6 +24,7 @@ struct StepResult {
     // others: their difference is what the concurrent communication costs the compute (-1: accum 1)
     float bwd_last_ms = 0, bwd_other_ms = -1;
     double comm_bytes = 0;
+    int stop_votes = 0;     // ranks whose caller asked to stop during this step (summed with the loss)
 };
 
 // ----------------------------------------------------------------------------------------------

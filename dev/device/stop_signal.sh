@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Stopping on a signal (train_gpt2.cu, "Stopping on request"), checked on one GPU:
+#   one:    100 steps straight (d12, B=4, T=1024), against the same run sent SIGTERM once step 10
+#           is printed: it finishes its step, writes a checkpoint, says so, exits 4; --resume then
+#           gives the 100 losses of the straight run bit for bit (log.jsonl);
+#   twice:  two SIGINTs in a row: the second ends the process at once (exit 130, the default action);
+#   bench:  SIGINT during --bench: the RESULT line of the steps timed so far, exit 4;
+#   ranks:  2 ranks sharing the GPU (env launch, each under own_host.sh), SIGUSR1 sent to rank 1
+#           alone: both stop after the same step, exit 4, and the resumed pair gives a straight
+#           2-rank run's losses bit for bit; then under mpirun, SIGUSR1 sent to mpirun, and to
+#           one rank's process.
+#   dev/device/stop_signal.sh [sections...]   (default: one twice bench ranks)
+# Needs build/bf16/train_gpt2cu (dev/device/build.sh BF16) and dev_data/ (make data).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0
+sections=${*:-one twice bench ranks}
+has() { [[ " $sections " == *" $1 "* ]]; }
+bin=build/bf16/train_gpt2cu
+args="-e d12 -b 4 -t 1024 -x 100 -l 3e-4 --warmup 5 -i dev_data/tinyshakespeare_train.bin -j dev_data/tinyshakespeare_val.bin -g 0"
+summary=()
+# wait_for FILE PATTERN: until FILE holds a line matching PATTERN (60 s at most)
+wait_for() { for _ in $(seq 600); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+stop_line() { grep -h "^stopping" "$@" | head -n 1; }
+rm -rf runs/sig_*
+if has one; then
+    $bin $args -o runs/sig_a > "$OUT/sig_a.log" 2>&1
+    $bin $args -o runs/sig_b > "$OUT/sig_b1.log" 2>&1 & pid=$!
+    wait_for "$OUT/sig_b1.log" "^step   10/" && kill -TERM $pid
+    wait $pid; rc=$?
+    $bin -o runs/sig_b --resume > "$OUT/sig_b2.log" 2>&1; rc2=$?
+    summary+=("SIGTERM after step 10: rc=$rc, $(stop_line "$OUT/sig_b1.log")")
+    summary+=("   resumed rc=$rc2 ($(grep -m1 -o 'resum[^,]*' "$OUT/sig_b2.log")); 100 losses vs straight: $(python3 dev/compare_losses.py runs/sig_a/log.jsonl runs/sig_b/log.jsonl --tol 0)")
+fi
+if has twice; then
+    set -m  # job control: background jobs do not start with SIGINT ignored (which the trainer respects)
+    $bin $args -x 200 > "$OUT/sig_twice.log" 2>&1 & pid=$!
+    wait_for "$OUT/sig_twice.log" "^step    3/" && { kill -INT $pid; sleep 0.05; kill -INT $pid; }
+    wait $pid; rc=$?
+    summary+=("two SIGINTs: rc=$rc (130: ended by the second), stop line: '$(stop_line "$OUT/sig_twice.log")'")
+fi
+if has bench; then
+    set -m
+    $bin --bench -b 8 -t 1024 --bench-warmup 2 --bench-steps 1000 > "$OUT/sig_bench.log" 2>&1 & pid=$!
+    wait_for "$OUT/sig_bench.log" "^step   10/" && kill -INT $pid
+    wait $pid; rc=$?
+    summary+=("--bench, SIGINT: rc=$rc, $(stop_line "$OUT/sig_bench.log"); $(grep -o '^RESULT.*steps=[0-9]*' "$OUT/sig_bench.log")")
+fi
+if has ranks; then
+    # env launch, 2 ranks on this GPU: env_pair NAME [options] (logs $OUT/NAME_rank<r>.log)
+    env_pair() {
+        local name=$1; shift
+        for r in 0 1; do
+            RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 \
+                dev/device/own_host.sh $bin "$@" > "$OUT/${name}_rank$r.log" 2>&1 &
+            pids[$r]=$!
+        done
+    }
+    env_pair sig_ra $args -o runs/sig_ra; wait
+    env_pair sig_rb $args -o runs/sig_rb
+    # own_host.sh execs the trainer: the background pid is rank 1's trainer
+    wait_for "$OUT/sig_rb_rank0.log" "^step    8/" && kill -USR1 ${pids[1]}
+    wait ${pids[0]}; rc0=$?; wait ${pids[1]}; rc1=$?
+    summary+=("2 ranks, SIGUSR1 to rank 1 only: rc $rc0 / $rc1; rank 0 (which got none): $(stop_line "$OUT/sig_rb_rank0.log")")
+    env_pair sig_rb2 -o runs/sig_rb --resume; wait ${pids[0]}; rc0=$?; wait ${pids[1]}; rc1=$?
+    summary+=("   resumed rc $rc0 / $rc1; 100 losses vs a straight 2-rank run: $(python3 dev/compare_losses.py runs/sig_ra/log.jsonl runs/sig_rb/log.jsonl --tol 0)")
+    # under mpirun: the signal sent to mpirun (2026-12-02, OpenMPI 4.1: the run went on to its end,
+    # so mpirun did not pass SIGUSR1 on), then to one rank's process (not run yet)
+    for to in mpirun rank; do
+        mpirun --allow-run-as-root -np 2 --bind-to none dev/device/own_host.sh $bin $args -x 60 -o runs/sig_m_$to > "$OUT/sig_mpi_$to.log" 2>&1 & pid=$!
+        if wait_for "$OUT/sig_mpi_$to.log" "^step    5/"; then
+            if [ $to = mpirun ]; then kill -USR1 $pid; else pkill -USR1 -n -f "train_gpt2cu .*runs/sig_m_rank"; fi
+        fi
+        wait $pid; rc=$?
+        summary+=("mpirun -np 2, SIGUSR1 to $to: rc=$rc, $(stop_line "$OUT/sig_mpi_$to.log" || true); last step: $(grep -h '^step' "$OUT/sig_mpi_$to.log" | tail -n 1 | cut -c1-14)")
+    done
+fi
+echo "================ summary"
+printf '%s\n' "${summary[@]}" | tee "$OUT/stop_signal_summary.txt"
