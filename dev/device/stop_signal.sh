@@ -3,7 +3,8 @@
 #   one:    100 steps straight (d12, B=4, T=1024), against the same run sent SIGTERM once step 10
 #           is printed: it finishes its step, writes a checkpoint, says so, exits 4; --resume then
 #           gives the 100 losses of the straight run bit for bit (log.jsonl);
-#   twice:  two SIGINTs in a row: the second ends the process at once (exit 130, the default action);
+#   twice:  two SIGINTs 0.2 s apart: the second ends the process at once, during the checkpoint
+#           the first one asked for (exit 130, the default action; the checkpoint stays incomplete);
 #   bench:  SIGINT during --bench: the RESULT line of the steps timed so far, exit 4;
 #   ranks:  2 ranks sharing the GPU (env launch, each under own_host.sh), SIGUSR1 sent to rank 1
 #           alone: both stop after the same step, exit 4, and the resumed pair gives a straight
@@ -16,6 +17,9 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0
 sections=${*:-one twice bench ranks}
+for s in $sections; do
+    case $s in one|twice|bench|ranks) ;; *) echo "stop_signal.sh: unknown section '$s' (one twice bench ranks)" >&2; exit 2 ;; esac
+done
 has() { [[ " $sections " == *" $1 "* ]]; }
 bin=build/bf16/train_gpt2cu
 args="-e d12 -b 4 -t 1024 -x 100 -l 3e-4 --warmup 5 -i dev_data/tinyshakespeare_train.bin -j dev_data/tinyshakespeare_val.bin -g 0"
@@ -35,10 +39,11 @@ if has one; then
 fi
 if has twice; then
     set -m  # job control: background jobs do not start with SIGINT ignored (which the trainer respects)
-    $bin $args -x 200 > "$OUT/sig_twice.log" 2>&1 & pid=$!
-    wait_for "$OUT/sig_twice.log" "^step    3/" && { kill -INT $pid; sleep 0.05; kill -INT $pid; }
+    # the second one lands while the first one's checkpoint (1.5 GB) is being written
+    $bin $args -x 200 -o runs/sig_twice > "$OUT/sig_twice.log" 2>&1 & pid=$!
+    wait_for "$OUT/sig_twice.log" "^step    3/" && { kill -INT $pid; sleep 0.2; kill -INT $pid; }
     wait $pid; rc=$?
-    summary+=("two SIGINTs: rc=$rc (130: ended by the second), stop line: '$(stop_line "$OUT/sig_twice.log")'")
+    summary+=("two SIGINTs: rc=$rc (130: ended by the second), stop line: '$(stop_line "$OUT/sig_twice.log")', left in the run directory: $(ls runs/sig_twice | tr '\n' ' ')")
 fi
 if has bench; then
     set -m

@@ -7,8 +7,11 @@ stand-in GPUs):
       the checkpoint's refusal on 1 GPU;
   ranks_check.sh: 1 vs 2 ranks (under own_host.sh) and the buckets' pair compared, the FP32 bound,
       a differing pair, a failed run, a missing trainer or text, the launch without mpirun;
-  scaling_run.sh with an unknown part: one line, exit 2."""
+  scaling_run.sh with an unknown part: one line, exit 2;
+  stop_signal.sh: each section's summary line (exit codes, the stop line, the resumed runs compared),
+      with a stand-in trainer that stops as the real one does on a signal; an unknown section."""
 import os
+import re
 import shutil
 import sys
 
@@ -154,4 +157,66 @@ for args, msg in ((["./no_trainer", "text.txt"], "ranks_check.sh: ./no_trainer: 
 rc, out, err = sh(tree("scaling_run.sh"), "scaling_run.sh", ["rcae"])
 check(rc == 2 and err.strip() == "scaling_run.sh: unknown part 'rcae' (probe, equal, scaling, race)" and out == "",
       "scaling_run.sh with an unknown part: one line, exit 2", out + err)
+# stop_signal.sh, with a stand-in trainer that behaves as the real one on a signal: it finishes its
+# step (20 ms), writes a "checkpoint" (the step, in -o DIR) and exits 4; a second signal of the same
+# kind gets the default action; --resume goes on from the checkpoint; ranks of one run share a stop
+# request through a file in -o DIR (the real trainer: its loss all-reduce), only rank 0 prints
+STANDIN_TRAINER_STOP = r"""#!/usr/bin/env bash
+x=100; out=""; resume=0; bench=0
+while [ $# -gt 0 ]; do case $1 in -x) x=$2; shift;; -o) out=$2; shift;; --resume) resume=1;; --bench) bench=1;;
+    --bench-steps) x=$(( $2 + 2 )); shift;; esac; shift; done
+rank=${RANK:-${OMPI_COMM_WORLD_RANK:-0}}; world=${WORLD_SIZE:-1}
+say() { [ "$rank" = 0 ] && echo "$@"; }
+stopfile=${out:-/tmp}/stop_request.$$; [ -n "$out" ] && { mkdir -p "$out"; stopfile=$out/stop_request; }
+# a second signal: the default action (bash runs a trap between commands, hence the short sleeps)
+on() { if [ -f "$stopfile" ]; then trap - "$1"; kill -"$1" $$; fi; echo "$1" > "$stopfile"; }
+for sig in TERM INT USR1; do trap "on $sig" $sig; done
+step=0
+if [ $resume = 1 ] && [ -f "$out/ckpt" ]; then step=$(cat "$out/ckpt"); say "resumed from $out/step_$step at step $step"; fi
+[ $resume = 1 ] || { [ -n "$out" ] && [ "$rank" = 0 ] && : > "$out/log.jsonl"; }
+rm -f "$out/stop_request"
+while [ $step -lt $x ]; do
+    sleep 0.02; step=$((step + 1))
+    loss=$(awk "BEGIN { printf \"%.6f\", 10 / $step }")
+    say "$(printf 'step %4d/%d | loss %s | norm 1.0000 | 20.00 ms' $step $x $loss)"
+    [ -n "$out" ] && [ "$rank" = 0 ] && echo "{\"type\":\"step\",\"step\":$step,\"loss\":$loss}" >> "$out/log.jsonl"
+    sleep 0.01  # the other ranks' request arrives with the step's all-reduce
+    if [ -f "$stopfile" ] && [ $step -lt $x ]; then
+        if [ -n "$out" ]; then  # writing the checkpoint takes a while
+            mkdir -p "$out/step_$step.tmp"; for _ in $(seq 40); do sleep 0.01; done
+            mv "$out/step_$step.tmp" "$out/step_$step"; echo $step > "$out/ckpt"; say "checkpoint: $out/step_$step"
+        fi
+        say "stopping after step $step of $x: $(cat "$stopfile") reached 1 of $world rank(s)"
+        [ $bench = 1 ] && say "RESULT precision=bf16 steps=$((step - 2))"
+        exit 4
+    fi
+done
+[ -n "$out" ] && { echo $step > "$out/ckpt"; say "checkpoint: $out/step_$step"; }
+exit 0
+"""
+root = tree("stop_signal.sh", "own_host.sh")
+write(os.path.join(root, "build/bf16/train_gpt2cu"), STANDIN_TRAINER_STOP, exe=True)
+rc, out, err = sh(root, "stop_signal.sh", env={"PATH": gpu_tools(root, gpus=1)}, timeout=120)
+summary = open(os.path.join(root, "out/stop_signal_summary.txt")).read().splitlines() if rc == 0 else []
+def summary_line(prefix):
+    found = [x for x in summary if x.startswith(prefix)]
+    return found[0] if len(found) == 1 else ""
+check(summary_line("SIGTERM after step 10: rc=4, stopping after step ") != "", "stop_signal.sh one: the stopped run's exit code and line",
+      out + err)
+check(re.search(r"resumed rc=0 .*100 losses vs straight: OK 100 steps", summary_line("   resumed rc=")),
+      "stop_signal.sh one: the resumed run compared with the straight one, all 100 steps", out + err)
+check(re.search(r"^two SIGINTs: rc=130 .*stop line: '', left in the run directory: log.jsonl (step_\d+.tmp )?stop_request $",
+                summary_line("two SIGINTs")), "stop_signal.sh twice: the second SIGINT ends the process (130) during the checkpoint", out + err)
+check(re.search(r"^--bench, SIGINT: rc=4, stopping after .*; RESULT precision=bf16 steps=\d+$", summary_line("--bench, SIGINT")),
+      "stop_signal.sh bench: exit 4 and the RESULT line", out + err)
+check(re.search(r"^2 ranks, SIGUSR1 to rank 1 only: rc 4 / 4; rank 0 \(which got none\): stopping after step", summary_line("2 ranks")),
+      "stop_signal.sh ranks: both ranks stop, rank 0 prints the line", out + err)
+check(re.search(r"resumed rc 0 / 0; 100 losses vs a straight 2-rank run: OK 100 steps", summary_line("   resumed rc 0 / 0")),
+      "stop_signal.sh ranks: the resumed pair against the straight pair", out + err)
+for to in ("mpirun", "rank"):
+    check(re.search(r"rc=4, stopping after step \d+ of 60", summary_line(f"mpirun -np 2, SIGUSR1 to {to}:")),
+          f"stop_signal.sh ranks: under (stand-in) mpirun, the signal sent to {to}", out + err)
+rc, out, err = sh(tree("stop_signal.sh"), "stop_signal.sh", ["once"])
+check(rc == 2 and err.strip() == "stop_signal.sh: unknown section 'once' (one twice bench ranks)" and out == "",
+      "stop_signal.sh with an unknown section: one line, exit 2", out + err)
 finish()
