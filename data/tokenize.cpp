@@ -4,6 +4,7 @@
 #include "bpe.h"
 #include "corpus.h"
 #include "../llmc/choices.h"
+#include "../llmc/options.h"
 #include "../llmc/shards.h"
 #include "../llmc/tokenizer.h"
 
@@ -34,22 +35,20 @@ R"(usage:
   data/tokenize --decode               reads ids from stdin, writes their bytes to stdout
   data/tokenize --export-decoder OUT   writes the id -> bytes table that the trainer loads
   data/tokenize --bench FILE           measures encoding speed on FILE (one thread)
-options:
-  --jsonl       the FILEs are JSON Lines: each line an object whose "text" field is one
-                document (as Hugging Face datasets export them); blank lines are skipped
-  --field NAME  with --jsonl: the field that holds the text (default "text")
-  --threads N   documents encoded on N threads (default: the CPU count, at most 64); the
-                shards are the same bytes for any N (a single document uses one thread);
-                each thread's cache of encoded words grows to at most 256 MiB
-  --vocab DIR   where encoder.json and vocab.bpe are
-                (default: $GPT2_VOCAB_DIR, else ../shared/data/gpt2)
-  --help        this text
-)";
+
+The FILEs of -o may be JSON Lines instead (--jsonl): each line an object whose "text" field
+(--field) is one document, as Hugging Face datasets export them; blank lines are skipped.
+--threads encodes documents on several threads (default: the CPU count, at most 64); the shards
+are the same bytes for any count (a single document uses one thread); each thread's cache of
+encoded words grows to at most 256 MiB. The vocabulary (encoder.json, vocab.bpe) is read from
+--vocab, else $GPT2_VOCAB_DIR, else ../shared/data/gpt2.)";
 
 struct Options {
     std::string mode;                 // "shards", "choices", "ids", "decode", "export", "bench", "help"
-    std::vector<std::string> inputs;  // text files
-    std::string out;                  // -o prefix or --export-decoder file
+    std::vector<std::string> inputs;  // text files (for --ids and --bench: their FILE)
+    std::string out;                  // -o prefix, or --export-decoder's file
+    std::string ids_file, bench_file, export_file;
+    bool decode = false;
     std::string vocab;
     double val_fraction = 0.1;
     bool val_fraction_given = false;
@@ -57,10 +56,30 @@ struct Options {
     bool hellaswag = false;           // -o writes a multiple-choice file (mode "choices")
     std::string field = "text";
     bool field_given = false;
-    size_t shard_tokens = 0;          // 0: one train and one val shard, split by val_fraction
+    long long shard_tokens = 0;       // 0: one train and one val shard, split by val_fraction
     long long val_tokens = -1;        // -1: shard_tokens
-    size_t threads = 0;               // 0: the CPU count
+    long long threads = 0;            // 0: the CPU count
 };
+
+// The one table of options: parse_args reads the command line with it, --help prints it.
+static std::vector<Option> tokenize_options(Options* o) {
+    return {
+        {"out", 'o', OPT_STRING, &o->out, "write the FILEs' tokens as shards with this prefix (with --hellaswag: this choices file)"},
+        {"val-fraction", 0, OPT_DOUBLE, &o->val_fraction, "the share of the tokens, the first ones, that go to the val shard (below 1)", 0, 1},
+        {"shard-tokens", 0, OPT_INT64, &o->shard_tokens, "write as the FILEs are read, in train shards of N tokens (0: one train and one val shard)",
+         1, 1 << 30},
+        {"val-tokens", 0, OPT_INT64, &o->val_tokens, "with --shard-tokens: the tokens of the val shard (-1: N)", 0, INT32_MAX},
+        {"jsonl", 0, OPT_FLAG, &o->jsonl, "the FILEs are JSON Lines (see above)"},
+        {"field", 0, OPT_STRING, &o->field, "with --jsonl: the field that holds the text"},
+        {"threads", 0, OPT_INT64, &o->threads, "documents encoded on N threads (0: the CPU count, at most 64)", 1, 64},
+        {"hellaswag", 0, OPT_FLAG, &o->hellaswag, "the FILEs are a multiple-choice set; -o writes the trainer's --hellaswag file"},
+        {"ids", 0, OPT_STRING, &o->ids_file, "print this FILE's token ids"},
+        {"decode", 0, OPT_FLAG, &o->decode, "read ids from stdin, write their bytes to stdout"},
+        {"export-decoder", 0, OPT_STRING, &o->export_file, "write the id -> bytes table that the trainer loads to this file"},
+        {"bench", 0, OPT_STRING, &o->bench_file, "measure the encoding speed on this FILE (one thread)"},
+        {"vocab", 0, OPT_STRING, &o->vocab, "the folder of encoder.json and vocab.bpe (empty: $GPT2_VOCAB_DIR, else ../shared/data/gpt2)"},
+    };
+}
 
 static int fail(const std::string& msg) {
     fprintf(stderr, "tokenize: %s\n", msg.c_str());
@@ -91,72 +110,30 @@ static std::string check_inputs(const Options& o) {
     return "";
 }
 
+// The command line into *o (its mode from which of -o, --ids, --decode, --export-decoder, --bench
+// was given); false + one line on any problem.
 static bool parse_args(int argc, char** argv, Options* o, std::string* err) {
-    auto set_mode = [&](const std::string& mode) {
-        if (!o->mode.empty() && o->mode != mode) {
-            *err = "choose one of -o, --ids, --decode, --export-decoder, --bench";
-            return false;
-        }
+    const std::vector<Option> table = tokenize_options(o);
+    bool help = false;
+    std::vector<std::string> files;
+    if (!options_parse(table, argc, argv, &help, err, &files)) return false;
+    if (help) { o->mode = "help"; return true; }
+    const std::vector<std::string> given = options_given(table, argc, argv);
+    auto was_given = [&](const char* name) { return std::find(given.begin(), given.end(), name) != given.end(); };
+    const std::pair<const char*, const char*> modes[] = {{"out", "shards"}, {"ids", "ids"}, {"decode", "decode"},
+                                                         {"export-decoder", "export"}, {"bench", "bench"}};
+    for (const auto& [name, mode] : modes) {
+        if (!was_given(name)) continue;
+        if (!o->mode.empty()) { *err = "choose one of -o, --ids, --decode, --export-decoder, --bench"; return false; }
         o->mode = mode;
-        return true;
-    };
-    for (int i = 1; i < argc; i++) {
-        const std::string a = argv[i];
-        bool has_value = a == "-o" || a == "--ids" || a == "--bench" || a == "--export-decoder" ||
-                         a == "--vocab" || a == "--val-fraction" || a == "--field" || a == "--shard-tokens" ||
-                         a == "--val-tokens" || a == "--threads";
-        // a whole number in [lo, hi], or one line saying what is wrong
-        auto count = [&](long long lo, long long hi, long long* v) {
-            const char* s = argv[++i];
-            char* end = nullptr;
-            errno = 0;
-            *v = strtoll(s, &end, 10);
-            if (end == s || *end != '\0' || errno || *v < lo || *v > hi) {
-                *err = a + " must be a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], not '" + s + "'";
-                return false;
-            }
-            return true;
-        };
-        if (has_value && i + 1 >= argc) { *err = a + " needs a value"; return false; }
-        if (a == "--help" || a == "-h") { o->mode = "help"; return true; }
-        if (a == "--ids" || a == "--bench") {
-            if (!set_mode(a.substr(2))) return false;
-            o->inputs.push_back(argv[++i]);
-        } else if (a == "--decode") {
-            if (!set_mode("decode")) return false;
-        } else if (a == "--export-decoder" || a == "-o") {
-            if (!set_mode(a == "-o" ? "shards" : "export")) return false;
-            o->out = argv[++i];
-        } else if (a == "--vocab") {
-            o->vocab = argv[++i];
-        } else if (a == "--jsonl") {
-            o->jsonl = true;
-        } else if (a == "--hellaswag") {
-            o->hellaswag = true;
-        } else if (a == "--field") {
-            o->field = argv[++i];
-            o->field_given = true;
-        } else if (a == "--shard-tokens" || a == "--val-tokens" || a == "--threads") {
-            long long v;
-            if (a == "--threads" ? !count(1, 64, &v) : !count(a == "--val-tokens" ? 0 : 1, a == "--val-tokens" ? INT32_MAX : 1 << 30, &v)) return false;
-            if (a == "--shard-tokens") o->shard_tokens = (size_t)v;
-            else if (a == "--val-tokens") o->val_tokens = v;
-            else o->threads = (size_t)v;
-        } else if (a == "--val-fraction") {
-            char* end = nullptr;
-            o->val_fraction = strtod(argv[++i], &end);
-            o->val_fraction_given = true;
-            if (end == argv[i] || *end != '\0' || !(o->val_fraction >= 0 && o->val_fraction < 1)) {
-                *err = std::string("--val-fraction must be a number in [0, 1), not '") + argv[i] + "'";
-                return false;
-            }
-        } else if (a.size() > 1 && a[0] == '-') {
-            *err = "unknown option '" + a + "' (see --help)";
-            return false;
-        } else {
-            o->inputs.push_back(a);
-        }
     }
+    if (o->mode == "ids") o->inputs.push_back(o->ids_file);
+    if (o->mode == "bench") o->inputs.push_back(o->bench_file);
+    if (o->mode == "export") o->out = o->export_file;
+    o->inputs.insert(o->inputs.end(), files.begin(), files.end());
+    o->val_fraction_given = was_given("val-fraction");
+    o->field_given = was_given("field");
+    if (o->val_fraction_given && !(o->val_fraction < 1)) { *err = "option --val-fraction: must be below 1"; return false; }
     if (o->hellaswag && o->mode == "shards") o->mode = "choices";
     *err = check_inputs(*o);
     return err->empty();
@@ -217,13 +194,13 @@ static int bench(Gpt2Encoder& enc, const std::string& path) {
 // then either kept (default: the val split is a fraction of the final count, so the whole token
 // stream stays in memory, 2 bytes a token) or cut into shards as they come (--shard-tokens).
 static int write_shards(const std::string& vocab, const Options& o) {
-    ShardStream stream(o.out, o.val_tokens < 0 ? o.shard_tokens : (size_t)o.val_tokens, o.shard_tokens);
+    ShardStream stream(o.out, (size_t)(o.val_tokens < 0 ? o.shard_tokens : o.val_tokens), (size_t)o.shard_tokens);
     if (o.shard_tokens) {
         const std::string old = stream.existing();
         if (!old.empty()) return fail(old + ": shards with this prefix exist; remove them first (a glob would mix the two corpora)");
     }
     // text files are one document each: no more threads than files
-    size_t n_threads = o.threads ? o.threads : std::min<size_t>(64, std::max(1u, std::thread::hardware_concurrency()));
+    size_t n_threads = o.threads ? (size_t)o.threads : std::min<size_t>(64, std::max(1u, std::thread::hardware_concurrency()));
     if (!o.jsonl) n_threads = std::min(n_threads, o.inputs.size());
     std::vector<std::unique_ptr<Gpt2Encoder>> encoders(n_threads);
     std::vector<std::string> errors(n_threads);
@@ -350,7 +327,7 @@ int main(int argc, char** argv) {
     Options o;
     std::string err;
     if (!parse_args(argc, argv, &o, &err)) return fail(err);
-    if (o.mode == "help") { fputs(kUsage, stdout); return 0; }
+    if (o.mode == "help") { options_help(stdout, kUsage, tokenize_options(&o)); return 0; }
     const char* env = getenv("GPT2_VOCAB_DIR");
     std::string vocab = !o.vocab.empty() ? o.vocab : env && *env ? env : "../shared/data/gpt2";
     if (o.mode == "shards") return write_shards(vocab, o);  // loads one encoder per thread

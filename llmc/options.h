@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-enum OptionType { OPT_INT, OPT_INT64, OPT_FLOAT, OPT_STRING, OPT_FLAG };
+enum OptionType { OPT_INT, OPT_INT64, OPT_FLOAT, OPT_DOUBLE, OPT_STRING, OPT_FLAG };
 
 struct Option {
     const char* name;   // long name without the dashes
     char short_name;    // 0: none
     OptionType type;
-    void* target;       // int*, long long*, float*, std::string*, bool*
+    void* target;       // int*, long long*, float*, double*, std::string*, bool*
     const char* help;
     double min = -INFINITY, max = INFINITY;  // accepted range of a number
 };
@@ -29,6 +29,7 @@ inline std::string option_value_string(const Option& o) {
         case OPT_INT: snprintf(buf, sizeof buf, "%d", *(int*)o.target); return buf;
         case OPT_INT64: snprintf(buf, sizeof buf, "%lld", *(long long*)o.target); return buf;
         case OPT_FLOAT: snprintf(buf, sizeof buf, "%g", *(float*)o.target); return buf;
+        case OPT_DOUBLE: snprintf(buf, sizeof buf, "%g", *(double*)o.target); return buf;
         case OPT_STRING: return "'" + *(std::string*)o.target + "'";
         case OPT_FLAG: return *(bool*)o.target ? "on" : "off";
     }
@@ -52,19 +53,22 @@ inline bool option_set(const Option& o, const std::string& flag, const std::stri
     const char* s = text.c_str();
     char* end = nullptr;
     errno = 0;
-    const double v = o.type == OPT_FLOAT ? strtod(s, &end) : (double)strtoll(s, &end, 10);
+    const bool real = o.type == OPT_FLOAT || o.type == OPT_DOUBLE;
+    const double v = real ? strtod(s, &end) : (double)strtoll(s, &end, 10);
     if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
-        *err = "option " + flag + ": '" + text + "' is not " + (o.type == OPT_FLOAT ? "a number" : "an integer");
+        *err = "option " + flag + ": '" + text + "' is not " + (real ? "a number" : "an integer");
         return false;
     }
     if (v < o.min || v > o.max) {
-        char buf[128];
-        snprintf(buf, sizeof buf, "option %s: %s is out of range [%g, %g]", flag.c_str(), text.c_str(), o.min, o.max);
+        char buf[160];
+        snprintf(buf, sizeof buf, real ? "option %s: %s is out of range [%g, %g]" : "option %s: %s is out of range [%.0f, %.0f]",
+                 flag.c_str(), text.c_str(), o.min, o.max);
         *err = buf;
         return false;
     }
     if (o.type == OPT_INT) *(int*)o.target = (int)v;
     else if (o.type == OPT_INT64) *(long long*)o.target = (long long)v;
+    else if (o.type == OPT_DOUBLE) *(double*)o.target = v;
     else *(float*)o.target = (float)v;
     return true;
 }
@@ -78,6 +82,12 @@ inline std::string option_value_exact(const Option& o) {
             for (int digits = 6; digits <= 9; digits++) {
                 snprintf(buf, sizeof buf, "%.*g", digits, *(float*)o.target);
                 if (strtof(buf, nullptr) == *(float*)o.target) break;
+            }
+            return buf;
+        case OPT_DOUBLE:  // likewise, 6..17 significant digits
+            for (int digits = 6; digits <= 17; digits++) {
+                snprintf(buf, sizeof buf, "%.*g", digits, *(double*)o.target);
+                if (strtod(buf, nullptr) == *(double*)o.target) break;
             }
             return buf;
         case OPT_STRING: return *(std::string*)o.target;
@@ -155,12 +165,16 @@ inline std::vector<std::string> options_given(const std::vector<Option>& opts, i
 }
 
 // Parses argv[1..argc). Returns false + err on any problem; *help is set when -h/--help appears.
-inline bool options_parse(const std::vector<Option>& opts, int argc, const char* const* argv, bool* help, std::string* err) {
+// positional: where arguments that are not options (input files: no leading '-') go; without it
+// they are errors too.
+inline bool options_parse(const std::vector<Option>& opts, int argc, const char* const* argv, bool* help, std::string* err,
+                          std::vector<std::string>* positional = nullptr) {
     *help = false;
     for (int i = 1; i < argc; i++) {
         std::string arg = argv[i], value;
         bool has_value = false;
         if (arg == "-h" || arg == "--help") { *help = true; return true; }
+        if (positional && (arg.empty() || arg[0] != '-')) { positional->push_back(arg); continue; }
         const Option* opt = option_of_arg(opts, arg, &value, &has_value);
         if (!opt) { *err = "unknown option '" + arg + "' (see --help)"; return false; }
         const std::string flag = std::string("--") + opt->name;

@@ -48,7 +48,7 @@ before=$(md5sum "$tmp/run/log.jsonl")
 expect "used --out without --resume" "already holds a run" -- $bin $d -o "$tmp/run"
 if [ "$(md5sum "$tmp/run/log.jsonl")" = "$before" ]; then passed=$((passed + 1)); echo "PASS used --out left untouched"
 else failed=$((failed + 1)); echo "FAIL used --out was modified"; fi
-expect "tokenize --val-fraction ''" "--val-fraction must be a number in [0, 1), not ''" -- data/tokenize "$tmp/text.txt" --val-fraction "" -o "$tmp/vf"
+expect "tokenize --val-fraction ''" "option --val-fraction: '' is not a number" -- data/tokenize "$tmp/text.txt" --val-fraction "" -o "$tmp/vf"
 expect "--seq-len above the model's" "option --seq-len: 2048 exceeds the model's maximum sequence length 1024" -- $bin $d -t 2048
 expect "unknown model descriptor" "option --model: 'd13' is neither d12, d24, d36, d48 nor an existing model file" -- $bin $d -e d13
 # --hellaswag: the file is read and checked before any GPU work; --eval-only writes nothing

@@ -46,6 +46,24 @@ int main() {
     rejects({"--flag=1"}, "takes no value", "flag with a value");
     bool help = false;
     CHECK(parse({"-b", "2", "--help"}, &c, &err, &help) && help, "--help detected");
+    {   // positional arguments (data/tokenize's input files) and doubles
+        double x = 0.1;
+        long long big = 0;
+        std::vector<Option> t = {{"x", 0, OPT_DOUBLE, &x, "x", 0, 1}, {"big", 0, OPT_INT64, &big, "big", 1, 1 << 30}};
+        std::vector<const char*> args = {"prog", "a.txt", "--x", "0.30000000000000004", "b.txt"};
+        std::vector<std::string> files;
+        bool h;
+        CHECK(options_parse(t, (int)args.size(), args.data(), &h, &err, &files) && x == 0.30000000000000004 &&
+              (files == std::vector<std::string>{"a.txt", "b.txt"}), "positional arguments collected; a double read exactly");
+        CHECK(option_value_exact(t[0]) == "0.30000000000000004", "option_value_exact of a double: the digits that read back");
+        std::vector<const char*> unknown = {"prog", "a.txt", "-q"};
+        CHECK(!options_parse(t, 3, unknown.data(), &h, &err, &files) && err == "unknown option '-q' (see --help)",
+              "with positional arguments, an unknown option is still an error");
+        std::vector<const char*> range = {"prog", "--big", "0"};
+        CHECK(!options_parse(t, 3, range.data(), &h, &err) && err == "option --big: 0 is out of range [1, 1073741824]",
+              "an integer's range printed in whole numbers");
+        CHECK(!options_parse(t, 2, args.data(), &h, &err), "without a place for them, positional arguments are errors");
+    }
 
     LRSchedule s; s.lr = 1.0f; s.warmup = 10; s.max_steps = 110; s.final_frac = 0.1f;
     CHECK(std::fabs(lr_at(s, 0) - 0.1f) < 1e-6 && std::fabs(lr_at(s, 9) - 1.0f) < 1e-6, "warmup is linear to the peak");

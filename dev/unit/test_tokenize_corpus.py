@@ -141,8 +141,8 @@ with tempfile.TemporaryDirectory() as tmp:
     refused("--val-fraction with --shard-tokens", (texts[0], "--val-fraction", "0.2", "--shard-tokens", "10", "-o", os.path.join(tmp, "r7")),
             "with --shard-tokens, --val-tokens sets the validation size", tmp)
     refused("--val-tokens without --shard-tokens", (texts[0], "--val-tokens", "10", "-o", os.path.join(tmp, "r8")), "--val-tokens needs --shard-tokens", tmp)
-    refused("--shard-tokens 0", (texts[0], "--shard-tokens", "0", "-o", os.path.join(tmp, "r9")), "--shard-tokens must be a whole number in [1, 1073741824], not '0'", tmp)
-    refused("--threads 0", (texts[0], "--threads", "0", "-o", os.path.join(tmp, "r10")), "--threads must be a whole number in [1, 64]", tmp)
+    refused("--shard-tokens 0", (texts[0], "--shard-tokens", "0", "-o", os.path.join(tmp, "r9")), "option --shard-tokens: 0 is out of range [1, 1073741824]", tmp)
+    refused("--threads 0", (texts[0], "--threads", "0", "-o", os.path.join(tmp, "r10")), "option --threads: 0 is out of range [1, 64]", tmp)
     refused("--val-tokens above the corpus", (jl, "--jsonl", "--shard-tokens", "100", "--val-tokens", "99999999", "-o", os.path.join(tmp, "r11")),
             "no training shard written (lower --val-tokens)", tmp)
     with open(bad, "wb") as f:
