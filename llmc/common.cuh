@@ -107,11 +107,11 @@ inline std::string cuda_version_text(int v) { return std::to_string(v / 1000) + 
 inline bool gpu_count(int* n, std::string* err) {
     int count = 0;
     const cudaError_t e = cudaGetDeviceCount(&count);
-    cudaGetLastError();  // not sticky: clear it
+    (void)cudaGetLastError();  // not sticky: clear it
     if (e == cudaSuccess && count > 0) { *n = count; return true; }
-    int driver = 0, runtime = 0;
-    cudaDriverGetVersion(&driver);
-    cudaRuntimeGetVersion(&runtime);
+    int driver = 0, runtime = 0;   // for the message only: no driver leaves `driver` 0, which it reports
+    (void)cudaDriverGetVersion(&driver);
+    (void)cudaRuntimeGetVersion(&runtime);
     const char* visible = getenv("CUDA_VISIBLE_DEVICES");
     *err = std::string("no usable CUDA GPU: ") + (e == cudaSuccess ? "none found" : cudaGetErrorString(e)) + " (driver: " +
            (driver > 0 ? "supports CUDA " + cuda_version_text(driver) : std::string("none installed")) + "; this build: CUDA " +
@@ -127,7 +127,7 @@ inline bool gpu_runs_build(int device, std::string* err) {
     cudaCheck(cudaSetDevice(device));
     cudaFuncAttributes a;
     const cudaError_t e = cudaFuncGetAttributes(&a, gpu_probe_kernel);
-    cudaGetLastError();
+    (void)cudaGetLastError();  // the missing image is reported below, not left for the next check
     if (e == cudaSuccess) return true;
     const std::string cc = std::to_string(p.major) + std::to_string(p.minor);
     *err = "GPU " + std::to_string(device) + " (" + p.name + ") has compute capability " + std::to_string(p.major) + "." +
