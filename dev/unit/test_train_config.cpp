@@ -109,7 +109,7 @@ static void test_values_in_range_that_make_no_sense() {
     refuses({"-b", "1", "-t", "1", "-d", "4294967297"}, "micro-steps of B*T*GPUs tokens per step, more than the 1000000 allowed");
     refuses({"--skip-loss-z", "0.5"}, "option --skip-loss-z: 0.5 would skip a large share of ordinary steps (every z above it): 0 (off) or at least 1");
     refuses({"--skip-norm-z", "0.99"}, "option --skip-norm-z: 0.99 would skip");
-    refuses({"--spike-window", "15"}, "option --spike-window: 15 is out of range [16, 1e+06]");
+    refuses({"--spike-window", "15"}, "option --spike-window: 15 is out of range [16, 1000000]");
     TrainConfig c;
     std::string err;
     CHECK(parse({"--skip-loss-z", "6", "--skip-norm-z", "1", "--spike-window", "16"}, &c, &err) && c.skip_loss_z == 6 &&
