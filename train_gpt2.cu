@@ -626,7 +626,7 @@ int main(int argc, char** argv) {
         if (r.comm.rank == 0) {
             TrainConfig defaults;
             options_help(stdout, TRAIN_USAGE, train_options(&defaults));
-            printf("build: precision %s\n", PRECISION_NAME);
+            printf("\n%s\nbuild: precision %s\n", TRAIN_ENDINGS, PRECISION_NAME);
         }
         comm_free(&r.comm);
         return 0;

@@ -124,6 +124,13 @@ inline std::vector<Option> train_options(TrainConfig* c) {
 }
 
 inline const char* TRAIN_USAGE = "usage: [mpirun -np N] train_gpt2cu [options]";
+// What --help prints after the options: how a run ends.
+inline const char* TRAIN_ENDINGS =
+    "Stopping: SIGTERM, SIGINT (Ctrl-C) or SIGUSR1, sent to any one rank, let the step finish; then every rank stops,\n"
+    "a checkpoint is written (with --out) and -o DIR --resume continues. A second signal ends the process at once.\n"
+    "Exit codes: 0 done; 1 an error, which one line names (an option, an input file, no usable GPU, a CUDA or NCCL\n"
+    "failure); 2 --max-bad-steps steps in a row skipped for inf/nan gradients; 3 a peer rank died or hung\n"
+    "(--nccl-timeout); 4 stopped by a signal.";
 
 // The checks across options (and the derived fields: -d 0 becomes B*T*GPUs, --debug-nan's parts)
 // for a run on `world` GPUs, after every option is set. false + one line in *err on a problem.

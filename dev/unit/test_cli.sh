@@ -30,7 +30,8 @@ for i in $(seq 60); do echo "To be, or not to be, that is the question: whether 
 data/tokenize "$tmp/text.txt" -o "$tmp/d" >/dev/null 2>&1
 d="-i $tmp/d_train.bin -j $tmp/d_val.bin -b 1 -t 8"
 # first: --help (which also loads the CUDA libraries into the page cache, so the timings below are the program's)
-$bin --help > "$tmp/help.txt" 2>&1 && grep -q -- "--total-batch-tokens" "$tmp/help.txt" && { passed=$((passed + 1)); echo "PASS --help exits 0 and lists the options"; } \
+$bin --help > "$tmp/help.txt" 2>&1 && grep -q -- "--total-batch-tokens" "$tmp/help.txt" && grep -q "^Exit codes: 0 done" "$tmp/help.txt" \
+    && { passed=$((passed + 1)); echo "PASS --help exits 0 and lists the options, the stop signals and the exit codes"; } \
     || { failed=$((failed + 1)); echo "FAIL --help"; }
 expect "unknown option" "unknown option '--nope'" -- $bin --nope
 expect "bad value" "option --lr: 'fast' is not a number" -- $bin --lr fast
