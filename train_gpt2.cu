@@ -470,12 +470,13 @@ void print_result(Run* r, const std::vector<float>& ms, const std::vector<StepRe
 }
 
 // Stopping on request. SIGTERM (a scheduler's preemption, `kill`), SIGINT (Ctrl-C) and SIGUSR1
-// (Slurm's `--signal=USR1@SECONDS` before the time limit) do not end the process at once: the handler only records the signal, the step in progress finishes,
-// and after it every rank stops together, because each rank's request travels with the step's
-// loss all-reduce (gpt2_train_step's stop_vote), so one rank's signal is enough. With --out a
-// checkpoint of that step is written first; the exit code is EXIT_STOPPED, and --resume goes on
-// from there. A second signal of the same kind ends the process at once (SA_RESETHAND). Under
-// mpirun, signal a rank's process: OpenMPI 4.1's mpirun did not pass a SIGUSR1 on (one test).
+// (Slurm's `--signal=USR1@SECONDS` before the time limit) do not end the process at once: the
+// handler only records the signal, the step in progress finishes, and after it every rank stops
+// together, because each rank's request travels with the step's loss all-reduce
+// (gpt2_train_step's stop_vote), so one rank's signal is enough. With --out a checkpoint of that
+// step is written first; the exit code is EXIT_STOPPED, and --resume goes on from there. A second
+// signal of the same kind ends the process at once (SA_RESETHAND). Under mpirun, signal a rank's
+// process: OpenMPI 4.1's mpirun did not pass a SIGUSR1 on (one test).
 // The one mutable global of the trainer: a signal handler can reach nothing else.
 static volatile sig_atomic_t stop_signal = 0;
 constexpr int EXIT_STOPPED = 4;
