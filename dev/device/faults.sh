@@ -39,14 +39,7 @@ wait_gone() {
     done
     since "$t0"
 }
-wait_for_line() {  # file pattern seconds pid: until the line shows, the process ends, or time is up
-    for _ in $(seq 1 $(( $3 * 20 ))); do
-        grep -q "$2" "$1" 2>/dev/null && return 0
-        kill -0 "$4" 2>/dev/null || return 1
-        sleep 0.05
-    done
-    return 1
-}
+source dev/device/wait_line.sh   # wait_for_line FILE PATTERN SECONDS PID
 ARGS="--bench -e d12 -b 8 -t 1024 --bench-warmup 0 --bench-steps 100000 --nccl-timeout $TIMEOUT"
 if has kill; then
     hangs=0; times=(); codes=()

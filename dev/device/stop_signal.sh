@@ -24,14 +24,13 @@ has() { [[ " $sections " == *" $1 "* ]]; }
 bin=build/bf16/train_gpt2cu
 args="-e d12 -b 4 -t 1024 -x 100 -l 3e-4 --warmup 5 -i dev_data/tinyshakespeare_train.bin -j dev_data/tinyshakespeare_val.bin -g 0"
 summary=()
-# wait_for FILE PATTERN: until FILE holds a line matching PATTERN (60 s at most)
-wait_for() { for _ in $(seq 600); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+source dev/device/wait_line.sh   # wait_for_line FILE PATTERN SECONDS PID
 stop_line() { grep -h "^stopping" "$@" | head -n 1; }
 rm -rf runs/sig_*
 if has one; then
     $bin $args -o runs/sig_a > "$OUT/sig_a.log" 2>&1
     $bin $args -o runs/sig_b > "$OUT/sig_b1.log" 2>&1 & pid=$!
-    wait_for "$OUT/sig_b1.log" "^step   10/" && kill -TERM $pid
+    wait_for_line "$OUT/sig_b1.log" "^step   10/" 60 $pid && kill -TERM $pid
     wait $pid; rc=$?
     $bin -o runs/sig_b --resume > "$OUT/sig_b2.log" 2>&1; rc2=$?
     summary+=("SIGTERM after step 10: rc=$rc, $(stop_line "$OUT/sig_b1.log")")
@@ -41,14 +40,14 @@ if has twice; then
     set -m  # job control: background jobs do not start with SIGINT ignored (which the trainer respects)
     # the second one lands while the first one's checkpoint (1.5 GB) is being written
     $bin $args -x 200 -o runs/sig_twice > "$OUT/sig_twice.log" 2>&1 & pid=$!
-    wait_for "$OUT/sig_twice.log" "^step    3/" && { kill -INT $pid; sleep 0.2; kill -INT $pid; }
+    wait_for_line "$OUT/sig_twice.log" "^step    3/" 60 $pid && { kill -INT $pid; sleep 0.2; kill -INT $pid; }
     wait $pid; rc=$?
     summary+=("two SIGINTs: rc=$rc (130: ended by the second), stop line: '$(stop_line "$OUT/sig_twice.log")', left in the run directory: $(ls runs/sig_twice | tr '\n' ' ')")
 fi
 if has bench; then
     set -m
     $bin --bench -b 8 -t 1024 --bench-warmup 2 --bench-steps 1000 > "$OUT/sig_bench.log" 2>&1 & pid=$!
-    wait_for "$OUT/sig_bench.log" "^step   10/" && kill -INT $pid
+    wait_for_line "$OUT/sig_bench.log" "^step   10/" 60 $pid && kill -INT $pid
     wait $pid; rc=$?
     summary+=("--bench, SIGINT: rc=$rc, $(stop_line "$OUT/sig_bench.log"); $(grep -o '^RESULT.*steps=[0-9]*' "$OUT/sig_bench.log")")
 fi
@@ -65,7 +64,7 @@ if has ranks; then
     env_pair sig_ra $args -o runs/sig_ra; wait
     env_pair sig_rb $args -o runs/sig_rb
     # own_host.sh execs the trainer: the background pid is rank 1's trainer
-    wait_for "$OUT/sig_rb_rank0.log" "^step    8/" && kill -USR1 ${pids[1]}
+    wait_for_line "$OUT/sig_rb_rank0.log" "^step    8/" 60 ${pids[0]} && kill -USR1 ${pids[1]}
     wait ${pids[0]}; rc0=$?; wait ${pids[1]}; rc1=$?
     summary+=("2 ranks, SIGUSR1 to rank 1 only: rc $rc0 / $rc1; rank 0 (which got none): $(stop_line "$OUT/sig_rb_rank0.log")")
     env_pair sig_rb2 -o runs/sig_rb --resume; wait ${pids[0]}; rc0=$?; wait ${pids[1]}; rc1=$?
@@ -74,7 +73,7 @@ if has ranks; then
     # so mpirun did not pass SIGUSR1 on), then to one rank's process (not run yet)
     for to in mpirun rank; do
         mpirun --allow-run-as-root -np 2 --bind-to none dev/device/own_host.sh $bin $args -x 60 -o runs/sig_m_$to > "$OUT/sig_mpi_$to.log" 2>&1 & pid=$!
-        if wait_for "$OUT/sig_mpi_$to.log" "^step    5/"; then
+        if wait_for_line "$OUT/sig_mpi_$to.log" "^step    5/" 60 $pid; then
             if [ $to = mpirun ]; then kill -USR1 $pid; else pkill -USR1 -n -f "train_gpt2cu .*runs/sig_m_rank"; fi
         fi
         wait $pid; rc=$?

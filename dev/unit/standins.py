@@ -36,10 +36,11 @@ def write(path, text, exe=False):
 
 def tree(*scripts):
     """A fresh copy of the repository layout the scripts need: dev/device/<scripts>, gpu_power.sh,
-    ab_means.sh, dev/compare_losses.py. Returns its root."""
+    ab_means.sh, wait_line.sh, dev/compare_losses.py. Returns its root."""
     _trees[0] += 1
     root = os.path.join(TMP, f"repo{_trees[0]}")
-    for rel in [f"dev/device/{s}" for s in scripts] + ["dev/device/gpu_power.sh", "dev/device/ab_means.sh", "dev/compare_losses.py"]:
+    for rel in [f"dev/device/{s}" for s in scripts] + ["dev/device/gpu_power.sh", "dev/device/ab_means.sh", "dev/device/wait_line.sh",
+                                                      "dev/compare_losses.py"]:
         os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
         shutil.copy2(os.path.join(ROOT, rel), os.path.join(root, rel))
     return root
