@@ -73,23 +73,23 @@ inline bool option_set(const Option& o, const std::string& flag, const std::stri
     return true;
 }
 
+// The shortest text of 6..max_digits significant digits that reads back to exactly v (9 digits
+// always do for a float, 17 for a double).
+template <class T> std::string shortest_exact(T v, int max_digits) {
+    char buf[64];
+    for (int digits = 6; digits <= max_digits; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, (double)v);
+        if ((T)strtod(buf, nullptr) == v) break;
+    }
+    return buf;
+}
+
 // An option's value as text that option_set reads back exactly (floats with as many significant
 // digits as that takes, flags as on/off, strings as they are): how a run keeps its options (options_text).
 inline std::string option_value_exact(const Option& o) {
-    char buf[64];
     switch (o.type) {
-        case OPT_FLOAT:   // the shortest of 6..9 significant digits that reads back to the same float
-            for (int digits = 6; digits <= 9; digits++) {
-                snprintf(buf, sizeof buf, "%.*g", digits, *(float*)o.target);
-                if (strtof(buf, nullptr) == *(float*)o.target) break;
-            }
-            return buf;
-        case OPT_DOUBLE:  // likewise, 6..17 significant digits
-            for (int digits = 6; digits <= 17; digits++) {
-                snprintf(buf, sizeof buf, "%.*g", digits, *(double*)o.target);
-                if (strtod(buf, nullptr) == *(double*)o.target) break;
-            }
-            return buf;
+        case OPT_FLOAT: return shortest_exact(*(float*)o.target, 9);
+        case OPT_DOUBLE: return shortest_exact(*(double*)o.target, 17);
         case OPT_STRING: return *(std::string*)o.target;
         default: return o.type == OPT_FLAG ? (*(bool*)o.target ? "on" : "off") : option_value_string(o);
     }
