@@ -98,23 +98,26 @@ bool check_memory(const Run* r, const GPT2Config& cfg, std::string* err) {
     const size_t reserve = (size_t)256 << 20;
     size_t free_b, total_b;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
-    auto need = [&](int B, int recompute) { return gpt2_memory(cfg, B, tc.T, world, tc.zero, recompute).total() + reserve; };
-    if (need(tc.B, tc.recompute) <= free_b) return true;
+    auto fits = [&](int B, int recompute, int zero) {
+        return gpt2_memory(cfg, B, tc.T, world, zero, recompute).total() + reserve <= free_b;
+    };
+    if (fits(tc.B, tc.recompute, tc.zero)) return true;
     const GPT2Memory m = gpt2_memory(cfg, tc.B, tc.T, world, tc.zero, tc.recompute);
     char line[512];
     snprintf(line, sizeof line, "the run needs %.2f GB on GPU %d (%s), which has %.2f GB free of %.2f: weights+grads %.2f, optimizer %.2f, "
              "activations %.2f (B=%d, T=%d, --recompute %d), fp32 weights while loading or saving %.2f, libraries %.2f",
-             need(tc.B, tc.recompute) / 1e9, r->ctx.device, r->ctx.props.name, free_b / 1e9, total_b / 1e9, m.weights_grads / 1e9,
+             (m.total() + reserve) / 1e9, r->ctx.device, r->ctx.props.name, free_b / 1e9, total_b / 1e9, m.weights_grads / 1e9,
              m.optimizer / 1e9, m.activations / 1e9, tc.B, tc.T, tc.recompute, m.transient / 1e9, reserve / 1e9);
     *err = line;
-    std::vector<std::string> fits;
+    std::vector<std::string> what_fits;
     int b = tc.B - 1;
-    while (b >= 1 && need(b, tc.recompute) > free_b) b--;
-    if (b >= 1) fits.push_back("-b " + std::to_string(b) + " fits");
-    if (tc.recompute < 2 && need(tc.B, 2) <= free_b) fits.push_back("--recompute 2 fits at B=" + std::to_string(tc.B));
-    if (!tc.zero && world > 1 && gpt2_memory(cfg, tc.B, tc.T, world, 1, tc.recompute).total() + reserve <= free_b) fits.push_back("--zero 1 fits");
-    if (fits.empty()) fits.push_back(world > 1 && !tc.zero ? "not even -b 1 fits (try --zero 1 and --recompute 2)" : "not even -b 1 fits");
-    for (size_t i = 0; i < fits.size(); i++) *err += (i ? ", " : "; ") + fits[i];
+    while (b >= 1 && !fits(b, tc.recompute, tc.zero)) b--;
+    if (b >= 1) what_fits.push_back("-b " + std::to_string(b) + " fits");
+    if (tc.recompute < 2 && fits(tc.B, 2, tc.zero)) what_fits.push_back("--recompute 2 fits at B=" + std::to_string(tc.B));
+    if (!tc.zero && world > 1 && fits(tc.B, tc.recompute, 1)) what_fits.push_back("--zero 1 fits");
+    if (what_fits.empty())
+        what_fits.push_back(world > 1 && !tc.zero ? "not even -b 1 fits (try --zero 1 and --recompute 2)" : "not even -b 1 fits");
+    for (size_t i = 0; i < what_fits.size(); i++) *err += (i ? ", " : "; ") + what_fits[i];
     return false;
 }
 
@@ -385,9 +388,7 @@ bool setup(Run* r, std::string* err) {
     if (!model_config(tc, &cfg, &fresh, err)) return false;
     if (tc.eval_only && fresh && rank0) printf("note: --eval-only of a new, randomly initialized %s (-e names no model file)\n", tc.model.c_str());
     if (!tc.bench && !open_data(r, cfg, err)) return false;
-    int device;
-    if (!gpu_for_rank(r->comm.local_rank, &device, err)) return false;
-    context_create(&r->ctx, device);
+    if (!context_create(&r->ctx, r->comm.local_rank, err)) return false;
     if (!comm_init(&r->comm, tc.rendezvous, tc.nccl_timeout, tc.nccl_cta_policy, err) || !build_model(r, cfg, fresh, err)) return false;
     GPT2* m = &r->model;
     r->reduce = r->comm.world > 1;

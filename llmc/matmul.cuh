@@ -510,13 +510,15 @@ inline void ones_column_init(cudaStream_t stream, floatX* inp, size_t N, int C) 
 
 // ----------------------------------------------------------------------------------------------
 // The context (here because it is mostly cuBLASLt state).
-// A GPU that cannot run this build ends the process with gpu_runs_build's line (the trainer checks
-// before, to report it per rank).
-inline void context_create(Context* ctx, int device) {
-    std::string err;
-    int n;
-    if (!gpu_count(&n, &err) || !gpu_runs_build(device, &err)) {
-        fprintf(stderr, "error: %s\n", err.c_str());
+// The context on local_rank's GPU (gpu_for_rank: local_rank modulo the visible GPUs; a tool on one
+// GPU passes 0). No usable GPU: false + gpu_for_rank's line in *err (the trainer reports it per
+// rank), or without err that line and exit 1.
+inline bool context_create(Context* ctx, int local_rank, std::string* err = nullptr) {
+    std::string why;
+    int device;
+    if (!gpu_for_rank(local_rank, &device, &why)) {
+        if (err) { *err = why; return false; }
+        fprintf(stderr, "error: %s\n", why.c_str());
         exit(EXIT_FAILURE);
     }
     ctx->device = device;
@@ -531,6 +533,7 @@ inline void context_create(Context* ctx, int device) {
     // scratch for fp32 partial sums: a few per SM and column tile is all any reduction here uses
     ctx->scratch_elems = (size_t)64 * ctx->props.multiProcessorCount * 1024;
     cudaCheck(cudaMalloc(&ctx->scratch, ctx->scratch_elems * sizeof(float)));
+    return true;
 }
 inline void context_destroy(Context* ctx) {
     for (auto& [key, p] : ctx->plans->plans) {
