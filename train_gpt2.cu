@@ -32,6 +32,7 @@
 #include "llmc/evaluate.cuh"
 #include "llmc/logger.h"
 #include "llmc/report.h"
+#include "llmc/run_options.h"
 #include "llmc/sampler.h"
 #include "llmc/timing.h"
 #include "llmc/tokenizer.h"
@@ -161,56 +162,13 @@ void save_checkpoint(Run* r) {
     r->saved_step = r->step;
 }
 
-// --resume, before anything else: the options of the run being continued, merged with the command
-// line (llmc/train_config.h, resume_config). They come from the newest complete checkpoint
-// (after checking that this build and GPU count can continue it), or, before the first one, from
-// <out>/options.txt, which a run writes when it starts; with neither (a new run), the command
-// line's. The model is the checkpoint's own model.bin (the weights the run continues from),
-// whatever file the run started from. Every rank reads the same files (--out must be on a
-// filesystem they share), so all ranks agree.
-bool resume_options(Run* r, int argc, const char* const* argv, std::string* err) {
-    const int world = r->comm.world;
-    const std::string given_model = r->tc.model;
-    std::vector<std::pair<long long, std::string>> found;
-    if (r->tc.out.empty()) return check_train_config(&r->tc, world, err);   // which refuses --resume without --out
-    if (!ckpt_detail::list_complete(r->tc.out, &found, err)) return false;
-    std::string dir, path = r->tc.out + "/options.txt", text, note;
-    TrainState st{};
-    if (!found.empty()) {
-        dir = found.back().second;
-        path = dir + "/options.txt";
-        if (!checkpoint_read_state(dir, &st, err) || !checkpoint_fits_run(dir, st, PRECISION_CODE, world, err)) return false;
-    }
-    if (!file_exists(path)) {
-        if (!found.empty()) note = "note: " + dir + " holds no options.txt (an older checkpoint): the options are this command line's";
-        if (!check_train_config(&r->tc, world, err)) return false;
-    } else if (!read_text_file(path, &text, err) || !resume_config(&r->tc, text, path, argc, argv, world, &note, err, found.empty() ? -1 : (int)st.step)) {
-        return false;
-    }
-    if (!found.empty()) {
-        // the loader position is the checkpoint's: the shards must be those it was taken in (when
-        // --train matches nothing, opening the loader says so later)
-        std::vector<std::string> files;
-        std::vector<size_t> tokens;
-        std::string none;
-        if (dataloader_shards(r->tc.train, &files, &tokens, &none) &&
-            !checkpoint_same_data(dir, st, files.size(), std::accumulate(tokens.begin(), tokens.end(), (size_t)0), err))
-            return false;
-        if (given_model != TrainConfig().model)   // -e was given
-            note += std::string(note.empty() ? "" : "\n") + "note: -e " + given_model + " not used: a resumed run continues from its checkpoint's model";
-        r->tc.model = dir + "/model.bin";
-    }
+// The run's options (llmc/run_options.h): the command line's, or on --resume the run's own merged
+// with it. false + one line in *err on a problem; *help for --help.
+bool configure(Run* r, int argc, const char* const* argv, bool* help, std::string* err) {
+    std::string note;
+    if (!configure_run(&r->tc, r->comm.world, PRECISION_CODE, argc, argv, help, &note, err)) return false;
     if (!note.empty() && r->comm.rank == 0) printf("%s\n", note.c_str());
     return true;
-}
-
-// The run's options: the command line's, or on --resume the run's own merged with it. false + one
-// line in *err on a problem; *help for --help.
-bool configure(Run* r, int argc, const char* const* argv, bool* help, std::string* err) {
-    if (!options_parse(train_options(&r->tc), argc, argv, help, err)) return false;
-    if (*help) return true;
-    if (r->tc.resume && !r->tc.bench) return resume_options(r, argc, argv, err);
-    return check_train_config(&r->tc, r->comm.world, err);
 }
 
 // --resume: the newest complete checkpoint in --out, bit for bit where the run left off.
