@@ -4,12 +4,13 @@
 #           is printed: it finishes its step, writes a checkpoint, says so, exits 4; --resume then
 #           gives the 100 losses of the straight run bit for bit (log.jsonl);
 #   twice:  two SIGINTs 0.2 s apart: the second ends the process at once, during the checkpoint
-#           the first one asked for (exit 130, the default action; the checkpoint stays incomplete);
+#           the first one asked for (exit 130, the default action; no checkpoint, or an incomplete
+#           step_N.tmp that --resume skips);
 #   bench:  SIGINT during --bench: the RESULT line of the steps timed so far, exit 4;
 #   ranks:  2 ranks sharing the GPU (env launch, each under own_host.sh), SIGUSR1 sent to rank 1
 #           alone: both stop after the same step, exit 4, and the resumed pair gives a straight
 #           2-rank run's losses bit for bit; then under mpirun, SIGUSR1 sent to mpirun, and to
-#           one rank's process.
+#           one rank's process; and SIGTERM sent to mpirun, given time to reach the ranks.
 #   dev/device/stop_signal.sh [sections...]   (default: one twice bench ranks)
 # Needs build/bf16/train_gpt2cu (dev/device/build.sh BF16) and dev_data/ (make data).
 set -uo pipefail
@@ -69,8 +70,8 @@ if has ranks; then
     summary+=("2 ranks, SIGUSR1 to rank 1 only: rc $rc0 / $rc1; rank 0 (which got none): $(stop_line "$OUT/sig_rb_rank0.log")")
     env_pair sig_rb2 -o runs/sig_rb --resume; wait ${pids[0]}; rc0=$?; wait ${pids[1]}; rc1=$?
     summary+=("   resumed rc $rc0 / $rc1; 100 losses vs a straight 2-rank run: $(python3 dev/compare_losses.py runs/sig_ra/log.jsonl runs/sig_rb/log.jsonl --tol 0)")
-    # under mpirun: the signal sent to mpirun (2026-12-02, OpenMPI 4.1: the run went on to its end,
-    # so mpirun did not pass SIGUSR1 on), then to one rank's process (not run yet)
+    # under mpirun: SIGUSR1 sent to mpirun (OpenMPI 4.1.6 does not pass it on: the run goes on to
+    # its end), then to one rank's process
     for to in mpirun rank; do
         mpirun --allow-run-as-root -np 2 --bind-to none dev/device/own_host.sh $bin $args -x 60 -o runs/sig_m_$to > "$OUT/sig_mpi_$to.log" 2>&1 & pid=$!
         if wait_for_line "$OUT/sig_mpi_$to.log" "^step    5/" 60 $pid; then
@@ -79,6 +80,16 @@ if has ranks; then
         wait $pid; rc=$?
         summary+=("mpirun -np 2, SIGUSR1 to $to: rc=$rc, $(stop_line "$OUT/sig_mpi_$to.log" || true); last step: $(grep -h '^step' "$OUT/sig_mpi_$to.log" | tail -n 1 | cut -c1-14)")
     done
+    # SIGTERM to mpirun: it sends the ranks SIGTERM odls_base_sigkill_timeout seconds later and
+    # SIGKILL as long after that, and stops reading their output; with 10 s, and each rank's
+    # output in its own file, the ranks stop after the same step and write their checkpoint
+    t0=$SECONDS
+    mpirun --allow-run-as-root -np 2 --bind-to none --mca odls_base_sigkill_timeout 10 \
+        sh -c 'exec dev/device/own_host.sh "$@" > "$0$OMPI_COMM_WORLD_RANK.log" 2>&1' "$OUT/sig_mpi_term_rank" \
+        $bin $args -x 400 -o runs/sig_m_term > "$OUT/sig_mpi_term.log" 2>&1 & pid=$!
+    wait_for_line "$OUT/sig_mpi_term_rank0.log" "^step    5/" 60 $pid && { t0=$SECONDS; kill -TERM $pid; }
+    wait $pid; rc=$?
+    summary+=("mpirun -np 2 --mca odls_base_sigkill_timeout 10, output to files, SIGTERM to mpirun: rc=$rc after $((SECONDS - t0)) s, $(stop_line "$OUT/sig_mpi_term_rank0.log" || true); run directory: $(ls runs/sig_m_term 2>/dev/null | tr '\n' ' ')")
 fi
 echo "================ summary"
 printf '%s\n' "${summary[@]}" | tee "$OUT/stop_signal_summary.txt"

@@ -216,6 +216,9 @@ check(re.search(r"resumed rc 0 / 0; 100 losses vs a straight 2-rank run: OK 100 
 for to in ("mpirun", "rank"):
     check(re.search(r"rc=4, stopping after step \d+ of 60", summary_line(f"mpirun -np 2, SIGUSR1 to {to}:")),
           f"stop_signal.sh ranks: under (stand-in) mpirun, the signal sent to {to}", out + err)
+check(re.search(r"odls_base_sigkill_timeout 10, output to files, SIGTERM to mpirun: rc=4 after \d+ s, stopping after step (\d+) of 400.*; "
+                r"run directory: .*\bstep_\1 ", summary_line("mpirun -np 2 --mca")),
+      "stop_signal.sh ranks: SIGTERM to (stand-in) mpirun, each rank's output in its own file", out + err)
 rc, out, err = sh(tree("stop_signal.sh"), "stop_signal.sh", ["once"])
 check(rc == 2 and err.strip() == "stop_signal.sh: unknown section 'once' (one twice bench ranks)" and out == "",
       "stop_signal.sh with an unknown section: one line, exit 2", out + err)
