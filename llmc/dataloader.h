@@ -168,9 +168,9 @@ inline bool dataloader_open(DataLoader* dl, const std::string& pattern, int B, i
     for (size_t i = 0; i < dl->files.size(); i++) {
         const size_t n = dl->file_tokens[i];
         if (n < step + 1) {
-            *err = dl->files[i] + ": holds " + std::to_string(n) + " tokens, fewer than one step of B*T*GPUs*accumulation = " +
+            *err = dl->files[i] + ": holds " + std::to_string(n) + " tokens, fewer than one step reads: B*T*GPUs*accumulation + 1 = " +
                    std::to_string(B) + "*" + std::to_string(T) + "*" + std::to_string(world) + "*" + std::to_string(accum) +
-                   " tokens needs (" + std::to_string(step + 1) + ")";
+                   " + 1 = " + std::to_string(step + 1) + " (the +1: the last position's target)";
             return false;
         }
         dl->file_blocks.push_back((n - 1) / step);

@@ -196,7 +196,7 @@ static void test_open_errors() {
     std::string err;
     DataLoader e;
     CHECK(!dataloader_open(&e, dir + "/nothing_*.bin", B, T, 0, 1, 1, V, false, 0, &err) && err.find("no file matches") != std::string::npos, "empty glob");
-    CHECK(!dataloader_open(&e, dir + "/d_train_*.bin", 64, 16, 0, 1, 1, V, false, 0, &err) && err.find("fewer than one step of B*T*GPUs*accumulation = 64*16*1*1") != std::string::npos, "shard smaller than a step");
+    CHECK(!dataloader_open(&e, dir + "/d_train_*.bin", 64, 16, 0, 1, 1, V, false, 0, &err) && err.find("fewer than one step reads: B*T*GPUs*accumulation + 1 = 64*16*1*1 + 1 = 1025 (") != std::string::npos, "shard smaller than a step");
 }
 
 // Checks the validation loader's rows: as many as the smallest shard (e_00: 400 tokens) holds, at most B.
