@@ -92,7 +92,7 @@ struct Logger {
     FILE* f = nullptr;
     bool open(const std::string& path, std::string* err) {
         f = fopen(path.c_str(), "a");
-        if (!f) { *err = path + ": cannot open for appending"; return false; }
+        if (!f) { *err = path + ": cannot open for appending: " + strerror(errno); return false; }
         return true;
     }
     void line(const std::string& json) {  // one object, flushed so a crash loses nothing written
