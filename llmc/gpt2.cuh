@@ -56,6 +56,18 @@ constexpr size_t DEFAULT_LOGIT_CHUNK = 16384;
 // whole number of the 8-element vectors the kernels move.
 inline size_t padded_param_count(size_t total, int world) { return ceil_div(total, (size_t)world * 8) * world * 8; }
 
+// The element counts gpt2_build allocates by, shared with gpt2_memory so the two cannot drift.
+struct GPT2Sizes {
+    size_t padded;          // the floatX weights and gradients: the parameter count, padded
+    size_t shard;           // padded / world: one rank's part with ZeRO-1
+    size_t optimizer;       // elements of each fp32 optimizer buffer: a shard (ZeRO-1) or every parameter
+    bool separate_master;   // false in an FP32 DDP build, where the weights are the master copy
+};
+inline GPT2Sizes gpt2_sizes(const GPT2Config& cfg, int world, int zero) {
+    const size_t total = param_layout(cfg).total, padded = padded_param_count(total, world);
+    return {padded, padded / world, zero ? padded / world : total, !(sizeof(floatX) == sizeof(float) && !zero)};
+}
+
 // What gpt2_build allocates on each GPU, in bytes, computed without allocating (the trainer checks
 // it against the GPU's free memory first, and prints it).
 struct GPT2Memory {
@@ -67,24 +79,24 @@ struct GPT2Memory {
 };
 inline GPT2Memory gpt2_memory(const GPT2Config& cfg, int B, int T, int world = 1, int zero = 0, int recompute = 0,
                               size_t logit_chunk = DEFAULT_LOGIT_CHUNK) {
-    const size_t total = param_layout(cfg).total, n = padded_param_count(total, world), ns = zero ? n / world : total;
-    const bool master_is_params = sizeof(floatX) == sizeof(float) && !zero;
-    return {2 * n * sizeof(floatX), (master_is_params ? 2 : 3) * ns * sizeof(float), activations_bytes(cfg, B, T, recompute, logit_chunk),
-            n * sizeof(float)};
+    const GPT2Sizes z = gpt2_sizes(cfg, world, zero);
+    return {2 * z.padded * sizeof(floatX), (z.separate_master ? 3 : 2) * z.optimizer * sizeof(float),
+            activations_bytes(cfg, B, T, recompute, logit_chunk), z.padded * sizeof(float)};
 }
 
 inline void gpt2_build(GPT2* m, const GPT2Config& cfg, int B, int T, int rank = 0, int world = 1, int zero = 0, int recompute = 0,
                        size_t logit_chunk = DEFAULT_LOGIT_CHUNK) {
+    const GPT2Sizes z = gpt2_sizes(cfg, world, zero);
     m->cfg = cfg; m->layout = param_layout(cfg); m->B = B; m->T = T;
-    m->padded = padded_param_count(m->layout.total, world);
-    m->shard = m->padded / world;
+    m->padded = z.padded;
+    m->shard = z.shard;
     m->shard_lo = zero ? (size_t)rank * m->shard : 0;
     m->shard_hi = zero ? std::min(m->shard_lo + m->shard, m->layout.total) : m->layout.total;
-    const size_t n = m->padded, ns = zero ? m->shard : m->layout.total;  // optimizer state: a whole shard
+    const size_t n = z.padded, ns = z.optimizer;
     cudaCheck(cudaMalloc(&m->params, n * sizeof(floatX)));
     cudaCheck(cudaMalloc(&m->grads, n * sizeof(floatX)));
     cudaCheck(cudaMemset(m->params, 0, n * sizeof(floatX)));
-    if (sizeof(floatX) == sizeof(float) && !zero) m->master = (float*)m->params;  // fp32: the weights are the master copy
+    if (!z.separate_master) m->master = (float*)m->params;  // fp32 DDP: the weights are the master copy
     else cudaCheck(cudaMalloc(&m->master, ns * sizeof(float)));
     cudaCheck(cudaMalloc(&m->adam_m, ns * sizeof(float)));
     cudaCheck(cudaMalloc(&m->adam_v, ns * sizeof(float)));
