@@ -18,6 +18,7 @@ struct Activations {
     int recompute = 0;
     // (L, ...) one slice per block (fch_gelu, ln1, ln2: one shared slice when recomputed)
     floatX *ln1, *ln2;         // (L, B,T, ones_ld(C)): C values and the ones column per row
+    size_t ln_rows;            // rows of ln1 (and of ln2): L*B*T, or B*T at --recompute 2
     floatX *qkv, *atty, *residual2, *fch, *fch_gelu, *residual3;
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
     float *att;                // attention's saved state (attention_state_elems per block)
@@ -73,6 +74,7 @@ inline size_t activations_layout(Activations* a, const GPT2Config& c, int B, int
     const size_t L = c.num_layers, btc = (size_t)B * T * c.channels, bt = (size_t)B * T, btl = bt * ones_ld(c.channels);
     const size_t LG = recompute >= 1 ? 1 : L, LL = recompute >= 2 ? 1 : L;
     a->recompute = recompute;
+    a->ln_rows = LL * bt;
     a->logit_rows = std::min(bt, std::max(logit_chunk, (size_t)T));  // sampling needs one sequence's logits
     const size_t shared_region = std::max(a->logit_rows * c.padded_vocab_size, 4 * btc);  // logits | dbig
     struct Item { void** ptr; size_t bytes; };
@@ -109,10 +111,9 @@ inline void activations_alloc(Activations* a, const GPT2Config& c, int B, int T,
     a->bytes = activations_layout(a, c, B, T, recompute, logit_chunk, nullptr);
     cudaCheck(cudaMalloc(&a->memory, a->bytes));
     activations_layout(a, c, B, T, recompute, logit_chunk, (char*)a->memory);
-    const size_t bt = (size_t)B * T, LL = recompute >= 2 ? 1 : (size_t)c.num_layers;
     a->dbig = a->logits;
-    ones_column_init(0, a->ln1, LL * bt, c.channels);
-    ones_column_init(0, a->ln2, LL * bt, c.channels);
+    ones_column_init(0, a->ln1, a->ln_rows, c.channels);
+    ones_column_init(0, a->ln2, a->ln_rows, c.channels);
     cudaCheck(cudaDeviceSynchronize());
 }
 
