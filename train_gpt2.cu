@@ -90,36 +90,14 @@ bool model_config(const TrainConfig& tc, GPT2Config* cfg, bool* fresh, std::stri
     return true;
 }
 
-// Does the run fit in its GPU's free memory? Checked before allocating, so that a micro-batch too
-// large is one line saying what the run needs and what would fit, not a CUDA error at a cudaMalloc.
-// `reserve`: what the libraries may still allocate (cuBLASLt, CUDA graphs, the reducer's buffers).
+// Does the run fit in its GPU's free memory? Checked before allocating (gpt2_memory_check), so
+// that a micro-batch too large is one line, not a CUDA error at a cudaMalloc.
 bool check_memory(const Run* r, const GPT2Config& cfg, std::string* err) {
     const TrainConfig& tc = r->tc;
-    const int world = r->comm.world;
-    const size_t reserve = (size_t)256 << 20;
     size_t free_b, total_b;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
-    auto fits = [&](int B, int recompute, int zero) {
-        return gpt2_memory(cfg, B, tc.T, world, zero, recompute).total() + reserve <= free_b;
-    };
-    if (fits(tc.B, tc.recompute, tc.zero)) return true;
-    const GPT2Memory m = gpt2_memory(cfg, tc.B, tc.T, world, tc.zero, tc.recompute);
-    char line[512];
-    snprintf(line, sizeof line, "the run needs %.2f GB on GPU %d (%s), which has %.2f GB free of %.2f: weights+grads %.2f, optimizer %.2f, "
-             "activations %.2f (B=%d, T=%d, --recompute %d), fp32 weights while loading or saving %.2f, libraries %.2f",
-             (m.total() + reserve) / 1e9, r->ctx.device, r->ctx.props.name, free_b / 1e9, total_b / 1e9, m.weights_grads / 1e9,
-             m.optimizer / 1e9, m.activations / 1e9, tc.B, tc.T, tc.recompute, m.transient / 1e9, reserve / 1e9);
-    *err = line;
-    std::vector<std::string> what_fits;
-    int b = tc.B - 1;
-    while (b >= 1 && !fits(b, tc.recompute, tc.zero)) b--;
-    if (b >= 1) what_fits.push_back("-b " + std::to_string(b) + " fits");
-    if (tc.recompute < 2 && fits(tc.B, 2, tc.zero)) what_fits.push_back("--recompute 2 fits at B=" + std::to_string(tc.B));
-    if (!tc.zero && world > 1 && fits(tc.B, tc.recompute, 1)) what_fits.push_back("--zero 1 fits");
-    if (what_fits.empty())
-        what_fits.push_back(world > 1 && !tc.zero ? "not even -b 1 fits (try --zero 1 and --recompute 2)" : "not even -b 1 fits");
-    for (size_t i = 0; i < what_fits.size(); i++) *err += (i ? ", " : "; ") + what_fits[i];
-    return false;
+    const std::string gpu = "GPU " + std::to_string(r->ctx.device) + " (" + r->ctx.props.name + ")";
+    return gpt2_memory_check(cfg, tc.B, tc.T, r->comm.world, tc.zero, tc.recompute, free_b, total_b, gpu, err);
 }
 
 // The model of shape `cfg` (model_config): a descriptor builds a fresh one (`fresh`), anything
@@ -435,7 +413,8 @@ void print_result(Run* r, const std::vector<float>& ms, const std::vector<StepRe
 // (gpt2_train_step's stop_vote), so one rank's signal is enough. With --out a checkpoint of that
 // step is written first; the exit code is EXIT_STOPPED, and --resume goes on from there. A second
 // signal of the same kind ends the process at once (SA_RESETHAND). Under mpirun, signal a rank's
-// process: OpenMPI 4.1's mpirun did not pass a SIGUSR1 on (one test).
+// process: OpenMPI 4.1.6's mpirun does not pass SIGUSR1 on, and it sends SIGTERM too late for a
+// checkpoint unless given time (README, "Stopping a run cleanly").
 // The one mutable global of the trainer: a signal handler can reach nothing else.
 static volatile sig_atomic_t stop_signal = 0;
 constexpr int EXIT_STOPPED = 4;
