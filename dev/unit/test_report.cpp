@@ -209,7 +209,17 @@ static void test_result_line(const std::string& per_rank) {
           "result_line: one GPU, unknown peak: no per-rank fields, MFU 0, no bus bandwidth");
 }
 
+// log.jsonl that cannot be opened: one line with the path and the system's reason.
+static void test_logger_open_error() {
+    Logger log;
+    std::string err;
+    const std::string path = "/nonexistent_test_report_dir/log.jsonl";
+    CHECK(!log.open(path, &err) && err == path + ": cannot open for appending: No such file or directory",
+          "Logger::open: a missing directory is one line naming the file and why");
+}
+
 int main() {
+    test_logger_open_error();
     test_text_printf();
     test_step_text();
     test_step_json();
