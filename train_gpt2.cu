@@ -54,6 +54,7 @@ struct Run {
     int sample_eot = -1;             // <|endoftext|>, where samples start; -1: no samples
     Logger log;
     LossScaler scaler;
+    GpuPeak peak;                    // what MFU is measured against, per GPU (flops 0: unknown)
     uint64_t sample_rng = 0;
     int step = 0, steps = 0, accum = 1;
     int saved_step = -1;             // the step of the last checkpoint written
@@ -312,6 +313,7 @@ void print_run(const Run* r) {
            m->cfg.num_layers, m->cfg.num_heads, m->cfg.channels, m->layout.total, PRECISION_NAME, r->comm.world,
            r->comm.launcher.c_str(), tc.zero ? ", ZeRO-1" : "", tc.B, tc.T, tc.total_batch, r->accum, r->ctx.props.name,
            mem.weights_grads / 1e9, mem.optimizer / 1e9, tc.zero ? " (this rank's shard)" : "", mem.activations / 1e9, tc.recompute);
+    printf("%s\n", peak_text(r->peak, r->ctx.props.name, r->ctx.props.major, r->ctx.props.minor, sizeof(floatX) == 4).c_str());
 }
 
 // Everything before the first step. false + one line in *err on any problem.
@@ -325,6 +327,8 @@ bool setup(Run* r, std::string* err) {
     if (tc.eval_only && fresh && rank0) printf("note: --eval-only of a new, randomly initialized %s (-e names no model file)\n", tc.model.c_str());
     if (!tc.bench && !open_data(r, cfg, err)) return false;
     if (!context_create(&r->ctx, r->comm.local_rank, err)) return false;
+    r->peak = tc.peak_tflops > 0 ? GpuPeak{tc.peak_tflops * 1e12, "--peak-tflops"}
+                                 : gpu_peak(r->ctx.props.major, r->ctx.props.minor, r->ctx.props.name, sizeof(floatX) == 4);
     if (!comm_init(&r->comm, tc.rendezvous, tc.nccl_timeout, tc.nccl_cta_policy, err) || !build_model(r, cfg, fresh, err)) return false;
     GPT2* m = &r->model;
     r->reduce = r->comm.world > 1;
@@ -510,7 +514,7 @@ int run_loop(Run* r) {
     LRSchedule sched = tc.sched;
     sched.max_steps = r->steps;
     const double flops_tok = flops_per_token(r->model.cfg, tc.T);
-    const double peak = r->comm.world * peak_flops(r->ctx.props.major, r->ctx.props.minor, r->ctx.props.name, sizeof(floatX) == 4);
+    const double peak = r->comm.world * r->peak.flops;
     const int timed_from = tc.bench ? tc.bench_warmup : r->step + std::min(r->steps - r->step - 1, 1);
     if (tc.eval_only) { after_step(r, true); return 0; }   // the evaluations and the sample of a last step
     if (!tc.bench && r->step >= r->steps && r->comm.rank == 0)
@@ -530,7 +534,7 @@ int run_loop(Run* r) {
         elapsed_s += ms / 1e3;
         if (r->step > timed_from) { timed_ms.push_back(ms); timed.push_back(s); }
         if (r->comm.rank == 0) {
-            const double tok_s = tc.total_batch / (ms / 1e3), mfu = peak > 0 ? 100.0 * flops_tok * tok_s / peak : 0.0;
+            const double tok_s = tc.total_batch / (ms / 1e3), mfu = mfu_percent(flops_tok, tok_s, peak);
             const StepReport rep{r->step, r->steps, h.lr, r->scaler.scale, ms, tok_s, mfu, elapsed_s / done * (r->steps - r->step)};
             printf("%s\n", step_text(rep, s).c_str());
             fflush(stdout);

@@ -10,6 +10,7 @@
 #include <vector>
 #include "logger.h"        // json_number, json_string, text_printf
 #include "spike_guard.h"   // SpikeStats, SkipReason
+#include "timing.h"        // GpuPeak, mfu_percent
 
 // What one optimizer step returns (llmc/gpt2_step.cuh, gpt2_train_step): identical on every rank,
 // except the phase times, which are the rank's own.
@@ -27,21 +28,30 @@ struct StepResult {
     int stop_votes = 0;     // ranks whose caller asked to stop during this step (summed with the loss)
 };
 
+// The run banner's line saying what MFU is measured against (llmc/timing.h's peaks).
+inline std::string peak_text(const GpuPeak& p, const std::string& name, int cc_major, int cc_minor, bool fp32) {
+    if (p.flops <= 0)
+        return text_printf("MFU: n/a (no datasheet peak known for %s, sm_%d%d; --peak-tflops sets one)", name.c_str(), cc_major, cc_minor);
+    if (p.part == "--peak-tflops") return text_printf("MFU against %.1f TFLOP/s per GPU (--peak-tflops)", p.flops / 1e12);
+    return text_printf("MFU against %.1f TFLOP/s per GPU (%s datasheet, dense %s)", p.flops / 1e12, p.part.c_str(),
+                       fp32 ? "fp32, no tensor cores" : "16-bit tensor cores");
+}
+
 // ----------------------------------------------------------------------------------------------
 // One training step: the run's side of it (the StepResult is the step's).
 struct StepReport {
     int step, steps;          // steps done (this one included), and the run's length
     double lr, scale;         // the learning rate it used; the FP16 loss scale after it (1: none)
-    double ms, tok_s, mfu;    // its time on the compute stream, tokens/s and MFU (%) from that time
+    double ms, tok_s, mfu;    // its time on the compute stream, tokens/s and MFU (%) from that time (NaN: no peak known)
     double eta_s;             // the rest of the run at the mean step time so far
 };
 
 // The console line: "step   12/100 | loss ... | ETA 3s".
 inline std::string step_text(const StepReport& r, const StepResult& s) {
     return text_printf("step %4d/%d | loss %.6f | norm %.4f | lr %.2e | scale %.0f%s | %.2f ms (fwd %.1f bwd %.1f exposed comm %.2f"
-                       " opt %.2f) | %.0f tok/s | MFU %.1f%% | ETA %.0fs",
+                       " opt %.2f) | %.0f tok/s | MFU %s | ETA %.0fs",
                        r.step, r.steps, s.loss, s.grad_norm, r.lr, r.scale, s.skipped ? " (skipped)" : "", r.ms, s.fwd_ms, s.bwd_ms,
-                       s.exposed_ms, s.update_ms, r.tok_s, r.mfu, r.eta_s);
+                       s.exposed_ms, s.update_ms, r.tok_s, std::isnan(r.mfu) ? "n/a" : text_printf("%.1f%%", r.mfu).c_str(), r.eta_s);
 }
 
 // log.jsonl's object for the step (inf/nan values as null; "skip": skip_reason_name).
@@ -141,13 +151,13 @@ struct RunShape {
     int layers, channels, gpus, zero, B, T, accum;
     long long total_batch;   // tokens per optimizer step, all GPUs
     double flops_per_token;  // training FLOPs (flops_per_token in llmc/gpt2.cuh)
-    double peak_flops;       // of all GPUs together (0: unknown: MFU 0)
+    double peak_flops;       // of all GPUs together (0: unknown: mfu=nan)
     double device_mem_gb;    // in use on rank 0's GPU at the end
 };
 
 // "RESULT key=value ..." (one line, no newline); per_rank: rank_phase_fields' text ("" on one GPU).
 inline std::string result_line(const RunShape& r, const StepTimes& t, const std::string& per_rank) {
-    const double tok_s = r.total_batch / (t.median_ms / 1e3), mfu = r.peak_flops > 0 ? 100.0 * r.flops_per_token * tok_s / r.peak_flops : 0.0;
+    const double tok_s = r.total_batch / (t.median_ms / 1e3), mfu = mfu_percent(r.flops_per_token, tok_s, r.peak_flops);
     return text_printf("RESULT precision=%s model=L%dC%d gpus=%d zero=%d B=%d T=%d accum=%d total_batch=%lld steps=%zu median_ms=%.3f "
                        "tok_per_s=%.0f mean_ms=%.3f tok_per_s_mean=%.0f mfu=%.2f fwd_ms=%.3f bwd_ms=%.3f opt_ms=%.3f exposed_comm_ms=%.3f "
                        "exposed_comm_pct=%.2f comm_ms=%.3f comm_mb=%.1f busbw_gbs=%.1f bwd_last_ms=%.3f bwd_other_ms=%.3f device_mem_gb=%.2f%s",

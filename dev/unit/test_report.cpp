@@ -73,6 +73,9 @@ static void test_step_text() {
     StepResult sk = s;
     sk.skipped = true; sk.skip_reason = SKIP_LOSS_SPIKE;
     CHECK(step_text(rep, sk).find("scale 65536 (skipped) |") != std::string::npos, "step_text: a skipped step is marked after the scale");
+    StepReport unknown = rep;
+    unknown.mfu = mfu_percent(6.0 * 124e6, 4247, 0);
+    CHECK(step_text(unknown, s).find("| 4247 tok/s | MFU n/a | ETA 3s") != std::string::npos, "step_text: no known peak: MFU n/a");
 }
 
 // the step's log object: valid JSON, its values and keys, inf/nan as null, the skip reason
@@ -94,6 +97,9 @@ static void test_step_json() {
         for (const std::string& k : keys) all = all && j.contains(k);
         CHECK(all, "step_json: the keys dev/plot.py and users read, and no others");
     }
+    StepReport unknown = rep;
+    unknown.mfu = mfu_percent(6.0 * 124e6, 4247, 0);
+    CHECK(parses(step_json(unknown, s), &j) && j["mfu"].is_null(), "step_json: no known peak: mfu null");
     StepResult bad = s;
     bad.loss = NAN; bad.grad_norm = INFINITY; bad.skipped = true; bad.skip_reason = SKIP_NONFINITE;
     CHECK(parses(step_json(rep, bad), &j) && j["loss"].is_null() && j["norm"].is_null() && j["skipped"] == 1 && j["skip"] == "nonfinite",
@@ -205,8 +211,47 @@ static void test_result_line(const std::string& per_rank) {
     const std::string res1 = result_line(one, t, "");
     kv.clear();
     const std::vector<std::string> keys1 = result_keys(res1, &kv);
-    CHECK(keys1.size() == want.size() - 3 && kv["mfu"] == "0.00" && kv["busbw_gbs"] == "0.0",
-          "result_line: one GPU, unknown peak: no per-rank fields, MFU 0, no bus bandwidth");
+    CHECK(keys1.size() == want.size() - 3 && kv["mfu"] == "nan" && kv["busbw_gbs"] == "0.0",
+          "result_line: one GPU, unknown peak: no per-rank fields, mfu=nan, no bus bandwidth");
+}
+
+// MFU's peak: the datasheet row for the part (variants of one compute capability told apart by
+// the words of the name), fp32's in FP32 builds, none for an unknown GPU; the banner's line.
+static void test_gpu_peak() {
+    struct Case { int major, minor; const char* name; bool fp32; double tflops; const char* part; };
+    const Case cases[] = {
+        {9, 0, "NVIDIA H200", false, 989, "H100/H200 SXM"},
+        {9, 0, "NVIDIA H100 80GB HBM3", false, 989, "H100/H200 SXM"},
+        {9, 0, "NVIDIA H200", true, 67, "H100/H200 SXM"},
+        {9, 0, "NVIDIA H100 PCIe", false, 756, "H100 PCIe"},
+        {9, 0, "NVIDIA H100 NVL", false, 835, "H100 NVL"},
+        {9, 0, "NVIDIA H200 NVL", true, 60, "H200 NVL"},
+        {8, 0, "NVIDIA A100-SXM4-80GB", false, 312, "A100"},
+        {8, 0, "NVIDIA A100 80GB PCIe", true, 19.5, "A100"},
+        {8, 0, "NVIDIA A30", false, 165, "A30"},
+        {8, 9, "NVIDIA L40S", false, 362, "L40S"},
+        {8, 9, "NVIDIA L40", false, 181, "L40"},
+        {8, 9, "NVIDIA L4", false, 121, "L4"},
+        {8, 9, "NVIDIA GeForce RTX 4090", false, 165, "GeForce RTX 4090"},
+        {10, 0, "NVIDIA B200", false, 2250, "B200"},
+        {8, 6, "NVIDIA GeForce RTX 3090", false, 0, ""},   // not in the table: unknown, not a neighbour's peak
+        {8, 9, "NVIDIA RTX 6000 Ada Generation", false, 0, ""},
+        {7, 0, "Tesla V100-SXM2-16GB", false, 0, ""},
+    };
+    for (const Case& c : cases) {
+        const GpuPeak p = gpu_peak(c.major, c.minor, c.name, c.fp32);
+        CHECK(near(p.flops, c.tflops * 1e12, 1e-12) && p.part == c.part,
+              std::string("gpu_peak: ") + c.name + (c.fp32 ? " (fp32)" : "") + " -> " + std::to_string(p.flops / 1e12) + " " + p.part);
+    }
+    CHECK(std::isnan(mfu_percent(1e9, 1e5, 0)) && near(mfu_percent(6e8, 1e6, 1e15), 60.0, 1e-12), "mfu_percent: NaN without a peak");
+    CHECK(peak_text(gpu_peak(9, 0, "NVIDIA H200", false), "NVIDIA H200", 9, 0, false) ==
+              "MFU against 989.0 TFLOP/s per GPU (H100/H200 SXM datasheet, dense 16-bit tensor cores)",
+          "peak_text: a known part");
+    CHECK(peak_text(GpuPeak{}, "NVIDIA GeForce RTX 3090", 8, 6, false) ==
+              "MFU: n/a (no datasheet peak known for NVIDIA GeForce RTX 3090, sm_86; --peak-tflops sets one)",
+          "peak_text: an unknown GPU names itself and the option");
+    CHECK(peak_text(GpuPeak{71e12, "--peak-tflops"}, "NVIDIA GeForce RTX 3090", 8, 6, false) ==
+              "MFU against 71.0 TFLOP/s per GPU (--peak-tflops)", "peak_text: the option's peak");
 }
 
 // log.jsonl that cannot be opened: one line with the path and the system's reason.
@@ -220,6 +265,7 @@ static void test_logger_open_error() {
 
 int main() {
     test_logger_open_error();
+    test_gpu_peak();
     test_text_printf();
     test_step_text();
     test_step_json();
