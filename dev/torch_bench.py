@@ -7,11 +7,11 @@ nanoGPT and llm.c's train_gpt2.py pad it); parameters in fp32 under autocast (bf
 GradScaler), torch.compile of the loss (forward + cross-entropy), fused AdamW, gradient clipping
 at 1.0. Random tokens; -d sets the tokens per optimizer step (gradient accumulation over
 micro-steps, DDP's no_sync on all but the last), as the trainer's -d does. Prints the median step time of the
-timed steps (CUDA events), tok/s, MFU (6N + 6LCT FLOPs per token against 989 TFLOP/s, as the
-trainer reports it) and the peak memory, then one RESULT line.
+timed steps (CUDA events), tok/s, MFU (6N + 6LCT FLOPs per token against --peak-tflops,
+989 TFLOP/s by default: the H100/H200 SXM's, as the trainer reports it there) and the peak memory, then one RESULT line.
 With --ddp, under torchrun: one process per GPU, DistributedDataParallel over NCCL (B per GPU;
 tok/s counts every GPU's tokens, MFU is per GPU); only rank 0 prints.
-    python3 dev/torch_bench.py [-e d12] [-b 64] [-t 1024] [-d TOKENS] [--dtype bf16|fp16] [--steps 20] [--warmup 5] [--no-compile]
+    python3 dev/torch_bench.py [-e d12] [-b 64] [-t 1024] [-d TOKENS] [--dtype bf16|fp16] [--steps 20] [--warmup 5] [--no-compile] [--peak-tflops 989]
     torchrun --nproc_per_node 2 dev/torch_bench.py --ddp [...]
 """
 import argparse
@@ -34,6 +34,9 @@ def parse_args():
     ap.add_argument("--warmup", type=int, default=5, help="untimed steps first (compilation happens here)")
     ap.add_argument("--no-compile", action="store_true", help="eager PyTorch")
     ap.add_argument("--ddp", action="store_true", help="DistributedDataParallel, one process per GPU (start with torchrun)")
+    ap.add_argument("--peak-tflops", type=float, default=989.0,
+                    help="the GPU's dense 16-bit peak that MFU is measured against (default: H100/H200 SXM; the trainer's "
+                         "banner names its own, llmc/timing.h)")
     return ap.parse_args()
 
 
@@ -45,6 +48,8 @@ def check_args(args):
             sys.exit(f"torch_bench: {name} {v} must be at least 1")
     if args.seq > cfg["maxT"]:
         sys.exit(f"torch_bench: -t {args.seq} is longer than the model's {cfg['maxT']} positions")
+    if not args.peak_tflops > 0:
+        sys.exit(f"torch_bench: --peak-tflops {args.peak_tflops} must be above 0")
     world = 1
     if args.ddp:
         if "LOCAL_RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
@@ -175,7 +180,7 @@ def print_results(args, cfg, accum, world, n_params, times, loss):
     ms = sorted(times)[len(times) // 2]
     tok_s = total / (ms / 1e3)
     L, C = cfg["L"], cfg["C"]
-    mfu = tok_s / world * (6 * n_params + 6 * L * C * T) / 989e12 * 100
+    mfu = tok_s / world * (6 * n_params + 6 * L * C * T) / (args.peak_tflops * 1e12) * 100
     mem = torch.cuda.max_memory_allocated() / 1e9
     mode = ("eager" if args.no_compile else "torch.compile") + ("+DDP" if args.ddp else "")
     print(f"{args.model} B={B} T={T} x {accum} micro-steps {args.dtype} {mode} on {world} GPU(s): {ms:.2f} ms/step (median of {args.steps}), "

@@ -3,7 +3,8 @@
 # side on one GPU, in one call: d12 (MODEL), T=1024, B=64 (B), BF16 and FP16 (fp16 autocast + GradScaler for
 # PyTorch), 20 timed steps after 5 warm-up steps each, one micro-step per optimizer step, random
 # tokens; the order alternates (ours, PyTorch, ours, ...) so that neither gets the cooler GPU. One
-# table: tok/s, MFU, ms/step, memory, mean SM clock / power / temperature while the row ran.
+# table: tok/s, MFU (both against the peak the trainer's banner names), ms/step, memory, mean SM
+# clock / power / temperature while the row ran.
 # Binaries prebuilt here (dev/device/build.sh FP16 BF16), carried in build/.
 #   [ROUNDS=1] [MODEL=d12] [B=64] [PRECISIONS="bf16 fp16"] dev/device/peers.sh
 set -uo pipefail
@@ -26,8 +27,11 @@ for round in $(seq "${ROUNDS:-1}"); do
         log="$OUT/ours_${p}_$round.log"
         power_run "$OUT/smi.csv" build/$p/train_gpt2cu --bench -e "$model" -b "$b" -t 1024 --bench-warmup 5 --bench-steps 20 > "$log" 2>&1
         row "this project" "$log"
+        # PyTorch's MFU against the peak the trainer's banner named ("MFU against 989.0 TFLOP/s per GPU ...")
+        peak=$(sed -n 's/^MFU against \([0-9.]*\) TFLOP\/s per GPU.*/\1/p' "$log")
         log="$OUT/torch_${p}_$round.log"
-        power_run "$OUT/smi.csv" timeout 500 python3 dev/torch_bench.py -e "$model" -b "$b" -t 1024 --dtype "$p" --steps 20 --warmup 5 > "$log" 2>&1
+        power_run "$OUT/smi.csv" timeout 500 python3 dev/torch_bench.py -e "$model" -b "$b" -t 1024 --dtype "$p" --steps 20 --warmup 5 \
+            ${peak:+--peak-tflops "$peak"} > "$log" 2>&1
         row "PyTorch torch.compile" "$log"
     done
 done

@@ -201,6 +201,7 @@ else passed=$((passed + 1)); echo "PASS gemm_tune_ab.sh wrote nothing on a bad a
 tb="python3 dev/torch_bench.py"
 expect "torch_bench -t too long" "-t 2048 is longer than the model's 1024 positions" -- env -u LOCAL_RANK $tb -t 2048
 expect "torch_bench -b 0" "-b 0 must be at least 1" -- $tb -b 0
+expect "torch_bench --peak-tflops 0" "--peak-tflops 0.0 must be above 0" -- $tb --peak-tflops 0
 expect "torch_bench -d not a multiple" "-d 1000 is not a multiple of B*T*GPUs = 65536" -- $tb -d 1000
 expect "torch_bench --ddp without torchrun" "--ddp needs torchrun" -- env -u LOCAL_RANK -u WORLD_SIZE $tb --ddp
 echo "$passed passed, $failed failed"
