@@ -49,7 +49,7 @@ struct Run {
     bool reduce = false;             // several GPUs: the reducer is in use
     DataLoader train, val;
     ChoiceSet choices;               // --hellaswag's examples (none: empty)
-    int choice_T = 0;                // the rows they are evaluated in: the longest example, rounded up to 64, at most T
+    int choice_T = 0;                // the rows they are evaluated in (choices_row_length: the longest example, rounded up to 64)
     TokenizerDecoder tok;            // rank 0's, for printing samples
     int sample_eot = -1;             // <|endoftext|>, where samples start; -1: no samples
     Logger log;
@@ -186,7 +186,7 @@ bool choose_gemm_algorithms(Run* r, std::string* err) {
     if (!tc.gemm_tune && tc.gemm_algos.empty() && !reuse) return true;
     Context* ctx = &r->ctx;
     const bool rank0 = r->comm.rank == 0;
-    std::string from;  // the file rank 0 took its choices from ("" = none: timed, or untimed)
+    std::string from;  // the file this rank took its choices from ("" = none: timed, or untimed); only rank 0 reads <out>/gemm_algos.txt
     if (!tc.gemm_algos.empty()) {  // every rank checks the named file, so a bad one fails them all alike
         std::string text, why;
         std::map<MatmulKey, int> pinned;
@@ -205,7 +205,10 @@ bool choose_gemm_algorithms(Run* r, std::string* err) {
     // pinned shapes are not timed; the other ranks time nothing when rank 0 has its choices from a file
     std::vector<float> rank0_file = {rank0 && !from.empty() ? 1.0f : 0.0f};
     comm_sum_host_floats(&r->comm, &rank0_file, ctx->stream);
+    // the timing is local work (~35 s for --gemm-tune 2), not a wait on peers: no deadline over it
+    comm_unwatch(&r->comm);
     gpt2_tune_gemms(&r->model, ctx, (uint32_t)tc.seed + 17, rank0 || rank0_file[0] == 0.0f ? tc.gemm_tune : 0);
+    comm_watch(&r->comm, 0, "choosing GEMM algorithms (rank 0's choices to every rank)");
     // rank 0's choices to every rank: a sum to which the others add zeros, once every rank knows
     // that all have the same number of plans (the same model makes the same calls): the sums of n
     // and of n^2 are world*n and world*n^2 only when every rank's n is the same
@@ -262,6 +265,7 @@ bool open_choices(Run* r, const GPT2Config& cfg, std::string* err) {
 bool open_data(Run* r, const GPT2Config& cfg, std::string* err) {
     const TrainConfig& tc = r->tc;
     if (!tc.eval_only && !dataloader_open(&r->train, tc.train, tc.B, tc.T, r->comm.rank, r->comm.world, r->accum, cfg.vocab_size, tc.shuffle, tc.seed, err)) {
+        *err = "option --train: " + *err;
         if (tc.train == TrainConfig().train && !file_exists(tc.train)) *err += " (prepare the default dataset with: make data)";
         return false;
     }
@@ -272,8 +276,14 @@ bool open_data(Run* r, const GPT2Config& cfg, std::string* err) {
     // validation batches of B rows, or fewer where the validation data is small
     int val_rows;
     if (!dataloader_rows_that_fit(tc.val, tc.B, tc.T, r->comm.world, 1, &val_rows, err) ||
-        !dataloader_open(&r->val, tc.val, std::max(val_rows, 1), tc.T, r->comm.rank, r->comm.world, 1, cfg.vocab_size, false, 0, err))
+        !dataloader_open(&r->val, tc.val, std::max(val_rows, 1), tc.T, r->comm.rank, r->comm.world, 1, cfg.vocab_size, false, 0, err)) {
+        *err = "option --val: " + *err;
         return false;
+    }
+    // a validation loss on tokens the model trains on measures nothing
+    for (const std::string& v : tc.eval_only ? std::vector<std::string>{} : glob_files(tc.val))
+        for (const std::string& t : glob_files(tc.train))
+            if (v == t) { *err = "option --val: " + v + " is also one of --train's files"; return false; }
     if (val_rows < tc.B && r->comm.rank == 0)
         printf("note: validation batches of %d rows of %d tokens per GPU: %s is too small for %d\n", val_rows, tc.T, tc.val.c_str(), tc.B);
     if (!tc.hellaswag.empty() && !open_choices(r, cfg, err)) return false;
@@ -326,6 +336,8 @@ bool setup(Run* r, std::string* err) {
     if (!model_config(tc, &cfg, &fresh, err)) return false;
     if (tc.eval_only && fresh && rank0) printf("note: --eval-only of a new, randomly initialized %s (-e names no model file)\n", tc.model.c_str());
     if (!tc.bench && !open_data(r, cfg, err)) return false;
+    // the run directory is made later (after the model is built); a bad one is refused before any GPU work
+    if (!tc.out.empty() && rank0 && !dir_can_be_used(tc.out, err)) { *err = "option --out: " + *err; return false; }
     if (!context_create(&r->ctx, r->comm.local_rank, err)) return false;
     r->peak = tc.peak_tflops > 0 ? GpuPeak{tc.peak_tflops * 1e12, "--peak-tflops"}
                                  : gpu_peak(r->ctx.props.major, r->ctx.props.minor, r->ctx.props.name, sizeof(floatX) == 4);
@@ -334,7 +346,7 @@ bool setup(Run* r, std::string* err) {
     r->reduce = r->comm.world > 1;
     if (r->reduce) {
         grad_reducer_init(&r->reducer, &r->comm, &r->ctx, m->grads, m->layout.total, m->shard, tc.zero, tc.bucket_mb, m->cfg.num_layers + 3);
-        if (r->comm.watchdog) r->comm.watchdog->pending = [r] { return grad_reducer_pending(&r->reducer); };
+        comm_set_pending(&r->comm, [r] { return grad_reducer_pending(&r->reducer); });
     }
     r->scaler = LossScaler::make(USES_LOSS_SCALING);
     r->sample_rng = rng_seed(tc.seed);
@@ -458,7 +470,7 @@ struct BatchSource {
     std::vector<int> in, tg;          // (B, T) --bench's inputs and targets
     std::vector<int> bad_in, bad_tg;  // (B, T) --debug-bad-batch's
     explicit BatchSource(Run* run)
-        : r(run), bench_rng(run->tc.seed + 1000 * run->comm.rank), in((size_t)run->tc.B * run->tc.T), tg(in.size()),
+        : r(run), bench_rng((uint32_t)run->tc.seed + 1000u * (uint32_t)run->comm.rank), in((size_t)run->tc.B * run->tc.T), tg(in.size()),
           bad_in(in.size()), bad_tg(in.size()) {}
     void operator()(int i, int** inputs, int** targets) {
         const TrainConfig& tc = r->tc;
@@ -557,8 +569,8 @@ int run_loop(Run* r) {
 
 int main(int argc, char** argv) {
     Run r;
-    comm_launch(&r.comm, &argc, &argv);
     std::string err;
+    if (!comm_launch(&r.comm, &argc, &argv, &err)) { fprintf(stderr, "error: %s\n", err.c_str()); return 1; }
     bool help = false;
     if (!configure(&r, argc, argv, &help, &err)) {
         if (r.comm.rank == 0) fprintf(stderr, "error: %s\n", err.c_str());

@@ -225,7 +225,10 @@ static bool probe_all_gpus(size_t max_mb, bool skip_p2p, std::string* err) {
 
 int main(int argc, char** argv) {
     Comm comm;
-    comm_launch(&comm, &argc, &argv);
+    {
+        std::string err;
+        if (!comm_launch(&comm, &argc, &argv, &err)) { fprintf(stderr, "error: %s\n", err.c_str()); return 1; }
+    }
     long long max_mb = 1024;  // the sweep's largest all-reduce, MiB (1 MiB .. 64 GiB)
     bool skip_p2p = false;
     for (int i = 1; i < argc; i++) {

@@ -35,6 +35,7 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -63,13 +64,42 @@ struct Comm {
     Watchdog* watchdog = nullptr;     // world > 1 only
 };
 
-inline int env_int(const char* name, int fallback) {
+// An environment variable of the launch as a whole number: false + one line in *err when it is
+// set but not one (atoi would read "abc" as 0, and WORLD_SIZE=0 would then divide by zero).
+inline bool env_int(const char* name, int fallback, int* out, std::string* err) {
     const char* v = getenv(name);
-    return v && *v ? atoi(v) : fallback;
+    if (!v || !*v) { *out = fallback; return true; }
+    char* end = nullptr;
+    errno = 0;
+    const long long x = strtoll(v, &end, 10);
+    if (*end != '\0' || errno == ERANGE || isspace((unsigned char)*v) || x < INT_MIN || x > INT_MAX) {
+        *err = std::string("environment variable ") + name + "='" + v + "' is not a whole number";
+        return false;
+    }
+    *out = (int)x;
+    return true;
+}
+
+// Reads a launcher's rank, world size and local rank from the environment; false + one line in
+// *err unless 1 <= world, 0 <= rank < world and 0 <= local rank.
+inline bool env_launch(Comm* c, const char* rank, const char* world, const char* local, std::string* err) {
+    if (!env_int(rank, 0, &c->rank, err) || !env_int(world, 1, &c->world, err) || !env_int(local, 0, &c->local_rank, err))
+        return false;
+    if (c->world < 1) { *err = std::string("environment variable ") + world + "=" + std::to_string(c->world) + ": must be at least 1"; return false; }
+    if (c->rank < 0 || c->rank >= c->world) {
+        *err = std::string("environment variable ") + rank + "=" + std::to_string(c->rank) + ": must be in [0, " + world + "-1 = " +
+               std::to_string(c->world - 1) + "]";
+        return false;
+    }
+    if (c->local_rank < 0) { *err = std::string("environment variable ") + local + "=" + std::to_string(c->local_rank) + ": must be at least 0"; return false; }
+    c->launcher = c->world > 1 ? "env" : "single";
+    return true;
 }
 
 // Finds rank, world size and local rank. Call first thing in main (MPI_Init may look at argv).
-inline void comm_launch(Comm* c, int* argc, char*** argv) {
+// false + one line in *err on a malformed launch environment (RANK=5 with WORLD_SIZE=2, ...);
+// nothing has been initialised then, so the caller prints it and exits.
+inline bool comm_launch(Comm* c, int* argc, char*** argv, std::string* err) {
     (void)argc; (void)argv;
     const bool under_mpirun = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
 #ifdef USE_MPI
@@ -82,25 +112,16 @@ inline void comm_launch(Comm* c, int* argc, char*** argv) {
         MPI_Comm_rank(local, &c->local_rank);
         MPI_Comm_free(&local);
         c->launcher = "mpi";
-        return;
+        return true;
     }
 #else
-    if (under_mpirun && env_int("OMPI_COMM_WORLD_SIZE", 1) > 1) {
-        // a build without MPI under mpirun: use mpirun's environment like the env-var launch
-        c->rank = env_int("OMPI_COMM_WORLD_RANK", 0);
-        c->world = env_int("OMPI_COMM_WORLD_SIZE", 1);
-        c->local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
-        c->launcher = "env";
-        return;
-    }
+    // a build without MPI under mpirun: use mpirun's environment like the env-var launch
+    if (under_mpirun && getenv("OMPI_COMM_WORLD_SIZE"))
+        return env_launch(c, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", err);
 #endif
-    if (getenv("WORLD_SIZE")) {
-        c->rank = env_int("RANK", 0); c->world = env_int("WORLD_SIZE", 1); c->local_rank = env_int("LOCAL_RANK", 0);
-        c->launcher = c->world > 1 ? "env" : "single";
-    } else if (getenv("SLURM_NTASKS") && env_int("SLURM_NTASKS", 1) > 1) {
-        c->rank = env_int("SLURM_PROCID", 0); c->world = env_int("SLURM_NTASKS", 1); c->local_rank = env_int("SLURM_LOCALID", 0);
-        c->launcher = "env";
-    }
+    if (getenv("WORLD_SIZE")) return env_launch(c, "RANK", "WORLD_SIZE", "LOCAL_RANK", err);
+    if (getenv("SLURM_NTASKS")) return env_launch(c, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", err);
+    return true;
 }
 
 // Every rank exits with this: MPI ranks must not outlive a failed one (mpirun would wait).
@@ -123,7 +144,8 @@ struct Watchdog {
     std::atomic<int> step{0};
     std::atomic<const char*> phase{"startup"};
     std::atomic<bool> fired{false};                // set first thing when it decides to end the process
-    std::function<std::string()> pending;          // names the unfinished collective (main thread sets it once)
+    std::mutex pending_mu;                         // the thread is running when the main thread sets `pending`
+    std::function<std::string()> pending;          // names the unfinished collective (comm_set_pending)
 #ifdef USE_NCCL
     std::atomic<ncclComm_t> nccl{nullptr};         // polled once the communicator exists
 #endif
@@ -152,7 +174,11 @@ inline void comm_unwatch(const Comm* c) { if (c->watchdog) c->watchdog->deadline
 constexpr int WATCHDOG_EXIT_CODE = 3;
 [[noreturn]] inline void watchdog_fire(Watchdog* w, const std::string& why) {
     w->fired = true;
-    std::string where = w->pending ? w->pending() : std::string();
+    std::string where;
+    {
+        std::lock_guard<std::mutex> lock(w->pending_mu);
+        if (w->pending) where = w->pending();
+    }
     fprintf(stderr, "rank %d: error: step %d, %s: %s%s%s; exiting\n", w->comm->rank, w->step.load(),
             w->phase.load(), why.c_str(), where.empty() ? "" : "; unfinished: ", where.c_str());
     fflush(stderr);
@@ -181,6 +207,13 @@ inline void watchdog_start(Comm* c, double timeout_s) {
     c->watchdog->comm = c;
     c->watchdog->timeout_s = timeout_s;
     c->watchdog->thread = std::thread(watchdog_loop, c->watchdog);
+}
+// What the watchdog's message names as unfinished when it fires (e.g. the gradient reducer's
+// pending bucket); the function runs on the watchdog's thread.
+inline void comm_set_pending(Comm* c, std::function<std::string()> pending) {
+    if (!c->watchdog) return;
+    std::lock_guard<std::mutex> lock(c->watchdog->pending_mu);
+    c->watchdog->pending = std::move(pending);
 }
 inline void watchdog_stop(Comm* c) {
     if (!c->watchdog) return;
@@ -298,7 +331,7 @@ inline void comm_sum_host_floats(const Comm* c, std::vector<float>* h, cudaStrea
 }
 
 // ---------------------------------------------------------------------------------------------
-// The gradient reducer (see the top of this file). One per run; begin_step() .. ready()... finish().
+// The gradient reducer (see the top of this file). One per run; grad_reducer_begin_step, then grad_reducer_ready per range, then grad_reducer_finish.
 struct GradReducer {
     const Comm* comm = nullptr;
     Context* ctx = nullptr;
@@ -309,7 +342,7 @@ struct GradReducer {
     size_t bucket_elems = 0;
     size_t pend_lo = 0, pend_hi = 0;  // the bucket being filled: [pend_lo, pend_hi)
     std::vector<cudaEvent_t> ready_ev, start_ev, end_ev;  // one per bucket of a step
-    int buckets = 0;           // issued this step
+    std::atomic<int> buckets{0};  // issued this step (the watchdog's thread reads it: grad_reducer_pending)
     cudaEvent_t wait_begin = nullptr, wait_end = nullptr, flags_done = nullptr;
     double bytes = 0;          // reduced this step
     float* d_bad = nullptr;    // (world) 1 where that rank's own gradients held inf/nan, summed over ranks

@@ -126,6 +126,7 @@ inline void dataloader_reset(DataLoader* dl) {
 // The shards the glob matches (sorted) and the tokens each holds, from their checked headers.
 // false + one-line err when nothing matches or a header is bad.
 inline bool dataloader_shards(const std::string& pattern, std::vector<std::string>* files, std::vector<size_t>* tokens, std::string* err) {
+    if (pattern.empty()) { *err = "an empty file pattern"; return false; }
     glob_t g;
     if (glob(pattern.c_str(), 0, nullptr, &g) != 0 || g.gl_pathc == 0) {
         *err = pattern + ": no file matches";

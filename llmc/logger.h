@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 #include <sys/stat.h>
+#include <unistd.h>
 
 // The run directory.
 inline bool file_exists(const std::string& path) { struct stat st; return stat(path.c_str(), &st) == 0; }
@@ -23,6 +24,23 @@ inline bool make_dirs(const std::string& path, std::string* err) {
     struct stat st;
     if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) { *err = path + ": not a directory"; return false; }
     return true;
+}
+
+// Would make_dirs(path) give a directory this process can write in? Checked without creating
+// anything: the nearest existing ancestor (or path itself) must be a writable directory.
+inline bool dir_can_be_used(const std::string& path, std::string* err) {
+    std::string p = path;
+    for (;;) {
+        struct stat st;
+        if (stat(p.c_str(), &st) == 0) {
+            if (!S_ISDIR(st.st_mode)) { *err = p + ": not a directory"; return false; }
+            if (access(p.c_str(), W_OK | X_OK) != 0) { *err = p + ": cannot write there: " + strerror(errno); return false; }
+            return true;
+        }
+        while (p.size() > 1 && p.back() == '/') p.pop_back();
+        const size_t slash = p.find_last_of('/');
+        p = slash == std::string::npos ? "." : slash == 0 ? "/" : p.substr(0, slash);
+    }
 }
 
 // A whole (small) text file into *text; false + the reason in *err.

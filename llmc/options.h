@@ -4,6 +4,7 @@
 //   --name value   --name=value   -n value   (flags: --name / -n, no value)
 // Every error is one line: "option --lr: 'abc' is not a number", "unknown option '--foo'", ...
 #pragma once
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -47,6 +48,18 @@ inline void options_help(FILE* f, const char* usage, const std::vector<Option>& 
     fprintf(f, "  --help, -h                     print this and exit\n");
 }
 
+// `text` for an error line: control bytes (a NUL, a stray \r, an escape) as \xNN, so a message
+// stays one readable line whatever a file or argument held; long text cut at 80 bytes.
+inline std::string printable(const std::string& text) {
+    std::string out;
+    for (size_t i = 0; i < text.size() && i < 80; i++) {
+        const unsigned char ch = (unsigned char)text[i];
+        if (ch < 0x20 || ch == 0x7f) { char buf[8]; snprintf(buf, sizeof buf, "\\x%02x", ch); out += buf; }
+        else out += (char)ch;
+    }
+    return text.size() > 80 ? out + "..." : out;
+}
+
 // Sets one option from its text value; false + err on a bad value.
 inline bool option_set(const Option& o, const std::string& flag, const std::string& text, std::string* err) {
     if (o.type == OPT_STRING) { *(std::string*)o.target = text; return true; }
@@ -55,11 +68,18 @@ inline bool option_set(const Option& o, const std::string& flag, const std::stri
     errno = 0;
     const bool real = o.type == OPT_FLOAT || o.type == OPT_DOUBLE;
     const double v = real ? strtod(s, &end) : (double)strtoll(s, &end, 10);
-    if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
-        *err = "option " + flag + ": '" + text + "' is not " + (real ? "a number" : "an integer");
+    if (text.empty() || isspace((unsigned char)text[0]) || *end != '\0' || (real && errno != ERANGE && !std::isfinite(v))) {
+        *err = "option " + flag + ": '" + printable(text) + "' is not " + (real ? "a number" : "an integer");
         return false;
     }
-    if (v < o.min || v > o.max) {
+    // Too large (or too small) to hold: strtoll/strtod saturate with ERANGE, and a float option
+    // must not round a non-zero value to 0 or to infinity (--nccl-timeout 1e-46 would mean "never").
+    if (real && ((errno == ERANGE && std::fabs(v) < 1) || (o.type == OPT_FLOAT && v != 0 && (float)v == 0))) {
+        *err = "option " + flag + ": " + text + " is too close to 0 to be held as a " + (o.type == OPT_FLOAT ? "32-bit float" : "double");
+        return false;
+    }
+    const bool too_large = errno == ERANGE || (o.type == OPT_FLOAT && std::isinf((float)v));
+    if (too_large || v < o.min || v > o.max) {
         char buf[160];
         snprintf(buf, sizeof buf, real ? "option %s: %s is out of range [%g, %g]" : "option %s: %s is out of range [%.0f, %.0f]",
                  flag.c_str(), text.c_str(), o.min, o.max);
@@ -112,18 +132,19 @@ inline bool options_apply_text(const std::vector<Option>& opts, const std::strin
     while (pos < text.size()) {
         size_t end = text.find('\n', pos);
         if (end == std::string::npos) end = text.size();
-        const std::string line = text.substr(pos, end - pos);
+        std::string line = text.substr(pos, end - pos);
         pos = end + 1;
+        if (!line.empty() && line.back() == '\r') line.pop_back();   // a file saved with CRLF line ends
         if (line.empty()) continue;
         const size_t eq = line.find('=');
         const Option* opt = nullptr;
         if (eq != std::string::npos)
             for (const Option& o : opts) if (line.compare(0, eq, o.name) == 0 && eq == strlen(o.name)) opt = &o;
         if (!opt && eq != std::string::npos && unknown) { unknown->push_back(line.substr(0, eq)); continue; }
-        if (!opt) { *err = where + ": '" + line + "' is not NAME=VALUE of a known option"; return false; }
+        if (!opt) { *err = where + ": '" + printable(line) + "' is not NAME=VALUE of a known option"; return false; }
         const std::string value = line.substr(eq + 1);
         if (opt->type == OPT_FLAG) {
-            if (value != "on" && value != "off") { *err = where + ": '" + line + "': a flag is on or off"; return false; }
+            if (value != "on" && value != "off") { *err = where + ": '" + printable(line) + "': a flag is on or off"; return false; }
             *(bool*)opt->target = value == "on";
         } else if (!option_set(*opt, std::string("--") + opt->name, value, err)) {
             *err = where + ": " + *err;

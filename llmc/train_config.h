@@ -26,7 +26,7 @@ struct TrainConfig {
     // batch
     int B = 8, T = 1024;
     long long total_batch = 0;                      // tokens per step over all GPUs; 0: B*T*GPUs
-    bool total_batch_derived = false;               // it was 0 (a run keeps it so: B*T*GPUs where it resumes)
+    bool total_batch_derived = false;               // it was 0 (kept as 0; on --resume it is B*T*GPUs of the run's start)
     // optimization
     LRSchedule sched;
     int max_steps = -1;                             // -1: one epoch of the training data
@@ -89,7 +89,7 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"grad-clip", 0, OPT_FLOAT, &c->grad_clip, "clip the global gradient norm to this (0: off)", 0, 1e9},
         {"seed", 0, OPT_INT, &c->seed, "seed of initialization, shuffling, sampling, --bench tokens", 0, 2147483647},
         {"recompute", 'r', OPT_INT, &c->recompute, "recompute in backward to save memory: 0 none, 1 GELU, 2 GELU+LayerNorm", 0, 2},
-        {"gemm-tune", 0, OPT_INT, &c->gemm_tune, "1: time cuBLASLt's first 16 algorithms per GEMM shape at startup (~1 s) and keep the fastest (kept in <out>/gemm_algos.txt for --resume); 2: the same, each timed after running 0.2 s back to back, at the clock the GPU's power limit leaves (~35 s; 1-2.5 % faster steps under that limit); 0: cuBLASLt's first choice", 0, 2},
+        {"gemm-tune", 0, OPT_INT, &c->gemm_tune, "1: time cuBLASLt's first 16 algorithms per GEMM shape at startup (~1 s) and keep the fastest (kept in <out>/gemm_algos.txt for --resume); 2: the same, each timed after running 0.2 s back to back, at the clock the GPU's power limit leaves (~35 s; 0.1-2.5 % faster steps under that limit); 0: cuBLASLt's first choice", 0, 2},
         {"cuda-graphs", 0, OPT_INT, &c->cuda_graphs, "1: from the second step on, replay each micro-step's forward and backward as CUDA graphs (one launch instead of ~300: pays at small batches); 0: launch every kernel", 0, 1},
         {"gemm-algos", 0, OPT_STRING, &c->gemm_algos, "use the GEMM algorithm choices in this file (a run's <out>/gemm_algos.txt): bitwise-repeatable runs"},
         {"val-every", 'v', OPT_INT, &c->val_every, "validation loss every N steps (0: only at the end)", 0, 1e9},
@@ -125,9 +125,9 @@ inline std::vector<Option> train_options(TrainConfig* c) {
     };
 }
 
-inline const char* TRAIN_USAGE = "usage: [mpirun -np N] train_gpt2cu [options]";
+inline constexpr const char* TRAIN_USAGE = "usage: [mpirun -np N] train_gpt2cu [options]";
 // What --help prints after the options: how a run ends.
-inline const char* TRAIN_ENDINGS =
+inline constexpr const char* TRAIN_ENDINGS =
     "Stopping: SIGTERM, SIGINT (Ctrl-C) or SIGUSR1, sent to any one rank, let the step finish; then every rank stops,\n"
     "a checkpoint is written (with --out) and -o DIR --resume continues. A second signal ends the process at once.\n"
     "Exit codes: 0 done; 1 an error, which one line names (an option, an input file, no usable GPU, a CUDA or NCCL\n"
@@ -172,6 +172,7 @@ inline bool check_train_config(TrainConfig* c, int world, std::string* err) {
         return false;
     }
     if (c->resume && c->out.empty()) { *err = "option --resume needs --out (the run directory to resume from)"; return false; }
+    if (c->bench && c->resume) { *err = "option --resume: not with --bench (a benchmark starts from -e's model and saves nothing)"; return false; }
     if (c->eval_only && (!c->out.empty() || c->resume || c->bench)) {
         *err = std::string("option --eval-only: only evaluates -e's model and writes nothing; not with ") +
                (c->bench ? "--bench" : c->resume ? "--resume" : "--out");
@@ -264,7 +265,7 @@ inline std::string train_options_text(TrainConfig c) {
 inline bool resume_config(TrainConfig* c, const std::string& kept_text, const std::string& where, int argc,
                           const char* const* argv, int world, std::string* note, std::string* err, int at_step = -1) {
     TrainConfig kept;
-    std::vector<std::string> unknown;
+    std::vector<std::string> unknown, ignored;
     // Line by line: a kept option that the command line gives again may hold a value this build
     // no longer accepts (a range narrowed since the run started); the new value replaces it, so it
     // does not refuse the resume (`kept` reads it unchecked: the run's value, for the notes and
@@ -274,6 +275,10 @@ inline bool resume_config(TrainConfig* c, const std::string& kept_text, const st
         const size_t end = std::min(kept_text.find('\n', pos), kept_text.size());
         const std::string line = kept_text.substr(pos, end - pos), name = line.substr(0, line.find('='));
         pos = end + 1;
+        if (option_on_resume(name) == OnResume::not_kept) {   // never written by a run: a hand edit (bench=on would
+            ignored.push_back(name);                          // turn the resumed run into a benchmark)
+            continue;
+        }
         std::string why;
         if (options_apply_text(train_options(&kept), line, where, &why, &unknown)) continue;
         if (option_on_resume(name) != OnResume::kept || std::find(given.begin(), given.end(), name) == given.end()) {
@@ -286,6 +291,10 @@ inline bool resume_config(TrainConfig* c, const std::string& kept_text, const st
     }
     TrainConfig merged = kept;   // before kept's -d is resolved: a -d left at 0 stays 0 (derived) in merged
     if (kept.total_batch == 0) kept.total_batch = (long long)kept.B * kept.T * world;   // as check_train_config resolves it
+    // A run started without -d keeps its tokens per step when -b alone changes: the new -b changes
+    // the micro-batch (and the micro-steps per step), not the step, as it does with -d given.
+    const auto is_given = [&](const char* name) { return std::find(given.begin(), given.end(), name) != given.end(); };
+    if (merged.total_batch == 0 && is_given("batch") && !is_given("total-batch-tokens")) merged.total_batch = kept.total_batch;
     bool help;
     if (!parse_train_config(&merged, argc, argv, world, &help, err)) {
         *err += " (the options kept in " + where + " included)";
@@ -324,6 +333,9 @@ inline bool resume_config(TrainConfig* c, const std::string& kept_text, const st
     }
     for (const std::string& u : unknown)
         *note += std::string(note->empty() ? "" : "\n") + "note: " + where + ": option '" + u + "' is not one of this build's: ignored";
+    for (const std::string& u : ignored)
+        *note += std::string(note->empty() ? "" : "\n") + "note: " + where + ": option '" + u +
+                 "' belongs to one invocation (a run never keeps it): ignored";
     *c = merged;
     return true;
 }

@@ -66,6 +66,22 @@ expect "-x 0" "option --max-steps: 0 is not a step count" -- $bin -x 0
 expect "--beta2 1" "option --beta2: must be below 1" -- $bin --beta2 1
 expect "--skip-loss-z 0.5" "option --skip-loss-z: 0.5 would skip a large share of ordinary steps" -- $bin --skip-loss-z 0.5
 expect "--spike-window 8" "option --spike-window: 8 is out of range" -- $bin --spike-window 8
+# the launch environment (torchrun's and Slurm's variables), checked before anything else
+expect "WORLD_SIZE=0" "environment variable WORLD_SIZE=0: must be at least 1" -- env WORLD_SIZE=0 $bin
+expect "WORLD_SIZE=abc" "environment variable WORLD_SIZE='abc' is not a whole number" -- env WORLD_SIZE=abc $bin
+expect "RANK beyond WORLD_SIZE" "environment variable RANK=5: must be in [0, WORLD_SIZE-1 = 1]" -- env WORLD_SIZE=2 RANK=5 $bin
+expect "SLURM_PROCID not a number" "environment variable SLURM_PROCID='x' is not a whole number" -- env -u WORLD_SIZE SLURM_NTASKS=2 SLURM_PROCID=x $bin
+# numbers a type cannot hold, and file options that name nothing usable
+expect "-b beyond 64 bits" "option --batch: 99999999999999999999 is out of range" -- $bin -b 99999999999999999999
+expect "--nccl-timeout 1e-46 (0 as a float: 'wait forever')" "option --nccl-timeout: 1e-46 is too close to 0 to be held as a 32-bit float" -- $bin --nccl-timeout 1e-46
+expect "-i ''" "option --train: an empty file pattern" -- $bin -i ""
+expect "--val among the training files" "option --val: $tmp/d_train.bin is also one of --train's files" -- $bin -i "$tmp/d_*.bin" -j "$tmp/d_train.bin" -b 1 -t 8
+expect "-e a directory" "$tmp: is a directory, not a model file" -- $bin $d -e "$tmp"
+touch "$tmp/plainfile"
+expect "-o under a file" "option --out: $tmp/plainfile: not a directory" -- $bin $d -o "$tmp/plainfile/run"
+expect "--bench --resume" "option --resume: not with --bench" -- $bin --bench --resume -o "$tmp/bres"
+if [ -e "$tmp/plainfile/run" ] || [ -e "$tmp/bres" ]; then failed=$((failed + 1)); echo "FAIL a refused -o was created"
+else passed=$((passed + 1)); echo "PASS a refused -o was not created"; fi
 # no GPU visible (here hidden; on CI's machine there is none anyway): one line that says so and
 # names why, not a CUDA error at some file:line
 expect "no GPU visible" "error: no usable CUDA GPU: " -- env CUDA_VISIBLE_DEVICES= $bin --bench
@@ -103,6 +119,9 @@ if [ -x "$ck" ]; then
     printf 'lr=0.0006\nseed=7\nspike-window=8\n' > "$tmp/res/step_00000020/options.txt"
     expect "--resume, a kept --spike-window out of range" "options.txt: option --spike-window: 8 is out of range" -- $bin -o "$tmp/res" --resume
     expect "--resume, the kept --spike-window replaced (gets past the options to the tiny model)" "head size 16/2 is not supported" -- $bin -o "$tmp/res" --resume --spike-window 32
+    # a checkpoint that lost its model.bin after it was completed
+    $ck --make "$tmp/resm" 20 1 "$prec" && rm -f "$tmp/resm/step_00000020/model.bin"
+    expect "--resume, a checkpoint without its model.bin" "$tmp/resm/step_00000020/model.bin: missing from a complete checkpoint" -- $bin -o "$tmp/resm" --resume
 else
     echo "note: $ck not built: the --resume checks skipped"
 fi

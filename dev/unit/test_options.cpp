@@ -44,6 +44,18 @@ int main() {
     rejects({"-b", "0"}, "out of range [1, 64]", "below range");
     rejects({"-b", "65"}, "out of range", "above range");
     rejects({"--flag=1"}, "takes no value", "flag with a value");
+    rejects({"-b", "99999999999999999999"}, "option --batch: 99999999999999999999 is out of range [1, 64]",
+            "an integer too large for 64 bits is out of range, not 'not an integer'");
+    rejects({"-b", " 8"}, "option --batch: ' 8' is not an integer", "leading space refused like a trailing one");
+    rejects({"--lr", "1e-50"}, "option --lr: 1e-50 is too close to 0 to be held as a 32-bit float",
+            "a float option does not round a non-zero value to 0");
+    rejects({"--lr", "1e-400"}, "option --lr: 1e-400 is too close to 0 to be held", "below even a double's range");
+    rejects({"--lr", "1e400"}, "option --lr: 1e400 is out of range [0, 1]", "above a double's range");
+    rejects({"-d", "1e3"}, "is not an integer", "an exponent for an integer");
+    {
+        Cfg t; std::string e;
+        CHECK(parse({"--lr", "0", "-b", "+8"}, &t, &e) && t.lr == 0 && t.b == 8, "0 stays a valid float; +8 an integer");
+    }
     bool help = false;
     CHECK(parse({"-b", "2", "--help"}, &c, &err, &help) && help, "--help detected");
     {   // positional arguments (data/tokenize's input files) and doubles

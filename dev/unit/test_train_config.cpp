@@ -367,6 +367,41 @@ static void test_sampler_nonfinite_logits(uint64_t* rng) {
 }
 
 // JSON escaping (llmc/logger.h): strings escaped, inf/nan written as null
+// A run without -d resumed with another -b keeps its tokens per step (more or fewer micro-steps);
+// a -b whose B*T*GPUs does not divide them is refused
+static void test_resume_new_batch_keeps_step_tokens() {
+    TrainConfig d0;
+    std::string note, err;
+    CHECK(parse({"-b", "4", "-t", "64"}, &d0, &err), "a run of -b 4 -t 64, -d derived (256 tokens per step)");
+    const std::string text = train_options_text(d0);
+    TrainConfig x;
+    CHECK(resumed(text, {"-o", "r", "--resume", "-b", "2"}, &x, &note, &err) && x.B == 2 && x.total_batch == 256,
+          "resumed with -b 2: 256 tokens per step still, now two micro-steps of 128");
+    check_report(!resumed(text, {"-o", "r", "--resume", "-b", "8"}, &x, &note, &err) &&
+              err.find("option --total-batch-tokens: 256 is not a multiple of B*T*GPUs = 8*64*1 = 512") == 0,
+          "resumed with -b 8: B*T*GPUs above the run's tokens per step is refused, naming both", "got '" + err + "'");
+    CHECK(resumed(text, {"-o", "r", "--resume"}, &x, &note, &err) && x.total_batch == 256 &&
+              train_options_text(x).find("\ntotal-batch-tokens=0\n") != std::string::npos,
+          "resumed with the same -b: -d stays derived");
+}
+
+// options.txt lines a run never writes (one invocation's options), and CRLF or control bytes
+static void test_resume_options_txt_oddities() {
+    TrainConfig d0, x;
+    std::string note, err;
+    CHECK(parse({"-b", "4", "-t", "64"}, &d0, &err), "a run of -b 4 -t 64");
+    const std::string text = train_options_text(d0);
+    check_report(resumed(text + "bench=on\ndebug-nan=0:1\neval-only=on\n", {"-o", "r", "--resume"}, &x, &note, &err) && !x.bench &&
+              x.debug_nan.empty() && !x.eval_only && note.find("option 'bench' belongs to one invocation (a run never keeps it): ignored") != std::string::npos,
+          "bench=on, debug-nan, eval-only in options.txt: ignored with a note, not applied", "got '" + note + err + "'");
+    std::string crlf;
+    for (char ch : text) { if (ch == '\n') crlf += '\r'; crlf += ch; }
+    check_report(resumed(crlf, {"-o", "r", "--resume"}, &x, &note, &err) && x.B == 4 && x.T == 64, "an options.txt with CRLF line ends", "got '" + err + "'");
+    check_report(!resumed(text + std::string("\0\x01\x02\xff\n", 5), {"-o", "r", "--resume"}, &x, &note, &err) &&
+              err == "runs/a/step_00000050/options.txt: '\\x00\\x01\\x02\xff' is not NAME=VALUE of a known option",
+          "control bytes in a line: shown as \\xNN, one line", "got '" + err + "'");
+}
+
 static void test_json() {
     CHECK(json_string("a\"b\\c\nd\x01") == "\"a\\\"b\\\\c\\nd\\u0001\"", "JSON string escaping");
     CHECK(json_number(INFINITY) == "null" && json_number(NAN) == "null" && json_number(2.5) == "2.5", "JSON numbers: inf/nan as null");
@@ -384,6 +419,8 @@ int main() {
     test_resume_wsd_decay_frac();
     test_resume_wsd_max_steps_note();
     test_resume_derived_total_batch();
+    test_resume_new_batch_keeps_step_tokens();
+    test_resume_options_txt_oddities();
     test_paths_kept_absolute();
     test_resume_extends_max_steps(kept);
     test_help_lists_every_option();
