@@ -19,8 +19,12 @@ struct Activations {
     // (L, ...) one slice per block (fch_gelu, ln1, ln2: one shared slice when recomputed)
     floatX *ln1, *ln2;         // (L, B,T, ones_ld(C)): C values and the ones column per row
     size_t ln_rows;            // rows of ln1 (and of ln2): L*B*T, or B*T at --recompute 2
-    floatX *qkv, *atty, *residual2, *fch, *fch_gelu, *residual3;
-    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
+    floatX *qkv;               // (L, B,T,3C)
+    floatX *atty, *residual2;  // (L, B,T,C) each
+    floatX *fch;               // (L, B,T,4C)
+    floatX *fch_gelu;          // (L, B,T,4C), or (B,T,4C) when recomputed
+    floatX *residual3;         // (L, B,T,C)
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;  // (L, B,T) each
     float *att;                // attention's saved state (attention_state_elems per block)
     // once per model
     floatX *encoded;           // (B,T,C) embedding output = block 0's input

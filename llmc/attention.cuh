@@ -9,7 +9,8 @@
 //   tensor cores in the fp16/bf16 checks), but it moves T x T matrices through memory. dev/cuda/attention.cu checks flash attention against it.
 //
 //   qkv (B,T,3C) = [q | k | v], head h at channels h*hs..(h+1)*hs of each, hs = C/NH
-//   att = softmax(q k^T / sqrt(hs), causal)      (B,NH,T,T), saved for backward
+//   att = softmax(q k^T / sqrt(hs), causal)      (B,NH,T,T), saved for backward in FP32 builds;
+//                                                the flash kernels save only lse (B,NH,T)
 //   out = att v, heads concatenated              (B,T,C)
 #pragma once
 #include <cmath>
@@ -22,7 +23,8 @@
 // ----------------------------------------------------------------------------------------------
 // Kernels
 
-// q, k, v (B,NH,T,hs) <- qkv (B,T,3,NH,hs). One thread per 16-byte chunk of q.
+// q, k, v (B,NH,T,hs) <- qkv (B,T,3,NH,hs), into three other buffers (not in place). One thread
+// per 16-byte chunk of q.
 __global__ void attention_permute_kernel(floatX* q, floatX* k, floatX* v, const floatX* qkv, int B, int T, int NH, int hs) {
     const size_t idx = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * x128::size;
     if (idx >= (size_t)B * NH * T * hs) return;
@@ -34,7 +36,8 @@ __global__ void attention_permute_kernel(floatX* q, floatX* k, floatX* v, const 
     store128(v + idx, load128(src + 2 * C));
 }
 
-// dqkv (B,T,3,NH,hs) <- dq, dk, dv (B,NH,T,hs): the inverse of attention_permute_kernel.
+// dqkv (B,T,3,NH,hs) <- dq, dk, dv (B,NH,T,hs): the inverse of attention_permute_kernel, into
+// another buffer (not in place).
 __global__ void attention_unpermute_qkv_kernel(floatX* dqkv, const floatX* dq, const floatX* dk, const floatX* dv,
                                                int B, int T, int NH, int hs) {
     const size_t idx = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * x128::size;
@@ -47,7 +50,8 @@ __global__ void attention_unpermute_qkv_kernel(floatX* dqkv, const floatX* dq, c
     store128(dst + 2 * C, load128(dv + idx));
 }
 
-// Between (B,NH,T,hs) and (B,T,NH,hs) = (B,T,C). TO_BTC: y -> out; else out -> y.
+// Between (B,NH,T,hs) and (B,T,NH,hs) = (B,T,C), two different buffers (not in place). TO_BTC:
+// y -> out; else out -> y.
 template <bool TO_BTC>
 __global__ void attention_heads_kernel(floatX* y, floatX* out, int B, int T, int NH, int hs) {
     const size_t idx = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * x128::size;

@@ -211,7 +211,7 @@ __device__ inline float block_sum(float x, float* shared) {
 struct Context {
     int device = 0;
     cudaDeviceProp props{};
-    cudaStream_t stream = nullptr;        // the compute stream: every kernel of a step runs on it
+    cudaStream_t stream = nullptr;        // the compute stream: every kernel of a step but the reductions (Comm's stream)
     cublasLtHandle_t lt = nullptr;
     void* lt_workspace = nullptr;         // cuBLASLt scratch; 32 MiB is what Hopper kernels ask for
     size_t lt_workspace_size = 0;
@@ -238,7 +238,8 @@ inline cudaGraphExec_t graph_capture(Context* ctx, F&& launches) {
 }
 
 // ----------------------------------------------------------------------------------------------
-// Host helpers for tests and checks: fp32 <-> floatX copies between host and device.
+// Host helpers for tests, checks and the sampler (one row of logits per sampled token): fp32 <->
+// floatX copies between host and device.
 // Both synchronize the device first: results of every stream are final before they are read.
 inline void copy_to_device_as_floatX(floatX* dst, const float* src, size_t n) {
     cudaCheck(cudaDeviceSynchronize());

@@ -2,8 +2,9 @@
 // llmc/gpt2.cuh and the forward pass of llmc/gpt2_step.cuh (no backward, no update): the mean loss
 // over validation batches, the accuracy on multiple-choice examples (llmc/choices.h), and a
 // sampled text. Every rank calls each of them: the first two end in a sum over the ranks, and
-// the sampler keeps every rank's random state the same. Each renews the watchdog's deadline per
-// forward pass, so a long evaluation is not taken for a hang. train_gpt2.cu prints and logs them.
+// the sampler keeps every rank's random state the same. The first two renew the watchdog's
+// deadline per forward pass, so a long evaluation is not taken for a hang (the sampler waits on
+// no peer). train_gpt2.cu prints and logs them.
 #pragma once
 #include <algorithm>
 #include <string>

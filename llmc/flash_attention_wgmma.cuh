@@ -110,7 +110,7 @@ constexpr int V_OFF = K_OFF + STAGES * TILE_BYTES;    // + s * TILE_BYTES
 constexpr int OUT_TILE_BYTES = 64 * HS * 2;           // one consumer warpgroup's 64 output rows (8 KB)
 constexpr int O_OFF = V_OFF + STAGES * TILE_BYTES;     // + cw * OUT_TILE_BYTES: the output tiles on their way out
 constexpr int ONES_OFF = O_OFF + 2 * OUT_TILE_BYTES;  // 128 x 64 ones: P V's columns 64..71 = the row sums of P
-constexpr int BAR_OFF = ONES_OFF + TILE_BYTES;         // full[STAGES], empty[STAGES], q_empty[2] (8 bytes each)
+constexpr int BAR_OFF = ONES_OFF + TILE_BYTES;         // full[STAGES], empty[STAGES], buf_empty[2] (8 bytes each)
 constexpr int SMEM_BYTES = BAR_OFF + (2 * STAGES + 2) * 8 + 1024;  // + 1024: room to align the base
 constexpr int POLY_EVERY = 4;            // softmax: every 4th 8-key chunk's exp2 on the FMA pipe (exp2_poly; 0: none)
 constexpr bool USE_SETMAXNREG = true;    // false: every thread keeps launch_bounds' 168 registers
@@ -171,6 +171,10 @@ __device__ __forceinline__ float exp2_poly(float x) {
     return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));  // low bits of t = round(x)
 }
 
+// out (B,T,NH,64) via out_map, lse (B,NH,T) <- causal attention of qkv (B,T,3,NH,64) via qkv_map
+// (both written, nothing in place). Persistent: each CTA takes (b, h, 128-query tile) items
+// (next_item); warpgroup 0 loads K/V tiles by TMA into the ring, warpgroups 1 and 2 each own 64
+// of the 128 query rows (the design at the top of this file).
 __global__ void __launch_bounds__(THREADS, 1) forward_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap out_map,
                                                              float* lse, int B, int T, int NH) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)

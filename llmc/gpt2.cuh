@@ -27,7 +27,7 @@ struct GPT2 {
     floatX* grads = nullptr;          // (padded)
     float* master = nullptr;          // fp32 weights of [shard_lo, shard_hi); == params in FP32 DDP builds
     float* adam_m = nullptr;          // [shard_lo, shard_hi)
-    float* adam_v = nullptr;
+    float* adam_v = nullptr;          // [shard_lo, shard_hi)
     size_t shard_lo = 0, shard_hi = 0;// the optimizer's range: all on one GPU and in DDP, 1/world in ZeRO-1
     size_t shard = 0;                 // ZeRO-1: padded / world
     Activations acts{};
@@ -36,7 +36,7 @@ struct GPT2 {
     TokenBuckets buckets;
     float* d_loss_sum = nullptr;      // (2) sum of the micro-steps' per-token losses; the ranks' stop votes (gpt2_train_step)
     float* d_sumsq = nullptr;         // the gradients' sum of squares
-    StepScalars* d_step = nullptr;
+    StepScalars* d_step = nullptr;    // (1) the step's norm, gradient multiplier and skip decision, made on the GPU (norm.cuh)
     int adam_t = 0;                   // AdamW steps taken
     SpikeStats spike{};               // the spike guard's running loss and norm statistics (host; spike_guard.h)
     std::vector<cudaEvent_t> step_events;  // phase timing of gpt2_train_step
@@ -47,9 +47,8 @@ struct GPT2 {
     float fwd_graph_dloss = 0;        // the dloss the forward graph was captured with (a kernel argument)
 };
 
-// Allocates everything for cfg and micro-batch (B,T); with zero = 1 the optimizer state only for
-// rank's shard of `world`. The weights are left to gpt2_init_*. logit_chunk: tokens per lm-head
-// chunk (activations_alloc); 16384 keeps that GEMM large and saves 4.9 GB at B=64, T=1024.
+// Tokens per lm-head chunk (activations_alloc): 16384 keeps that GEMM large and saves 4.9 GB at
+// B=64, T=1024.
 constexpr size_t DEFAULT_LOGIT_CHUNK = 16384;
 
 // The parameter count rounded up to a multiple of world * 8: `world` equal shards (ZeRO-1), each a
@@ -111,6 +110,8 @@ inline bool gpt2_memory_check(const GPT2Config& cfg, int B, int T, int world, in
     return false;
 }
 
+// Allocates everything for cfg and micro-batch (B,T); with zero = 1 the optimizer state only for
+// rank's shard of `world`. The weights are left to gpt2_init_*.
 inline void gpt2_build(GPT2* m, const GPT2Config& cfg, int B, int T, int rank = 0, int world = 1, int zero = 0, int recompute = 0,
                        size_t logit_chunk = DEFAULT_LOGIT_CHUNK) {
     const GPT2Sizes z = gpt2_sizes(cfg, world, zero);

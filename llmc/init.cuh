@@ -12,7 +12,8 @@ __device__ inline uint64_t mix64(uint64_t x) {
     x ^= x >> 31;
     return x;
 }
-// out[i] = N(0, std) sample number i of stream `stream_id` under `seed` (Box-Muller).
+// out (n): out[i] = N(0, std) sample number i of stream `stream_id` under `seed` (Box-Muller);
+// a pure function of (seed, stream_id, i), so any launch shape gives the same weights.
 __global__ void init_normal_kernel(float* out, size_t n, float std, uint64_t seed, uint64_t stream_id) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
@@ -23,6 +24,7 @@ __global__ void init_normal_kernel(float* out, size_t n, float std, uint64_t see
     // square root of the negative product would be NaN
     out[i] = std * sqrtf(fmaxf(0.0f, -2.0f * logf(u1))) * cospif(2.0f * u2);
 }
+// out (n) = value, every element.
 __global__ void fill_kernel(float* out, size_t n, float value) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = value;

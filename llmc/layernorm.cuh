@@ -175,7 +175,7 @@ layernorm_backward_rows_kernel(floatX* dinp, float* partials, const floatX* dout
 
 // out (N,C) = (inp - mean) * rstd * w + b with the saved statistics: recomputes a LayerNorm output
 // in backward (--recompute 2) instead of keeping it from the forward. out's rows are ld_out apart
-// (only columns [0,C) written). One thread per 16 bytes.
+// (only columns [0,C) written; not in place: out and inp are different buffers). One thread per 16 bytes.
 __global__ void layernorm_apply_kernel(floatX* out, const floatX* inp, const float* mean, const float* rstd,
                                        const floatX* w, const floatX* b, int N, int C, int ld_out) {
     const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * x128::size;

@@ -4,8 +4,9 @@
 //
 // Row-major vs column-major: our tensors are row-major, cuBLASLt is column-major. A row-major
 // (R, K) buffer IS a column-major (K, R) matrix, so out = inp @ W^T, row-major (BT, OC), is
-// computed as the column-major product out^T (OC, BT) = W^T... i.e. A = W (read transposed),
-// B = inp. Each launcher below spells out its m, n, k.
+// computed as the column-major product out^T (OC, BT) = W (OC, C) @ inp^T (C, BT): W's row-major
+// (OC, C) buffer is column-major (C, OC), so A = that buffer with op T; inp's row-major (BT, C)
+// buffer is column-major (C, BT), so B = it with op N. Each launcher below spells out its m, n, k.
 #pragma once
 #include <algorithm>
 #include <map>
@@ -76,7 +77,8 @@ bias_backward_partial_kernel(float* partials, const floatX* dout, int N, int OC,
     }
 }
 
-// out (n) = GELU_tanh(inp (n)): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Used only to
+// out (n) = GELU_tanh(inp (n)): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); out == inp is
+// allowed (each thread reads its 16 bytes before writing them). Used only to
 // recompute the MLP's GELU output in backward (--recompute): the forward GELU is fused into the
 // fc matmul's epilogue.
 __global__ void gelu_forward_kernel(floatX* out, const floatX* inp, size_t n) {
@@ -168,13 +170,13 @@ struct MatmulPlan {
 // throwaway forward+backward at startup, and keeps each shape's choice (an index into that
 // ranking). Timed in short bursts (1) that gains little in a step (d12 B=64: +0.1 %, -0.8 %): the
 // GPU runs at its 700 W power limit during a step, where a GEMM that is faster alone at full clock
-// mostly lowers the clock instead. Timed at that limit (2, matmul_tune) it gains 1-2.5 %
+// mostly lowers the clock instead. Timed at that limit (2, matmul_tune) it gains 0.1-2.5 %
 // (README). Off by default: it costs startup time and timed choices can differ between runs.
 struct MatmulPlanCache {
     std::map<MatmulKey, MatmulPlan> plans;
     int tuning = 0;                   // != 0: plans created now are timed on their first call (the mode, matmul_tune)
     bool report = false;              // matmul_tune prints each shape's timings (rank 0 of a sustained tuning)
-    std::map<MatmulKey, int> pinned;  // choices to take when a plan is created (a file, rank 0)
+    std::map<MatmulKey, int> pinned;  // choices to take when a plan is created (--gemm-algos: every rank; <out>/gemm_algos.txt: rank 0)
 };
 constexpr int MATMUL_CANDIDATES = 16;         // how far down cuBLASLt's ranking tuning looks
 constexpr float MATMUL_TUNE_TOLERANCE = 0.03f;  // near-ties keep cuBLASLt's order (see matmul_tune)

@@ -50,7 +50,7 @@ constexpr int FIRST_BLOCK_TENSOR = P_LN1W, LAST_BLOCK_TENSOR = P_FCPROJB;
 constexpr int BLOCK_TENSORS = LAST_BLOCK_TENSOR - FIRST_BLOCK_TENSOR + 1;
 
 inline const char* param_tensor_name(int t) {
-    static const char* names[NUM_PARAM_TENSORS] = {
+    static const char* const names[NUM_PARAM_TENSORS] = {
         "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
         "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
     return names[t];

@@ -26,7 +26,8 @@ struct StepScalars {
 // ----------------------------------------------------------------------------------------------
 // Kernels
 
-// partials (gridDim.x) <- each block's sum of squares over a fixed strided set of 16-byte chunks.
+// partials (gridDim.x) <- each block's sum of squares of g (n) over a fixed strided set of 16-byte
+// chunks (g only read).
 // The chunk -> block assignment depends only on n and the grid size, so the sum is reproducible.
 __global__ void norm_squared_partial_kernel(float* partials, const floatX* g, size_t n) {
     __shared__ float shared[32];

@@ -20,7 +20,8 @@ struct StepResult {
     int skip_reason;        // SkipReason (llmc/spike_guard.h)
     float loss_z, norm_z;   // the spike guard's measures of this step (NaN: no statistics yet)
     std::string bad_ranks;  // skipped: the ranks whose own gradients held inf/nan ("0" on one GPU)
-    float fwd_ms = 0, bwd_ms = 0, exposed_ms = 0, update_ms = 0, comm_ms = 0;  // compute-stream phases
+    // the compute stream's phases, and comm_ms: the communication stream's time in the reductions
+    float fwd_ms = 0, bwd_ms = 0, exposed_ms = 0, update_ms = 0, comm_ms = 0;
     // The last micro-step's backward (the one the reduction overlaps) and the mean backward of the
     // others: their difference is what the concurrent communication costs the compute (-1: accum 1)
     float bwd_last_ms = 0, bwd_other_ms = -1;
@@ -138,8 +139,9 @@ inline StepTimes summarize_steps(std::vector<float> ms, const std::vector<StepRe
 }
 
 // nccl-tests' bus bandwidth (GB/s) of moving `bytes` in `ms`: what each link carries, comparable
-// across GPU counts (an all-reduce moves 2(n-1)/n of the data over each link; ZeRO-1's reduce-
-// scatter and all-gather move it once). 0 when nothing was timed.
+// across GPU counts (an all-reduce moves 2(n-1)/n of the data over each link; ZeRO-1's reduces to
+// each piece's owner move it once; its all-gather of the weights, on the compute stream, is not
+// counted). 0 when nothing was timed.
 inline double bus_bandwidth_gbs(double bytes, double ms, int world, bool zero) {
     const double algbw = ms > 0 ? bytes / (ms * 1e-3) / 1e9 : 0;
     return algbw * (zero ? 1.0 : 2.0 * (world - 1) / world);
@@ -150,7 +152,7 @@ struct RunShape {
     const char* precision;
     int layers, channels, gpus, zero, B, T, accum;
     long long total_batch;   // tokens per optimizer step, all GPUs
-    double flops_per_token;  // training FLOPs (flops_per_token in llmc/gpt2.cuh)
+    double flops_per_token;  // training FLOPs (flops_per_token in llmc/model.h)
     double peak_flops;       // of all GPUs together (0: unknown: mfu=nan)
     double device_mem_gb;    // in use on rank 0's GPU at the end
 };

@@ -265,7 +265,7 @@ struct Ring {
     // complete a stage: 1 when one thread fills it by TMA (mbar_arrive_expect_tx on full_of(it),
     // then the tma_loads: the forward and dQ), 33 in dK/dV (that TMA arrival, plus the 32 lanes
     // whose cp.async copies bring lse and delta).
-    __device__ void init(int full_arrivals = 128) const {
+    __device__ void init(int full_arrivals) const {
         if (threadIdx.x == 0) {
             for (int s = 0; s < STAGES; s++) {
                 mbar_init(full + 8 * s, full_arrivals);
