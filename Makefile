@@ -64,6 +64,17 @@ ifneq ($(NO_MPI),1)
   endif
 endif
 
+# --- the CUDA targets depend on their nvcc command too: another PRECISION, GPU_ARCH, NO_MPI, ...
+# rebuilds them (instead of "up to date" with a binary of the old settings). The stamp file is
+# rewritten only when the command changes.
+NVCC_STAMP := build/nvcc_command.txt
+NVCC_CMD   := $(NVCC) $(NVCC_FLAGS) $(NVCC_LIBS)
+ifneq ($(filter-out clean info,$(or $(MAKECMDGOALS),all)),)
+  $(shell mkdir -p build && { [ "$$(cat $(NVCC_STAMP) 2>/dev/null)" = '$(NVCC_CMD)' ] || printf '%s\n' '$(NVCC_CMD)' > $(NVCC_STAMP); })
+endif
+$(NVCC_STAMP):
+	@mkdir -p build && printf '%s\n' '$(NVCC_CMD)' > $@
+
 # --- host-only code (tokenizer, unit tests): plain C++
 CXXFLAGS    ?= -O2 -std=c++17 -Wall -Wextra
 PCRE2_CFLAGS ?= $(shell pkg-config --cflags libpcre2-8 2>/dev/null)
@@ -80,21 +91,21 @@ all: train_gpt2cu test_gpt2cu data/tokenize dev/interconnect dev/power_probe
 info:
 	@echo "PRECISION=$(PRECISION) GPU_ARCH=$(GPU_ARCH) found: $(or $(FOUND),nothing optional)"
 
-train_gpt2cu: train_gpt2.cu $(LLMC_HEADERS)
+train_gpt2cu: train_gpt2.cu $(LLMC_HEADERS) $(NVCC_STAMP)
 	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
 
-test_gpt2cu: test_gpt2.cu $(LLMC_HEADERS)
+test_gpt2cu: test_gpt2.cu $(LLMC_HEADERS) $(NVCC_STAMP)
 	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
 
-dev/cuda/%_check: dev/cuda/%.cu $(LLMC_HEADERS) $(wildcard dev/cuda/*.cuh)
+dev/cuda/%_check: dev/cuda/%.cu $(LLMC_HEADERS) $(wildcard dev/cuda/*.cuh) $(NVCC_STAMP)
 	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
 
 cuda-checks: $(CUDA_CHECKS)
 
-dev/interconnect: dev/interconnect.cu $(LLMC_HEADERS)
+dev/interconnect: dev/interconnect.cu $(LLMC_HEADERS) $(NVCC_STAMP)
 	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
 
-dev/power_probe: dev/power_probe.cu llmc/common.cuh
+dev/power_probe: dev/power_probe.cu llmc/common.cuh $(NVCC_STAMP)
 	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
 
 data/tokenize: data/tokenize.cpp $(wildcard data/*.h) llmc/tokenizer.h llmc/shards.h llmc/choices.h
