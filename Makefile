@@ -108,7 +108,7 @@ dev/interconnect: dev/interconnect.cu $(LLMC_HEADERS) $(NVCC_STAMP)
 dev/power_probe: dev/power_probe.cu llmc/common.cuh $(NVCC_STAMP)
 	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
 
-data/tokenize: data/tokenize.cpp $(wildcard data/*.h) llmc/tokenizer.h llmc/shards.h llmc/choices.h
+data/tokenize: data/tokenize.cpp $(wildcard data/*.h) llmc/tokenizer.h llmc/shards.h llmc/choices.h llmc/options.h
 	$(CXX) $(CXXFLAGS) $(PCRE2_CFLAGS) $< $(PCRE2_LIBS) -pthread -o $@
 
 build/unit/%: dev/unit/%.cpp dev/unit/check.h $(LLMC_HEADERS) $(wildcard data/*.h)

@@ -11,18 +11,26 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <fcntl.h>
+#include <sys/stat.h>
 
 static const char* kUsage =
 R"(usage:
   data/tokenize FILE [FILE...] -o OUT_PREFIX [--val-fraction F]
       Tokenizes the FILEs, each one document prefixed by <|endoftext|>, and writes the
       shards OUT_PREFIX_train.bin and OUT_PREFIX_val.bin. The first F of the tokens
-      (default 0.1) go to val, the rest to train (all tokens are held in memory).
+      (default 0.1) go to val, the rest to train (all tokens are held in memory). Both are
+      written to .tmp files and renamed into place together, so a failed run leaves the old
+      pair as it was. Each needs at least 2 tokens (an input and its target): too small a
+      corpus is refused.
   data/tokenize FILE [FILE...] -o OUT_PREFIX --shard-tokens N [--val-tokens M]
       The same, for corpora of any size, written as it is read: the first M tokens
-      (default N) go to OUT_PREFIX_val.bin, the rest to OUT_PREFIX_train_000000.bin,
-      _000001.bin, ... of N tokens each, the last one N to 2N-1 (N at most 2^30);
+      (default N; 0: no val shard) go to OUT_PREFIX_val.bin, the rest to
+      OUT_PREFIX_train_000000.bin, _000001.bin, ... of N tokens each, the last one N to 2N-1
+      (N from 2 to 2^30); a run that fails (too small a corpus, for a shard of fewer than 2
+      tokens, included) removes the shards it wrote;
       train on them with -i 'OUT_PREFIX_train_*.bin'. The trainer needs every shard
       to hold more than one step (B*T*GPUs*accumulation tokens): choose N above it.
   data/tokenize --hellaswag FILE [FILE...] -o OUT.bin
@@ -41,7 +49,8 @@ The FILEs of -o may be JSON Lines instead (--jsonl): each line an object whose "
 --threads encodes documents on several threads (default: the CPU count, at most 64); the shards
 are the same bytes for any count (a single document uses one thread); each thread's cache of
 encoded words grows to at most 256 MiB. The vocabulary (encoder.json, vocab.bpe) is read from
---vocab, else $GPT2_VOCAB_DIR, else ../shared/data/gpt2.)";
+--vocab, else $GPT2_VOCAB_DIR, else ../shared/data/gpt2. No output may be one of the files read
+(an input FILE or the vocabulary): such a run is refused before anything is written.)";
 
 struct Options {
     std::string mode;                 // "shards", "choices", "ids", "decode", "export", "bench", "help"
@@ -58,6 +67,7 @@ struct Options {
     bool field_given = false;
     long long shard_tokens = 0;       // 0: one train and one val shard, split by val_fraction
     long long val_tokens = -1;        // -1: shard_tokens
+    bool val_tokens_given = false;
     long long threads = 0;            // 0: the CPU count
 };
 
@@ -66,12 +76,13 @@ static std::vector<Option> tokenize_options(Options* o) {
     return {
         {"out", 'o', OPT_STRING, &o->out, "write the FILEs' tokens as shards with this prefix (with --hellaswag: this choices file)"},
         {"val-fraction", 0, OPT_DOUBLE, &o->val_fraction, "the share of the tokens, the first ones, that go to the val shard (below 1)", 0, 1},
-        {"shard-tokens", 0, OPT_INT64, &o->shard_tokens, "write as the FILEs are read, in train shards of N tokens (0: one train and one val shard)",
-         1, 1 << 30},
-        {"val-tokens", 0, OPT_INT64, &o->val_tokens, "with --shard-tokens: the tokens of the val shard (-1: N)", 0, INT32_MAX},
+        {"shard-tokens", 0, OPT_INT64, &o->shard_tokens,
+         "write as the FILEs are read, in train shards of N tokens, N >= 2 (not given: one train and one val shard)", 2, 1 << 30},
+        {"val-tokens", 0, OPT_INT64, &o->val_tokens, "with --shard-tokens: the tokens of the val shard (-1: N, 0: none, else at least 2)",
+         -1, INT32_MAX},
         {"jsonl", 0, OPT_FLAG, &o->jsonl, "the FILEs are JSON Lines (see above)"},
         {"field", 0, OPT_STRING, &o->field, "with --jsonl: the field that holds the text"},
-        {"threads", 0, OPT_INT64, &o->threads, "documents encoded on N threads (0: the CPU count, at most 64)", 1, 64},
+        {"threads", 0, OPT_INT64, &o->threads, "documents encoded on N threads (not given: the CPU count, at most 64)", 1, 64},
         {"hellaswag", 0, OPT_FLAG, &o->hellaswag, "the FILEs are a multiple-choice set; -o writes the trainer's --hellaswag file"},
         {"ids", 0, OPT_STRING, &o->ids_file, "print this FILE's token ids"},
         {"decode", 0, OPT_FLAG, &o->decode, "read ids from stdin, write their bytes to stdout"},
@@ -94,15 +105,21 @@ static double seconds_since(std::chrono::steady_clock::time_point t0) {
 static std::string check_inputs(const Options& o) {
     if (o.mode.empty()) return o.hellaswag ? "--hellaswag needs -o OUT.bin" : o.inputs.empty() ? "nothing to do (see --help)" : "missing -o OUT_PREFIX";
     if (o.hellaswag && o.mode != "choices") return "--hellaswag goes with -o OUT.bin, not with --" + (o.mode == "export" ? std::string("export-decoder") : o.mode);
-    if (o.mode == "choices" && (o.jsonl || o.field_given || o.shard_tokens > 0 || o.val_tokens >= 0 || o.val_fraction_given || o.threads > 0))
+    if (o.mode == "choices" && (o.jsonl || o.field_given || o.shard_tokens > 0 || o.val_tokens_given || o.val_fraction_given || o.threads > 0))
         return "--hellaswag reads JSON Lines of its own fields and writes one file: no --jsonl, --field, --shard-tokens, --val-tokens, --val-fraction or --threads";
     bool one_input = o.mode == "ids" || o.mode == "bench";
     if (one_input && o.inputs.size() != 1) return "--" + o.mode + " takes exactly one FILE";
     const bool writes = o.mode == "shards" || o.mode == "choices";
+    // an empty path would name "" (one_input) or write "_train.bin" into the working folder (-o '')
+    if ((writes || o.mode == "export") && o.out.empty()) return "option " + std::string(writes ? "-o" : "--export-decoder") + ": the path is empty";
+    if (one_input && o.inputs[0].empty()) return "option --" + o.mode + ": the path is empty";
+    for (const std::string& f : o.inputs) if (f.empty()) return "an empty FILE argument ('')";
     if (writes && o.inputs.empty()) return "-o needs at least one input FILE";
     if (!one_input && !writes && !o.inputs.empty()) return "unexpected argument '" + o.inputs[0] + "'";
     if (o.field_given && !o.jsonl) return "--field needs --jsonl";
-    if (o.val_tokens >= 0 && o.shard_tokens == 0) return "--val-tokens needs --shard-tokens";
+    if (o.val_tokens_given && o.shard_tokens == 0) return "--val-tokens needs --shard-tokens";
+    if (o.val_tokens == 1)  // a shard of one token has no target for it: the trainer refuses it
+        return "option --val-tokens: 1 token cannot make a val shard (an input and its target: at least 2; 0: none)";
     if (o.val_fraction_given && o.shard_tokens > 0)
         return "--val-fraction needs the whole corpus in memory; with --shard-tokens, --val-tokens sets the validation size";
     if (o.mode != "shards" && o.mode != "choices" && (o.jsonl || o.shard_tokens > 0 || o.threads > 0))
@@ -133,6 +150,7 @@ static bool parse_args(int argc, char** argv, Options* o, std::string* err) {
     o->inputs.insert(o->inputs.end(), files.begin(), files.end());
     o->val_fraction_given = was_given("val-fraction");
     o->field_given = was_given("field");
+    o->val_tokens_given = was_given("val-tokens");
     if (o->val_fraction_given && !(o->val_fraction < 1)) { *err = "option --val-fraction: must be below 1"; return false; }
     if (o->hellaswag && o->mode == "shards") o->mode = "choices";
     *err = check_inputs(*o);
@@ -190,6 +208,123 @@ static int bench(Gpt2Encoder& enc, const std::string& path) {
     return 0;
 }
 
+// The files the mode writes, each with the "<path>.tmp" it is written to first: -o's shards
+// (with --shard-tokens, the train shards of the prefix that exist now: those the run could
+// overwrite), -o's choices file, or --export-decoder's file.
+static std::vector<std::string> outputs_of(const Options& o) {
+    std::vector<std::string> out;
+    auto add = [&](const std::string& p) { out.push_back(p); out.push_back(p + ".tmp"); };
+    if (o.mode == "choices" || o.mode == "export") add(o.out);
+    if (o.mode != "shards") return out;
+    const ShardStream names(o.out, 0, 0);
+    add(names.val_name());
+    if (!o.shard_tokens) { add(o.out + "_train.bin"); return out; }
+    for (const std::string& pattern : {names.train_glob(), names.train_glob() + ".tmp"}) {
+        glob_t g;
+        if (glob(pattern.c_str(), 0, nullptr, &g) == 0) out.insert(out.end(), g.gl_pathv, g.gl_pathv + g.gl_pathc);
+        globfree(&g);
+    }
+    return out;
+}
+
+// Before anything is written: "" when no file the mode writes is one that it reads (an input FILE,
+// or the vocabulary's encoder.json and vocab.bpe), else the one line naming both. Files are compared
+// by device and inode, so a symlink, a hard link or another spelling of the path (./x, a/../x) is
+// caught too. An input FILE that does not exist is reported here as well: in shard mode the run
+// itself could otherwise create it (as a shard) before reading it.
+static std::string output_problem(const Options& o, const std::string& vocab) {
+    if (o.mode != "shards" && o.mode != "choices" && o.mode != "export") return "";
+    std::vector<std::pair<std::string, struct stat>> outputs;  // those that exist: a new file cannot be an input
+    for (const std::string& out : outputs_of(o)) {
+        struct stat st;
+        if (stat(out.c_str(), &st) == 0) outputs.emplace_back(out, st);
+    }
+    std::vector<std::pair<std::string, std::string>> reads;  // (path, how the error names it)
+    for (const std::string& f : o.inputs) reads.emplace_back(f, "the input " + f);
+    for (const char* v : {"/encoder.json", "/vocab.bpe"}) reads.emplace_back(vocab + v, "the vocabulary's " + vocab + v);
+    for (size_t i = 0; i < reads.size(); i++) {
+        struct stat in;
+        if (stat(reads[i].first.c_str(), &in) != 0) {
+            if (i < o.inputs.size()) return reads[i].first + ": cannot open: " + strerror(errno);
+            continue;  // a missing vocabulary file: loading it names it
+        }
+        for (const auto& [out, st] : outputs)
+            if (st.st_dev == in.st_dev && st.st_ino == in.st_ino)
+                return "option " + std::string(o.mode == "export" ? "--export-decoder" : "-o") + ": it would write " + out +
+                       ", which is " + reads[i].second + (out == reads[i].first ? "" : " (the same file)") + "; write elsewhere";
+    }
+    return "";
+}
+
+// The input FILEs as an error names them: the one file, or the first and how many more.
+static std::string inputs_named(const std::vector<std::string>& inputs) {
+    return inputs.size() == 1 ? inputs[0] : inputs[0] + " and " + std::to_string(inputs.size() - 1) + " more file(s)";
+}
+
+// The line for a corpus too small to split into shards of at least 2 tokens each (a shard needs
+// an input token and its target: the trainer refuses one of fewer).
+static std::string too_few_tokens(const Options& o, size_t n, size_t val, size_t train, const std::string& hint) {
+    return inputs_named(o.inputs) + ": " + std::to_string(n) + (n == 1 ? " token" : " tokens") + ", too few: the val shard would hold " + std::to_string(val) +
+           " and the train shard(s) " + std::to_string(train) + ", each needs at least 2 (an input and its target)" + hint;
+}
+
+// Writes a complete shard (llmc/shards.h's format) to `tmp`, flushed to disk but not renamed into
+// place; *created: whether tmp was created (and so is this run's to remove). false + one line
+// naming `path`, the shard it is for.
+static bool shard_write_tmp(const std::string& path, const std::string& tmp, const uint16_t* tokens, size_t n, bool* created,
+                            std::string* err) {
+    *created = false;
+    if (n > (size_t)INT32_MAX) { *err = path + ": " + std::to_string(n) + " tokens do not fit the header's int32 count"; return false; }
+    const int32_t header[SHARD_HEADER_INTS] = {SHARD_MAGIC, SHARD_VERSION, (int32_t)n};
+    FILE* f = fopen(tmp.c_str(), "wb");
+    if (!f) { *err = path + ": cannot create " + tmp + ": " + strerror(errno); return false; }
+    *created = true;
+    bool ok = fwrite(header, sizeof(int32_t), SHARD_HEADER_INTS, f) == (size_t)SHARD_HEADER_INTS &&
+              (n == 0 || fwrite(tokens, sizeof(uint16_t), n, f) == n) && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int saved_errno = ok ? 0 : errno;
+    if (fclose(f) != 0 && ok) { ok = false; saved_errno = errno; }  // delayed write errors show here
+    if (!ok) *err = path + ": write failed: " + strerror(saved_errno);
+    return ok;
+}
+
+// Writes shards paths[0] and paths[1] as a pair: both go to their .tmp files first, and are renamed
+// into place only once both are complete. The first is put in place by exchanging it with the file
+// already there (renameat2 RENAME_EXCHANGE), so that if the second rename fails the old one can be
+// put back: on any failure the temporaries are removed and the old pair is left as it was, never
+// a new shard beside an old one. (On a filesystem that cannot exchange files, the first is renamed
+// over the old one; only a failure of the second rename then leaves the pair mismatched, and the
+// line says so.)
+static bool write_pair(const std::string paths[2], const uint16_t* const tokens[2], const size_t n[2], std::string* err) {
+    const std::string tmps[2] = {paths[0] + ".tmp", paths[1] + ".tmp"};
+    bool created[2] = {false, false};
+    auto drop = [&] { for (int i = 0; i < 2; i++) if (created[i]) remove(tmps[i].c_str()); };
+    for (int i = 0; i < 2; i++)
+        if (!shard_write_tmp(paths[i], tmps[i], tokens[i], n[i], &created[i], err)) { drop(); return false; }
+    auto rename_failed = [&](int i) { *err = paths[i] + ": cannot rename " + tmps[i] + " into place: " + strerror(errno); };
+    struct stat old;  // RENAME_EXCHANGE would swap a directory in too: only a file is exchanged (a plain rename refuses a directory)
+    const bool had_old = lstat(paths[0].c_str(), &old) == 0;
+    const bool exchanged = had_old && !S_ISDIR(old.st_mode) &&
+                           renameat2(AT_FDCWD, tmps[0].c_str(), AT_FDCWD, paths[0].c_str(), RENAME_EXCHANGE) == 0;
+    if (!exchanged && rename(tmps[0].c_str(), paths[0].c_str()) != 0) { rename_failed(0); drop(); return false; }
+    // now paths[0] is the new shard; tmps[0] holds the old one if exchanged, else nothing
+    created[0] = exchanged;
+    if (rename(tmps[1].c_str(), paths[1].c_str()) != 0) {
+        rename_failed(1);
+        if (exchanged && renameat2(AT_FDCWD, tmps[0].c_str(), AT_FDCWD, paths[0].c_str(), RENAME_EXCHANGE) == 0) {
+            // the old shard back in place; tmps[0] holds the new one again (drop removes it)
+        } else if (!had_old) {
+            remove(paths[0].c_str());  // there was none: none again
+        } else {
+            created[0] = false;  // if exchanged, tmps[0] still holds the old shard: keep it
+            *err += " (" + paths[0] + " was already replaced" + (exchanged ? "; the old one is " + tmps[0] : std::string()) + ")";
+        }
+        drop();
+        return false;
+    }
+    if (exchanged) remove(tmps[0].c_str());  // the old shard
+    return true;
+}
+
 // Writes the shards: documents read a batch at a time (DocumentReader), encoded on the threads,
 // then either kept (default: the val split is a fraction of the final count, so the whole token
 // stream stays in memory, 2 bytes a token) or cut into shards as they come (--shard-tokens).
@@ -237,9 +372,11 @@ static int write_shards(const std::string& vocab, const Options& o) {
     const double s = seconds_since(t0), mib = reader.bytes_read() / 1048576.0;
     if (o.shard_tokens) {
         if (!stream.finish(&tokens, &err)) return failed(err);
-        if (stream.train_shards() == 0)
-            return failed("all " + std::to_string(n_tokens) + " tokens went to " + stream.val_name() +
-                        "; no training shard written (lower --val-tokens)");
+        // a tiny corpus: all of it in the val shard (fewer tokens than --val-tokens), or a train
+        // shard of 1 token; ShardStream's shards otherwise hold at least --shard-tokens >= 2
+        if (stream.train_tokens() < 2 || (stream.val_tokens() > 0 && stream.val_tokens() < 2))
+            return failed(too_few_tokens(o, n_tokens, stream.val_tokens(), stream.train_tokens(),
+                                         stream.val_tokens() > 0 && n_tokens >= 4 ? "; lower --val-tokens" : ""));
         const std::string val = stream.val_tokens() ? stream.val_name() + " (" + std::to_string(stream.val_tokens()) + " tokens)"
                                                     : std::string("no validation shard (--val-tokens 0)");
         fprintf(stderr, "wrote %s and %zu training shard(s) %s .. %s (%zu tokens) from %zu document(s), "
@@ -248,12 +385,15 @@ static int write_shards(const std::string& vocab, const Options& o) {
                 stream.train_tokens(), reader.documents(), mib, s, n_tokens / s / 1e6, n_threads);
         return 0;
     }
-    size_t n_val = (size_t)(o.val_fraction * (double)tokens.size());
+    const size_t n_val = (size_t)(o.val_fraction * (double)tokens.size()), n_train = tokens.size() - n_val;
+    if (n_val < 2 || n_train < 2) return fail(too_few_tokens(o, tokens.size(), n_val, n_train, ""));
     const std::string val = stream.val_name(), train = o.out + "_train.bin";
-    if (!shard_write(val, tokens.data(), n_val, &err) ||
-        !shard_write(train, tokens.data() + n_val, tokens.size() - n_val, &err)) return fail(err);
+    const std::string paths[2] = {train, val};
+    const uint16_t* const parts[2] = {tokens.data() + n_val, tokens.data()};
+    const size_t sizes[2] = {n_train, n_val};
+    if (!write_pair(paths, parts, sizes, &err)) return fail(err);
     fprintf(stderr, "wrote %s (%zu tokens) and %s (%zu tokens) from %zu document(s), %.1f MiB in %.2f s, %.2f Mtok/s on %zu thread(s)\n",
-            train.c_str(), tokens.size() - n_val, val.c_str(), n_val, reader.documents(), mib, s, tokens.size() / s / 1e6, n_threads);
+            train.c_str(), n_train, val.c_str(), n_val, reader.documents(), mib, s, tokens.size() / s / 1e6, n_threads);
     return 0;
 }
 
@@ -330,6 +470,8 @@ int main(int argc, char** argv) {
     if (o.mode == "help") { options_help(stdout, kUsage, tokenize_options(&o)); return 0; }
     const char* env = getenv("GPT2_VOCAB_DIR");
     std::string vocab = !o.vocab.empty() ? o.vocab : env && *env ? env : "../shared/data/gpt2";
+    err = output_problem(o, vocab);
+    if (!err.empty()) return fail(err);
     if (o.mode == "shards") return write_shards(vocab, o);  // loads one encoder per thread
     if (o.mode == "choices") return write_choices(vocab, o);
     Gpt2Encoder enc;

@@ -45,7 +45,7 @@ inline void options_help(FILE* f, const char* usage, const std::vector<Option>& 
         if (o.type != OPT_FLAG) names += o.type == OPT_STRING ? " S" : " N";
         fprintf(f, "%-30s %s [%s]\n", names.c_str(), o.help, option_value_string(o).c_str());
     }
-    fprintf(f, "  --help, -h                     print this and exit\n");
+    fprintf(f, "%-30s %s\n", "  --help, -h", "print this and exit");
 }
 
 // `text` for an error line: control bytes (a NUL, a stray \r, an escape) as \xNN, so a message

@@ -3,10 +3,14 @@ vocabulary, $GPT2_VOCAB_DIR or ../shared/data/gpt2): JSON Lines input gives the 
 same documents in text files; any --threads gives the same bytes; --shard-tokens cuts the same
 token stream into shards of the asked size; and the refusals (one line, exit 1, no shard left
 behind): bad JSON, a missing field, invalid UTF-8, options that do not go together, a prefix
-that already has shards, a validation size that leaves nothing to train on."""
+that already has shards, a validation size that leaves nothing to train on, an output that is one
+of the inputs or the vocabulary (also through a symlink or ./), an empty output path, a corpus
+too small to give each shard 2 tokens; a failed write of the train/val pair leaves the old pair
+as it was; --val-tokens -1 (the help's "N") is accepted."""
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,8 +25,8 @@ import numpy as np  # noqa: E402
 TOKENIZE, vocab = tokenize_and_vocab()
 
 
-def run(*args):
-    r = subprocess.run([TOKENIZE, *args, "--vocab", vocab], capture_output=True, text=True)
+def run(*args, vocab_dir=None, cwd=None):
+    r = subprocess.run([TOKENIZE, *args, "--vocab", vocab_dir or vocab], capture_output=True, text=True, errors="replace", cwd=cwd)
     return r.returncode, r.stderr
 
 
@@ -37,11 +41,30 @@ def same_bytes(a, b):
         return fa.read() == fb.read()
 
 
-def refused(name, args, pattern, tmp):
-    before = sorted(os.listdir(tmp))
-    rc, err = run(*args)
+def contents(folder):
+    """Every file under folder (recursively) with its bytes: what "nothing written or lost" compares."""
+    files = {}
+    for root, _, names in os.walk(folder):
+        for n in names:
+            p = os.path.join(root, n)
+            files[p] = open(p, "rb").read() if os.path.isfile(p) else os.readlink(p)
+    return files
+
+
+def rm(*paths):
+    """Removes what a test made (files, symlinks, empty folders); a path already gone is fine."""
+    for p in paths:
+        if os.path.isdir(p) and not os.path.islink(p):
+            os.rmdir(p)
+        elif os.path.lexists(p):
+            os.remove(p)
+
+
+def refused(name, args, pattern, tmp, **kw):
+    before = contents(tmp)
+    rc, err = run(*args, **kw)
     lines = err.strip().splitlines()
-    check(rc == 1 and len(lines) == 1 and pattern in err and sorted(os.listdir(tmp)) == before,
+    check(rc == 1 and len(lines) == 1 and pattern in err and contents(tmp) == before,
           f"refuses {name}: one line, exit 1, nothing written: {err.strip()}")
 
 
@@ -141,10 +164,12 @@ with tempfile.TemporaryDirectory() as tmp:
     refused("--val-fraction with --shard-tokens", (texts[0], "--val-fraction", "0.2", "--shard-tokens", "10", "-o", os.path.join(tmp, "r7")),
             "with --shard-tokens, --val-tokens sets the validation size", tmp)
     refused("--val-tokens without --shard-tokens", (texts[0], "--val-tokens", "10", "-o", os.path.join(tmp, "r8")), "--val-tokens needs --shard-tokens", tmp)
-    refused("--shard-tokens 0", (texts[0], "--shard-tokens", "0", "-o", os.path.join(tmp, "r9")), "option --shard-tokens: 0 is out of range [1, 1073741824]", tmp)
+    refused("--shard-tokens 0", (texts[0], "--shard-tokens", "0", "-o", os.path.join(tmp, "r9")), "option --shard-tokens: 0 is out of range [2, 1073741824]", tmp)
+    refused("--shard-tokens 1 (a shard of 1 token has no target)", (texts[0], "--shard-tokens", "1", "-o", os.path.join(tmp, "r9")),
+            "option --shard-tokens: 1 is out of range [2, 1073741824]", tmp)
     refused("--threads 0", (texts[0], "--threads", "0", "-o", os.path.join(tmp, "r10")), "option --threads: 0 is out of range [1, 64]", tmp)
     refused("--val-tokens above the corpus", (jl, "--jsonl", "--shard-tokens", "100", "--val-tokens", "99999999", "-o", os.path.join(tmp, "r11")),
-            "no training shard written (lower --val-tokens)", tmp)
+            "and the train shard(s) 0, each needs at least 2 (an input and its target); lower --val-tokens", tmp)
     with open(bad, "wb") as f:
         f.write(b'{"text": "a"}\n{"text": "b"}\x00junk\n{"text": "c"}\n')
     refused("a NUL byte in a JSON Lines file", (bad, "--jsonl", "-o", os.path.join(tmp, "r12")), "bad.jsonl:2: a NUL byte", tmp)
@@ -165,4 +190,120 @@ with tempfile.TemporaryDirectory() as tmp:
     os.remove(odd + "_val.bin")
     refused("the same, its train shards only", (jl, "--jsonl", "--shard-tokens", "100", "-o", odd),
             "odd[1]_train_000000.bin: shards with this prefix exist", tmp)
+    # an output that is one of the files read: refused before anything is written, whatever the mode,
+    # the same file found by device and inode (a symlink, ./, a leftover .tmp name)
+    hs = os.path.join(tmp, "hs.jsonl")
+    with open(hs, "w") as f:
+        f.write(json.dumps({"ctx": "To be, or not to be", "endings": ["that is the question.", "a horse."], "label": 0}) + "\n")
+    refused("--hellaswag X.jsonl -o X.jsonl", ("--hellaswag", hs, "-o", hs), f"option -o: it would write {hs}, which is the input {hs}", tmp)
+    refused("--hellaswag -o the input spelt with ./", ("--hellaswag", "hs.jsonl", "-o", "./hs.jsonl"), "which is the input hs.jsonl (the same file)",
+            tmp, cwd=tmp)
+    os.symlink("hs.jsonl", os.path.join(tmp, "hs_link.jsonl"))
+    refused("--hellaswag -o a symlink to the input", ("--hellaswag", hs, "-o", os.path.join(tmp, "hs_link.jsonl")),
+            f"which is the input {hs} (the same file)", tmp)
+    refused("--hellaswag reading the symlink, -o the file", ("--hellaswag", os.path.join(tmp, "hs_link.jsonl"), "-o", hs), "(the same file)", tmp)
+    os.link(hs, os.path.join(tmp, "hs_hard.jsonl"))
+    refused("--hellaswag -o a hard link to the input", ("--hellaswag", hs, "-o", os.path.join(tmp, "hs_hard.jsonl")), "(the same file)", tmp)
+    rm(os.path.join(tmp, "hs_link.jsonl"), os.path.join(tmp, "hs_hard.jsonl"))
+    rc, _ = run(*texts, "-o", os.path.join(tmp, "pair"))
+    check(rc == 0, "a pair to read back")
+    refused("-o PREFIX with PREFIX_val.bin as an input", (os.path.join(tmp, "pair_val.bin"), "-o", os.path.join(tmp, "pair")),
+            "it would write " + os.path.join(tmp, "pair_val.bin") + ", which is the input", tmp)
+    shutil.copy(texts[4], os.path.join(tmp, "pair_train.bin.tmp"))  # an input under the name of a temporary the run writes
+    refused("-o PREFIX with PREFIX_train.bin.tmp as an input", (os.path.join(tmp, "pair_train.bin.tmp"), "-o", os.path.join(tmp, "pair")),
+            "pair_train.bin.tmp, which is the input", tmp)
+    rm(os.path.join(tmp, "pair_train.bin.tmp"))
+    rc, _ = run(jl, "--jsonl", "--shard-tokens", "5000", "-o", os.path.join(tmp, "shin"))
+    refused("--shard-tokens -o PREFIX with one of PREFIX's train shards as an input",
+            (os.path.join(tmp, "shin_train_000000.bin"), texts[0], "--shard-tokens", "100", "-o", os.path.join(tmp, "shin")),
+            "shin_train_000000.bin, which is the input", tmp)
+    rm(*glob.glob(os.path.join(tmp, "shin_*")))
+    refused("a missing input, before anything is written", (texts[0], os.path.join(tmp, "nope.txt"), "-o", os.path.join(tmp, "r14")),
+            "nope.txt: cannot open: No such file or directory", tmp)
+    # the vocabulary is read too: a copy of it here, so that a regression cannot touch the real one
+    vcopy = os.path.join(tmp, "vocab")
+    os.mkdir(vcopy)
+    for v in ("encoder.json", "vocab.bpe"):
+        shutil.copy(os.path.join(vocab, v), vcopy)
+    os.symlink(os.path.join(vcopy, "encoder.json"), os.path.join(tmp, "enc_link.json"))
+    refused("--export-decoder onto encoder.json", ("--export-decoder", os.path.join(vcopy, "encoder.json")),
+            "option --export-decoder: it would write " + os.path.join(vcopy, "encoder.json") + ", which is the vocabulary's", tmp, vocab_dir=vcopy)
+    refused("--export-decoder onto a symlink to encoder.json", ("--export-decoder", os.path.join(tmp, "enc_link.json")),
+            "which is the vocabulary's " + os.path.join(vcopy, "encoder.json") + " (the same file)", tmp, vocab_dir=vcopy)
+    os.symlink(os.path.join(vcopy, "vocab.bpe"), os.path.join(tmp, "vb_val.bin"))
+    refused("-o PREFIX whose val shard is a symlink to vocab.bpe", (texts[0], "-o", os.path.join(tmp, "vb")), "which is the vocabulary's", tmp,
+            vocab_dir=vcopy)
+    refused("--hellaswag -o vocab.bpe", ("--hellaswag", hs, "-o", os.path.join(vcopy, "vocab.bpe")), "which is the vocabulary's", tmp, vocab_dir=vcopy)
+    rc, err = run("--export-decoder", os.path.join(tmp, "dec.bin"), vocab_dir=vcopy)
+    check(rc == 0 and os.path.getsize(os.path.join(tmp, "dec.bin")) > 0, f"--export-decoder elsewhere still writes: {err.strip()}")
+    rm(*(os.path.join(tmp, p) for p in ("dec.bin", "vb_val.bin", "enc_link.json")))
+    shutil.rmtree(vcopy)
+    # empty output paths: one line naming the option (-o '' would write _train.bin into the working folder)
+    refused("--export-decoder ''", ("--export-decoder", ""), "option --export-decoder: the path is empty", tmp, cwd=tmp)
+    refused("-o ''", (texts[0], "-o", ""), "option -o: the path is empty", tmp, cwd=tmp)
+    refused("--hellaswag -o ''", ("--hellaswag", hs, "-o", ""), "option -o: the path is empty", tmp, cwd=tmp)
+    refused("--ids ''", ("--ids", ""), "option --ids: the path is empty", tmp, cwd=tmp)
+    refused("an empty FILE", (texts[0], "", "-o", os.path.join(tmp, "r15")), "an empty FILE argument", tmp)
+    # the train/val pair replaced together or not at all: a failure writing or renaming either one
+    # leaves the old pair (and no temporary) behind; a good run replaces both (make data's reruns)
+    pair = {p: open(p, "rb").read() for p in (os.path.join(tmp, "pair_train.bin"), os.path.join(tmp, "pair_val.bin"))}
+    for blocker in ("pair_train.bin.tmp", "pair_val.bin.tmp"):
+        os.mkdir(os.path.join(tmp, blocker))
+        refused(f"a pair whose {blocker} cannot be created (a directory there)", (texts[5], "-o", os.path.join(tmp, "pair")),
+                f"cannot create {os.path.join(tmp, blocker)}: Is a directory", tmp)
+        rm(os.path.join(tmp, blocker))
+    check(pair == {p: open(p, "rb").read() for p in pair}, "the old pair left as it was")
+    os.mkdir(os.path.join(tmp, "pq_val.bin"))  # the second rename fails: the first, done, is undone
+    shutil.copy(os.path.join(tmp, "pair_train.bin"), os.path.join(tmp, "pq_train.bin"))
+    refused("a pair whose val shard cannot be renamed into place", (texts[5], "-o", os.path.join(tmp, "pq")),
+            "pq_val.bin: cannot rename " + os.path.join(tmp, "pq_val.bin.tmp") + " into place", tmp)
+    rm(os.path.join(tmp, "pq_train.bin"))
+    refused("the same, with no old train shard", (texts[5], "-o", os.path.join(tmp, "pq")), "pq_val.bin: cannot rename", tmp)
+    rm(os.path.join(tmp, "pq_val.bin"))
+    os.mkdir(os.path.join(tmp, "pq_train.bin"))
+    refused("a pair whose train shard is a directory", (texts[5], "-o", os.path.join(tmp, "pq")), "pq_train.bin: cannot rename", tmp)
+    rm(os.path.join(tmp, "pq_train.bin"))
+    rc, err = run(texts[5], texts[6], "-o", os.path.join(tmp, "pair"))
+    n_new = len(stream(os.path.join(tmp, "pair"), False))
+    check(rc == 0 and n_new < len(np.frombuffer(pair[os.path.join(tmp, "pair_train.bin")], np.uint16)) and
+          not glob.glob(os.path.join(tmp, "*.tmp")), f"a good run replaces the pair ({n_new} tokens now), no .tmp left: {err.strip()}")
+    # too small a corpus: each shard needs 2 tokens (an input and its target). "a" + " a" * (k-1) is
+    # k tokens, and <|endoftext|> one more; the default split gives val int(0.1 * n): 2 from n = 20
+    def tiny(k):
+        p = os.path.join(tmp, f"tiny{k}.txt")
+        with open(p, "w") as f:
+            f.write("a" + " a" * (k - 1) if k else "")
+        return p
+    check(len(subprocess.run([TOKENIZE, "--ids", tiny(19), "--vocab", vocab], capture_output=True, text=True).stdout.split()) == 19,
+          "the tiny inputs' token counts (19 tokens in tiny19.txt)")
+    refused("an empty input", (tiny(0), "-o", os.path.join(tmp, "r16")),
+            "tiny0.txt: 1 token, too few: the val shard would hold 0 and the train shard(s) 1, each needs at least 2", tmp)
+    refused("19 tokens (val would hold 1)", (tiny(18), "-o", os.path.join(tmp, "r16")), "19 tokens, too few: the val shard would hold 1 and", tmp)
+    refused("several tiny files", (tiny(4), tiny(5), "-o", os.path.join(tmp, "r16")), "tiny4.txt and 1 more file(s): 11 tokens, too few", tmp)
+    refused("--val-fraction 0 (an empty val shard)", (texts[0], "--val-fraction", "0", "-o", os.path.join(tmp, "r16")), "the val shard would hold 0", tmp)
+    rc, err = run(tiny(19), "-o", os.path.join(tmp, "t20"))
+    check(rc == 0 and len(map_tokens(os.path.join(tmp, "t20_val.bin"))) == 2 and len(map_tokens(os.path.join(tmp, "t20_train.bin"))) == 18,
+          f"20 tokens: val 2, train 18: {err.strip()}")
+    refused("--shard-tokens: an empty input (all of it in val)", (tiny(0), "--shard-tokens", "5", "-o", os.path.join(tmp, "r17")),
+            "tiny0.txt: 1 token, too few: the val shard would hold 1 and the train shard(s) 0", tmp)
+    refused("--shard-tokens 5: 6 tokens (a 1-token train shard)", (tiny(5), "--shard-tokens", "5", "-o", os.path.join(tmp, "r17")),
+            "6 tokens, too few: the val shard would hold 5 and the train shard(s) 1, each needs at least 2 (an input and its target); lower --val-tokens", tmp)
+    refused("--shard-tokens --val-tokens 0: an empty input", (tiny(0), "--shard-tokens", "5", "--val-tokens", "0", "-o", os.path.join(tmp, "r17")),
+            "the val shard would hold 0 and the train shard(s) 1", tmp)
+    refused("--val-tokens 1", (texts[0], "--shard-tokens", "5", "--val-tokens", "1", "-o", os.path.join(tmp, "r17")),
+            "option --val-tokens: 1 token cannot make a val shard", tmp)
+    rc, err = run(tiny(6), "--shard-tokens", "5", "-o", os.path.join(tmp, "t7"))
+    check(rc == 0 and len(map_tokens(os.path.join(tmp, "t7_val.bin"))) == 5 and len(map_tokens(os.path.join(tmp, "t7_train_000000.bin"))) == 2,
+          f"--shard-tokens 5: 7 tokens: val 5, train 2: {err.strip()}")
+    # --val-tokens -1: the help's "-1: N", the default, accepted when given
+    rc, _ = run(jl, "--jsonl", "-o", os.path.join(out, "m1"), "--shard-tokens", "5000", "--val-tokens", "-1")
+    check(rc == 0 and all(same_bytes(a, a.replace("m1_", "dflt_")) for a in glob.glob(os.path.join(out, "m1_*"))) and
+          len(glob.glob(os.path.join(out, "m1_*"))) == len(glob.glob(os.path.join(out, "dflt_*"))), "--val-tokens -1 = no --val-tokens (N)")
+    help_text = subprocess.run([TOKENIZE, "--help"], capture_output=True, text=True).stdout
+    check("(-1: N, 0: none, else at least 2) [-1]" in help_text, "--help's --val-tokens row names -1, 0 and the default -1")
+    refused("--val-tokens -2", (texts[0], "--shard-tokens", "5", "--val-tokens", "-2", "-o", os.path.join(tmp, "r18")),
+            "option --val-tokens: -2 is out of range [-1, 2147483647]", tmp)
+    refused("--val-tokens -1 without --shard-tokens", (texts[0], "--val-tokens", "-1", "-o", os.path.join(tmp, "r18")),
+            "--val-tokens needs --shard-tokens", tmp)
+    refused("--hellaswag with --val-tokens -1", ("--hellaswag", hs, "--val-tokens", "-1", "-o", os.path.join(tmp, "r18")), "no --jsonl", tmp)
 finish()
