@@ -268,25 +268,6 @@ static std::string too_few_tokens(const Options& o, size_t n, size_t val, size_t
            " and the train shard(s) " + std::to_string(train) + ", each needs at least 2 (an input and its target)" + hint;
 }
 
-// Writes a complete shard (llmc/shards.h's format) to `tmp`, flushed to disk but not renamed into
-// place; *created: whether tmp was created (and so is this run's to remove). false + one line
-// naming `path`, the shard it is for.
-static bool shard_write_tmp(const std::string& path, const std::string& tmp, const uint16_t* tokens, size_t n, bool* created,
-                            std::string* err) {
-    *created = false;
-    if (n > (size_t)INT32_MAX) { *err = path + ": " + std::to_string(n) + " tokens do not fit the header's int32 count"; return false; }
-    const int32_t header[SHARD_HEADER_INTS] = {SHARD_MAGIC, SHARD_VERSION, (int32_t)n};
-    FILE* f = fopen(tmp.c_str(), "wb");
-    if (!f) { *err = path + ": cannot create " + tmp + ": " + strerror(errno); return false; }
-    *created = true;
-    bool ok = fwrite(header, sizeof(int32_t), SHARD_HEADER_INTS, f) == (size_t)SHARD_HEADER_INTS &&
-              (n == 0 || fwrite(tokens, sizeof(uint16_t), n, f) == n) && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int saved_errno = ok ? 0 : errno;
-    if (fclose(f) != 0 && ok) { ok = false; saved_errno = errno; }  // delayed write errors show here
-    if (!ok) *err = path + ": write failed: " + strerror(saved_errno);
-    return ok;
-}
-
 // Writes shards paths[0] and paths[1] as a pair: both go to their .tmp files first, and are renamed
 // into place only once both are complete. The first is put in place by exchanging it with the file
 // already there (renameat2 RENAME_EXCHANGE), so that if the second rename fails the old one can be
@@ -296,10 +277,10 @@ static bool shard_write_tmp(const std::string& path, const std::string& tmp, con
 // line says so.)
 static bool write_pair(const std::string paths[2], const uint16_t* const tokens[2], const size_t n[2], std::string* err) {
     const std::string tmps[2] = {paths[0] + ".tmp", paths[1] + ".tmp"};
-    bool created[2] = {false, false};
+    bool created[2] = {false, false};   // the .tmp files this run wrote (and so may remove)
     auto drop = [&] { for (int i = 0; i < 2; i++) if (created[i]) remove(tmps[i].c_str()); };
-    for (int i = 0; i < 2; i++)
-        if (!shard_write_tmp(paths[i], tmps[i], tokens[i], n[i], &created[i], err)) { drop(); return false; }
+    for (int i = 0; i < 2; i++)   // (a failed write removes its own .tmp, or never created it)
+        if (!(created[i] = shard_write(paths[i], tokens[i], n[i], err, /*tmp_only=*/true))) { drop(); return false; }
     auto rename_failed = [&](int i) { *err = paths[i] + ": cannot rename " + tmps[i] + " into place: " + strerror(errno); };
     struct stat old;  // RENAME_EXCHANGE would swap a directory in too: only a file is exchanged (a plain rename refuses a directory)
     const bool had_old = lstat(paths[0].c_str(), &old) == 0;

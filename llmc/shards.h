@@ -73,11 +73,11 @@ inline File open_with_header(const std::string& path, int32_t* header, size_t* s
     return f;
 }
 
-// Writes a file of this layout atomically: header and body go to "<path>.tmp", are flushed to
-// disk, and only then renamed over `path`. rename() is atomic, so a reader (or a rerun after a
-// crash) sees either the old file or the complete new one, never a half-written one.
-inline bool write_with_header(const std::string& path, const int32_t* header, const uint16_t* body, size_t n,
-                              std::string* err) {
+// The first half of write_with_header: header and body to "<path>.tmp", flushed to disk, not
+// renamed; on failure the .tmp file is removed (a .tmp that could not be created, e.g. a
+// directory of that name, is left alone).
+inline bool write_tmp_with_header(const std::string& path, const int32_t* header, const uint16_t* body, size_t n,
+                                  std::string* err) {
     const std::string tmp = path + ".tmp";
     FILE* f = fopen(tmp.c_str(), "wb");
     if (!f) return fail(err, path, std::string("cannot create the .tmp file: ") + strerror(errno));
@@ -90,8 +90,18 @@ inline bool write_with_header(const std::string& path, const int32_t* header, co
         remove(tmp.c_str());
         return fail(err, path, std::string("write failed: ") + strerror(saved_errno));
     }
+    return true;
+}
+
+// Writes a file of this layout atomically: header and body go to "<path>.tmp", are flushed to
+// disk, and only then renamed over `path`. rename() is atomic, so a reader (or a rerun after a
+// crash) sees either the old file or the complete new one, never a half-written one.
+inline bool write_with_header(const std::string& path, const int32_t* header, const uint16_t* body, size_t n,
+                              std::string* err) {
+    if (!write_tmp_with_header(path, header, body, n, err)) return false;
+    const std::string tmp = path + ".tmp";
     if (rename(tmp.c_str(), path.c_str()) != 0) {
-        saved_errno = errno;
+        const int saved_errno = errno;
         remove(tmp.c_str());
         return fail(err, path, std::string("cannot rename the .tmp file into place: ") + strerror(saved_errno));
     }
@@ -134,11 +144,14 @@ inline bool shard_read_tokens(const std::string& path, size_t start, size_t coun
     return true;
 }
 
-// Writes a complete shard atomically (shard_detail::write_with_header).
-inline bool shard_write(const std::string& path, const uint16_t* tokens, size_t n, std::string* err) {
+// Writes a complete shard atomically (shard_detail::write_with_header); with tmp_only, only to
+// "<path>.tmp", flushed to disk, for a caller that renames several files into place together
+// (data/tokenize's train/val pair).
+inline bool shard_write(const std::string& path, const uint16_t* tokens, size_t n, std::string* err, bool tmp_only = false) {
     if (n > (size_t)INT32_MAX)
         return shard_detail::fail(err, path, std::to_string(n) +
                                   " tokens do not fit the header's int32 count; split the data");
     int32_t header[SHARD_HEADER_INTS] = {SHARD_MAGIC, SHARD_VERSION, (int32_t)n};
-    return shard_detail::write_with_header(path, header, tokens, n, err);
+    return tmp_only ? shard_detail::write_tmp_with_header(path, header, tokens, n, err)
+                    : shard_detail::write_with_header(path, header, tokens, n, err);
 }

@@ -250,7 +250,7 @@ with tempfile.TemporaryDirectory() as tmp:
     for blocker in ("pair_train.bin.tmp", "pair_val.bin.tmp"):
         os.mkdir(os.path.join(tmp, blocker))
         refused(f"a pair whose {blocker} cannot be created (a directory there)", (texts[5], "-o", os.path.join(tmp, "pair")),
-                f"cannot create {os.path.join(tmp, blocker)}: Is a directory", tmp)
+                f"{os.path.join(tmp, blocker[:-4])}: cannot create the .tmp file: Is a directory", tmp)
         rm(os.path.join(tmp, blocker))
     check(pair == {p: open(p, "rb").read() for p in pair}, "the old pair left as it was")
     os.mkdir(os.path.join(tmp, "pq_val.bin"))  # the second rename fails: the first, done, is undone
