@@ -116,10 +116,13 @@ def main(argv):
             except (IndexError, ValueError):
                 print(f"compare_losses.py: --tol needs a number; {usage}", file=sys.stderr)
                 return 2
-            if not tol >= 0:
-                print(f"compare_losses.py: --tol {argv[i + 1]} is not a number >= 0", file=sys.stderr)
+            if not (math.isfinite(tol) and tol >= 0):  # inf would pass every comparison, nan or < 0 none
+                print(f"compare_losses.py: --tol {argv[i + 1]} is not a finite number >= 0", file=sys.stderr)
                 return 2
             i += 2
+        elif argv[i] in ("-h", "--help"):
+            print(f"{usage}\n\n{__doc__}")
+            return 0
         elif argv[i].startswith("--"):
             print(f"compare_losses.py: unknown option {argv[i]}; {usage}", file=sys.stderr)
             return 2

@@ -15,12 +15,14 @@ checks the CUDA forward and backward against transformers directly.
 """
 import json, os, sys, tempfile
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model_file import HEADER_INTS, HF_BLOCK_MAP, HF_HEAD_MAP, PARAM_ORDER, SelfTest, doc_parser, padded_vocab, \
     param_shapes, read_model, write_model, write_tensors
+from reference import need
+# PyTorch and transformers are imported inside the functions below (see dev/reference.py): --help
+# and a folder that is not a GPT-2 checkpoint need neither; main says in one line when a run
+# cannot have them.
 
 STATE_MAGIC, STATE_VERSION = 20240327, 3
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json",
@@ -81,6 +83,7 @@ def load_hf(hf_dir):
 
 def hf_to_params(sd, config):
     """HF state dict (name -> tensor) -> our params (name -> tensor in model-file shapes)."""
+    import torch
     L, V, C = config["L"], config["V"], config["C"]
     get = lambda name: sd["transformer." + name].detach().float().cpu()
     p = {ours: get(hf) for ours, hf in HF_HEAD_MAP}
@@ -109,6 +112,8 @@ def convert(hf_dir, out_path):
 
 def write_check_state(model, config, path, B, T, seed):
     """HF's logits, loss and gradients on seeded random tokens, as test_gpt2.cu reads them."""
+    import torch
+    import torch.nn.functional as F
     V = config["V"]
     if not 1 <= T <= config["maxT"] or B < 1:
         raise ConvertError(f"need B >= 1 and 1 <= T <= n_positions = {config['maxT']} (got B={B} T={T})")
@@ -161,6 +166,7 @@ def read_check_state(path, config):
 def _random_hf_model():
     """A small GPT2LMHeadModel in the trainer's configuration (gelu_new, no dropout), every
     parameter randomized from seed 0."""
+    import torch
     from transformers import GPT2Config, GPT2LMHeadModel
     torch.manual_seed(0)
     hf_cfg = GPT2Config(n_layer=2, n_head=4, n_embd=64, n_positions=64, vocab_size=50257,
@@ -191,6 +197,7 @@ def _check_model_file(check, cfg, p, hf):
 def _check_reference_forward(check, cfg, p, hf):
     """Our reference forward on the converted weights against HF's own forward. Returns the
     weights as torch tensors (for the check state's gradients)."""
+    import torch
     import reference
     tp = {n: torch.from_numpy(a) for n, a in p.items()}
     idx = torch.randint(0, 50257, (2, 64), generator=torch.Generator().manual_seed(3))
@@ -203,6 +210,8 @@ def _check_reference_forward(check, cfg, p, hf):
 def _check_state(check, hf, config, cfg, tp, state):
     """The check state written from HF, read back, against reference.py's forward and autograd on
     the same tokens (wte's gradient holds both uses of the tied weight)."""
+    import torch
+    import torch.nn.functional as F
     import reference
     write_check_state(hf, config, state, B=2, T=16, seed=1)
     h, x, y, logits, loss, grads, rest = read_check_state(state, cfg)
@@ -252,6 +261,12 @@ def selftest():
     return check.summary("convert_hf")
 
 
+def need_packages():
+    """PyTorch and transformers, or one line saying which is missing and exit 1."""
+    need("dev/convert_hf.py", "torch", "PyTorch")
+    need("dev/convert_hf.py", "transformers", "transformers")
+
+
 def main():
     ap = doc_parser(__doc__)
     ap.add_argument("hf_dir", nargs="?", help="save_pretrained folder (config.json + weights)")
@@ -263,6 +278,7 @@ def main():
     ap.add_argument("--selftest", action="store_true", help="convert a small random model and check it")
     args = ap.parse_args()
     if args.selftest:
+        need_packages()
         return 1 if selftest() else 0
     if not args.hf_dir or not args.out:
         ap.error("HF_DIR and OUT.bin are required (or --selftest)")
@@ -272,6 +288,7 @@ def main():
         maxT = check_hf_dir(args.hf_dir)["maxT"]
         if args.check_state and not (args.B >= 1 and 1 <= args.T <= maxT):
             raise ConvertError(f"--check-state needs B >= 1 and 1 <= T <= n_positions = {maxT}")
+        need_packages()
         config, params, model = convert(args.hf_dir, args.out)
         n = sum(t.numel() for t in params.values())
         print(f"wrote {args.out}: L={config['L']} NH={config['NH']} C={config['C']} maxT={config['maxT']} "

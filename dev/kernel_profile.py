@@ -9,33 +9,60 @@ ncu runs the kernels one at a time, so the sum is the step's kernel time without
 trainer's own step time is the honest total; this is its breakdown). Kernels are grouped by name,
 or by name and grid with --by-shape (the GEMMs of the different layers differ only in grid).
 """
-import csv, sys, io, collections
+import argparse, csv, sys, io, collections
 
-def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    by_shape = "--by-shape" in sys.argv
-    text = open(args[0], errors="replace").read()
+UNITS = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "ns": 1e-6, "us": 1e-3, "ms": 1.0}  # -> ms
+
+
+def read_csv(path):
+    """The rows of the ncu CSV in path (whatever ncu printed before its header skipped); exits with
+    one line when the file cannot be read or holds no ncu CSV."""
+    try:
+        with open(path, errors="replace") as f:
+            text = f.read()
+    except OSError as e:
+        sys.exit(f"{path}: cannot read: {e.strerror or e}")
     start = text.find('"ID"')
     if start < 0:
-        sys.exit(f"{args[0]}: no ncu CSV header (\"ID\",...) found")
-    rows = list(csv.DictReader(io.StringIO(text[start:])))
+        sys.exit(f"{path}: no ncu CSV header (\"ID\",...) found")
+    return list(csv.DictReader(io.StringIO(text[start:])))
+
+
+def kernel_times(rows, by_shape, path):
+    """{(kernel name, grid or ""): ms} and {same key: calls} over the gpu__time_duration rows."""
     total = collections.defaultdict(float)
     count = collections.Counter()
     for r in rows:
         if r.get("Metric Name") != "gpu__time_duration.sum":
             continue
-        name = r["Kernel Name"].split("(")[0]
+        try:
+            name = r["Kernel Name"].split("(")[0]
+            ms = float(r["Metric Value"].replace(",", "")) * UNITS.get(r.get("Metric Unit", "nsecond"), 1e-6)
+        except (KeyError, AttributeError, ValueError):
+            sys.exit(f"{path}: a gpu__time_duration.sum row without a kernel name or a number (ID {r.get('ID')})")
         if len(name) > 70:
             name = name[:67] + "..."
-        key = (name, r.get("Grid Size", "")) if by_shape else (name, "")
-        scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "ns": 1e-6, "us": 1e-3, "ms": 1.0}.get(r.get("Metric Unit", "nsecond"), 1e-6)
-        total[key] += float(r["Metric Value"].replace(",", "")) * scale
+        key = (name, r.get("Grid Size") or "") if by_shape else (name, "")
+        total[key] += ms
         count[key] += 1
+    return total, count
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n".join(__doc__.splitlines()[2:]))
+    ap.add_argument("csv", help="ncu --csv output with the gpu__time_duration.sum metric")
+    ap.add_argument("--by-shape", action="store_true", help="group by kernel name and grid, not by name alone")
+    args = ap.parse_args()
+    total, count = kernel_times(read_csv(args.csv), args.by_shape, args.csv)
+    if not total:
+        sys.exit(f"{args.csv}: no gpu__time_duration.sum rows (ncu --metrics gpu__time_duration.sum)")
     s = sum(total.values())
     print(f"{'kernel':72s} {'grid':>16s} {'calls':>5s} {'ms':>8s} {'%':>6s}")
     for key, ms in sorted(total.items(), key=lambda kv: -kv[1]):
-        print(f"{key[0]:72s} {key[1]:>16s} {count[key]:5d} {ms:8.3f} {100 * ms / s:6.1f}")
+        print(f"{key[0]:72s} {key[1]:>16s} {count[key]:5d} {ms:8.3f} {100 * ms / s if s > 0 else 0.0:6.1f}")
     print(f"{'total':72s} {'':>16s} {sum(count.values()):5d} {s:8.3f}")
+
 
 if __name__ == "__main__":
     main()

@@ -16,8 +16,31 @@ import csv
 import sys
 
 
+NEEDED = ("Address", "Source", "Warp Stall Sampling (All Samples)", "Instructions Executed")
+
+
 def read_first_kernel(path):
-    """Rows (dicts) of the first kernel block of the export."""
+    """Rows (dicts) of the first kernel block of the export; exits with one line when the file
+    cannot be read or is not such an export."""
+    try:
+        rows, header = _first_kernel(path)
+    except OSError as e:
+        sys.exit(f"{path}: cannot read: {e.strerror or e}")
+    except (UnicodeDecodeError, csv.Error):  # a binary file, say
+        sys.exit(f"{path}: not a text CSV file: not an ncu --page source --csv export")
+    if header is None:
+        sys.exit(f"{path}: no 'Address' header row: not an ncu --page source --csv export")
+    missing = [k for k in NEEDED if k not in header]
+    if missing:
+        sys.exit(f"{path}: no column {', '.join(repr(k) for k in missing)}: not an ncu --page source --csv export "
+                 f"with the warp-state samples")
+    if not rows:
+        sys.exit(f"{path}: the first kernel has no instruction rows")
+    return rows
+
+
+def _first_kernel(path):
+    """(rows, header) of the first kernel block; header None when there is no 'Address' row."""
     rows, header = [], None
     with open(path, newline="") as f:
         for rec in csv.reader(f):
@@ -32,9 +55,7 @@ def read_first_kernel(path):
                 continue
             if header is not None:
                 rows.append(dict(zip(header, rec)))
-    if header is None:
-        sys.exit(f"{path}: no 'Address' header row: not an ncu --page source --csv export")
-    return rows
+    return rows, header
 
 
 def num(s):
@@ -57,6 +78,8 @@ def main():
     ap.add_argument("csv")
     ap.add_argument("--top", type=int, default=25)
     args = ap.parse_args()
+    if args.top < 1:
+        ap.error(f"--top {args.top}: must be at least 1")
     rows = read_first_kernel(args.csv)
     reasons = [k for k in rows[0] if k.startswith("stall_") and "Not Issued" not in k]
     total = sum(num(r["Warp Stall Sampling (All Samples)"]) for r in rows)

@@ -10,10 +10,12 @@ clock has not come down yet). Needs PyTorch and a GPU.
 """
 import argparse
 import subprocess
+import sys
 import tempfile
 import time
 
-import torch
+# PyTorch is imported after the arguments are parsed (as in dev/torch_bench.py): --help needs no
+# PyTorch, and a run without it, or without a GPU, is one line.
 
 
 def smi_start(path):
@@ -33,6 +35,7 @@ def smi_medians(path):
 
 
 def timed(a, b, n):
+    import torch
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(n):
@@ -48,6 +51,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--n", type=int, default=8192, help="matrix size")
     args = ap.parse_args()
+    try:
+        import torch
+    except (ImportError, OSError) as e:  # OSError: installed, but a shared library of it is missing
+        sys.exit(f"dev/precision_power.py needs PyTorch (pip install torch): {e}")
+    if not torch.cuda.is_available():
+        sys.exit("dev/precision_power.py: no CUDA device")
     n = args.n
     flop = 2.0 * n ** 3
     torch.manual_seed(0)

@@ -11,10 +11,8 @@ and <out>/reference_state.bin (a batch, its logits, loss, gradients and the trai
 The model is written functionally over the stacked parameter tensors of the model file, so
 what the script trains is exactly what it writes: no re-layout between PyTorch and C++.
 """
-import argparse, math, os, sys, time
+import argparse, importlib, math, os, sys, time
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model_file import PARAM_ORDER, padded_vocab, param_shapes, write_model, read_model, \
@@ -23,9 +21,24 @@ from configs import CONFIGS, make_config
 
 STATE_MAGIC, STATE_VERSION = 20240327, 3
 
+# PyTorch is imported inside the functions below, not at the top of the file (as in
+# dev/torch_bench.py): --help and bad arguments need no PyTorch, and a run without it is one line
+# (need). After the first import, another `import torch` only looks up the loaded module. The
+# scripts that import this file (train_reference.py, convert_hf.py, torch_bench.py, ...) do the same.
+
+
+def need(script, module, name):
+    """module, imported; where it cannot be, the one line "<script> needs <name> (pip install
+    <module>): <why>" and exit 1. Called once the arguments are checked, before the first use."""
+    try:
+        return importlib.import_module(module)
+    except (ImportError, OSError) as e:  # OSError: installed, but a shared library of it is missing
+        sys.exit(f"{script} needs {name} (pip install {module}): {e}")
+
 
 def init_params(config, seed):
     """GPT-2's init, drawn on the CPU from torch.manual_seed(seed) so it is reproducible."""
+    import torch
     torch.manual_seed(seed)
     L, C, V = config["L"], config["C"], config["V"]
     shapes = param_shapes(config)
@@ -54,6 +67,8 @@ def forward(p, config, idx, sdpa=False, padded_logits=False):
     """idx (B,T) int64 -> logits (B,T,V). Plain fp32 ops, math attention (no SDPA).
     For speed (dev/torch_bench.py): sdpa=True uses PyTorch's fused causal attention, and
     padded_logits=True returns all Vp columns (the padded rows of wte give zero logits)."""
+    import torch
+    import torch.nn.functional as F
     B, T = idx.shape
     L, NH, C, V = config["L"], config["NH"], config["C"], config["V"]
     hs = C // NH
@@ -85,6 +100,7 @@ def clip_grad_norm(params, max_norm):
     """torch.nn.utils.clip_grad_norm_'s rule (scale all grads by min(1, max_norm/(norm+1e-6))),
     but with the global norm summed in float64: on the CPU torch's fp32 vector_norm of a 38M
     element tensor (wte's grad) comes out ~0.3% low, which visibly changes the later losses."""
+    import torch
     grads = [p.grad for p in params]
     norm = torch.sqrt(sum(g.double().pow(2).sum() for g in grads))
     scale = torch.clamp(max_norm / (norm + 1e-6), max=1.0).float()
@@ -95,6 +111,7 @@ def clip_grad_norm(params, max_norm):
 
 def hf_cross_check(p, config, x, logits):
     """Loads the same weights into transformers' GPT2LMHeadModel and compares logits."""
+    import torch
     try:
         from transformers import GPT2Config, GPT2LMHeadModel
     except ImportError:
@@ -159,6 +176,7 @@ def check_args(args, config):
 
 def pick_device():
     """The GPU when there is one, else the CPU; fp32 either way."""
+    import torch
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.backends.cuda.matmul.allow_tf32 = False   # keep every matmul true fp32
     torch.backends.cudnn.allow_tf32 = False
@@ -174,6 +192,7 @@ def print_settings(args, config, device):
 
 def make_batch(args, V, device):
     """The batch: B*T+1 consecutive tokens; y is x shifted by one, as in language modelling."""
+    import torch
     B, T = args.B, args.T
     if args.tokens:
         tokens = torch.from_numpy(read_tokens(args.tokens, B * T + 1)).long()
@@ -199,6 +218,7 @@ def write_initial_model(out, cpu_params, config):
 
 def build_optimizer(cpu_params, device, lr):
     """Trainable copies of the initial weights on the device, and their AdamW."""
+    import torch
     # A copy: the optimizer updates params in place, cpu_params keep the initial weights.
     params = {n: t.clone().to(device).requires_grad_(True) for n, t in cpu_params.items()}
     decay = [params[n] for n in DECAY_NAMES]
@@ -214,6 +234,7 @@ def build_optimizer(cpu_params, device, lr):
 def train(params, optimizer, config, x, y, steps):
     """`steps` training steps on the one batch (x, y). Returns the initial state (logits, loss and
     gradients at the initial weights, before any update) and the loss of every step."""
+    import torch.nn.functional as F
     V = config["V"]
     t0 = time.time()
     losses = []
@@ -257,6 +278,7 @@ def main():
     args = parse_args()
     config = make_config(args.config)
     check_args(args, config)
+    need("dev/reference.py", "torch", "PyTorch")
     device = pick_device()
     print_settings(args, config, device)
     x, y = make_batch(args, config["V"], device)

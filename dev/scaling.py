@@ -20,6 +20,7 @@ import argparse
 import csv
 import os
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -181,7 +182,11 @@ def run_config(a, n, T, mode, typ):
         pre = ["mpirun", "--allow-run-as-root", "-np", str(n), "--bind-to", "none", "-x", "NCCL_NVLS_ENABLE"]
         pre += [x for k in env_extra for x in ("-x", k)] + a.mpirun_args.split()
         cmd = pre + wrapper + cmd
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    except OSError as e:     # mpirun (or the trainer) cannot be started: a failed run like any other
+        print(f"  FAILED: {' '.join(cmd)}\n{e}", file=sys.stderr)
+        return None
     r = parse_result(p.stdout)
     if r is None:
         print(f"  FAILED: {' '.join(cmd)}\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}", file=sys.stderr)
@@ -211,7 +216,11 @@ def probe_fit(a, n, typ):
                "-x", "NCCL_P2P_DISABLE"] + a.mpirun_args.split() + wrapper + cmd
     elif "CUDA_VISIBLE_DEVICES" not in os.environ:  # the probe uses every visible GPU: show it the first n
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(n))
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    except OSError as e:     # no probe (or no mpirun): its rows get no prediction, as for a failed probe
+        print(f"probe failed: {e}", file=sys.stderr)
+        return None
     m = re.search(r"ALLREDUCE_FIT .*alpha_us=([0-9.]+) busbw_gbs=([0-9.]+)", p.stdout)
     if not m:
         print(f"probe failed:\n{p.stdout[-800:]}{p.stderr[-800:]}", file=sys.stderr)
@@ -309,6 +318,8 @@ def parse_args():
     unknown = [t for t in args.types.split(",") if t not in TYPES]
     if unknown:
         ap.error(f"--types: unknown {', '.join(unknown)} (known: {', '.join(TYPES)})")
+    if not shutil.which(args.bin):  # else every run fails the same way, one FAILED block each
+        ap.error(f"--bin {args.bin}: not an executable file")
     return args
 
 
@@ -363,34 +374,45 @@ def add_ratios(r, base, fits, model, T):
 
 def measure_group(args, gpus, fits, T, mode):
     """One block and mode: the 1-GPU row, then every type on every larger GPU count, with ratios;
-    then --predict's lines. [] if the 1-GPU run failed."""
+    then --predict's lines. Returns (rows, runs that failed); ([], 1) if the 1-GPU run failed (the
+    group's other runs would have no row to be compared with, so they are not started)."""
     base = run_config(args, 1, T, mode, "ddp")
     if base is None:
-        return []
-    group = [base]
+        return [], 1
+    group, failed = [base], 0
     for n in gpus[1:]:
         for typ in args.types.split(","):
             r = run_config(args, n, T, mode, typ)
             if r:
                 group.append(r)
+            else:
+                failed += 1
     rows = [add_ratios(r, base, fits, args.model, T) for r in group]
     for n in [int(x) for x in args.predict.split(",") if x]:
         p = predict_gpus(base, T, mode, n, args.alpha_us, args.link_gbs, model_ranges(args.model, T, base))
         print(f"predicted {n:4d} GPUs T={T} {mode}: {p['ms']:8.1f} ms/step, {p['tok_per_s']:10.0f} tok/s, "
               f"efficiency {100 * p['efficiency']:5.1f} %, exposed comm {p['exposed']:.1f} ms "
               f"(link {args.link_gbs} GB/s, alpha {args.alpha_us} us)")
-    return rows
+    return rows, failed
 
 
 def main():
     args = parse_args()
     gpus = gpu_counts(args)
     fits = probe_fits(args, gpus)
-    rows = []
+    rows, failed = [], 0
     for T in [int(t) for t in args.blocks.split(",")]:
         for mode in args.modes.split(","):
-            rows += measure_group(args, gpus, fits, T, mode)
+            group, group_failed = measure_group(args, gpus, fits, T, mode)
+            rows += group
+            failed += group_failed
+    if not rows:  # an empty table would replace the last real one: keep that, say why, fail
+        sys.exit(f"scaling.py: no run measured ({failed} failed, see FAILED above): {args.out}.csv, .md and .png "
+                 f"not written")
     write_outputs(rows, args.out)
+    if failed:  # the rows that were measured are written; the table misses the others
+        sys.exit(f"scaling.py: {failed} of {failed + len(rows)} runs failed (see FAILED above); the {len(rows)} measured "
+                 f"are in {args.out}.csv and .md")
 
 
 if __name__ == "__main__":

@@ -17,12 +17,12 @@ After a shard's last block the next shard follows, after the last shard the firs
 """
 import argparse, ctypes, ctypes.util, glob, json, math, os, sys, time
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model_file import map_tokens, read_model
-from reference import clip_grad_norm, forward
+from reference import clip_grad_norm, forward, need
+# PyTorch is imported inside the functions below (see dev/reference.py): --help, bad arguments and
+# unreadable inputs need no PyTorch, and main says in one line when a run cannot have it.
 
 try:  # the C library's cosf, so that the schedule comes out bit-identical to the C++ one
     _libm = ctypes.CDLL(ctypes.util.find_library("m"))
@@ -67,6 +67,7 @@ class Batches:
 
     def next_step(self, accum):
         """The (x, y) int64 pairs, (B, T) each, of the next optimizer step's accum micro-steps."""
+        import torch
         bt, toks, out = self.B * self.T, self.tokens[self.shard], []
         for i in range(accum):
             start = self.block * self.step + i * bt
@@ -121,6 +122,7 @@ def tokens_per_step(args):
 
 def pick_device(args):
     """The device (--device, else cuda when available) and the autocast dtype (None: plain fp32)."""
+    import torch
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     torch.backends.cuda.matmul.allow_tf32 = False   # fp32 means fp32: no TF32 matmuls
     torch.backends.cudnn.allow_tf32 = False
@@ -130,6 +132,7 @@ def pick_device(args):
 
 def build_optimizer(params, args):
     """AdamW with weight decay on the 2-D tensors (DECAY) only, as the trainer does."""
+    import torch
     return torch.optim.AdamW(
         [{"params": [params[n] for n in DECAY], "weight_decay": args.weight_decay},
          {"params": [t for n, t in params.items() if n not in DECAY], "weight_decay": 0.0}],
@@ -147,6 +150,8 @@ def set_lr(optimizer, step, steps, args):
 def accumulate_gradients(params, config, micro_batches, accum, device, half, scale):
     """Forward and backward of each micro-batch, the gradients adding up in .grad. Returns the sum
     of the micro-batches' losses (a device tensor: no sync with the GPU per micro-step)."""
+    import torch
+    import torch.nn.functional as F
     loss_sum = torch.zeros((), device=device)
     for x, y in micro_batches:
         x, y = x.to(device), y.to(device)
@@ -189,6 +194,7 @@ def report_step(log, step, steps, loss, norm, lr, skipped, ms, d):
 
 def train(args, config, data, params, optimizer, device, half, steps, d, accum):
     """The training loop: `steps` optimizer steps of accum micro-steps each, one line per step."""
+    import torch
     # fp16's small gradients would underflow to zero without a loss scale; fp32 and bf16 use 1
     scale, clean = (65536.0 if args.dtype == "fp16-autocast" else 1.0), 0
     log = open(args.log, "w") if args.log else None
@@ -222,6 +228,7 @@ def main():
     data = Batches(args.train, B, T, d, config["V"])
     steps = args.max_steps if args.max_steps > 0 else max(1, data.steps_per_epoch())
 
+    torch = need("dev/train_reference.py", "torch", "PyTorch")  # the inputs are checked: now the run needs it
     device, half = pick_device(args)
     params = {n: torch.from_numpy(a).to(device).requires_grad_(True) for n, a in arrays.items()}
     optimizer = build_optimizer(params, args)

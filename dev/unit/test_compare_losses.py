@@ -1,6 +1,7 @@
 """Unit test of dev/compare_losses.py on crafted logs (no GPU, no third-party packages): non-finite
 losses, `-nan`/`inf` in stdout logs, steps matched by number (the last occurrence of a repeated step
-counts), log.jsonl inputs (exact values, null = non-finite), and one-line errors for bad inputs."""
+counts), log.jsonl inputs (exact values, null = non-finite), one-line errors for bad inputs (a --tol
+that is not a finite number >= 0 among them), and --help."""
 import atexit
 import json
 import os
@@ -157,6 +158,15 @@ for name, argv in [("no arguments", []), ("one file", [a]), ("--tol without a nu
                    ("--tol abc", [a, a, "--tol", "abc"]), ("unknown option", [a, a, "--tolerance", "1"])]:
     p = subprocess.run([sys.executable, SCRIPT] + argv, capture_output=True, text=True)
     check(p.returncode == 2 and p.stderr.count("\n") == 1 and not p.stdout, f"{name}: one line on stderr, exit 2")
+# a tolerance that would pass every comparison (inf) or none (nan, negative) is refused, not used
+for tol in ("inf", "nan", "-1", "1e400", "-0.001"):
+    p = subprocess.run([sys.executable, SCRIPT, a, b, "--tol", tol], capture_output=True, text=True)
+    check(p.returncode == 2 and not p.stdout and p.stderr == f"compare_losses.py: --tol {tol} is not a finite number >= 0\n",
+          f"--tol {tol}: one line on stderr, exit 2, nothing compared ({p.stdout.strip()}{p.stderr.strip()})")
+for flag in ("--help", "-h"):
+    p = subprocess.run([sys.executable, SCRIPT, flag], capture_output=True, text=True)
+    check(p.returncode == 0 and p.stdout.startswith("usage: compare_losses.py A B [--tol X]") and "Exit status" in p.stdout
+          and not p.stderr, f"{flag}: the usage and the description on stdout, exit 0")
 
 # the OK line's format (other scripts grep it) and the default tolerance
 rc, out, _ = run(a, text_log("near.log", [(1, "10.960000"), (2, "9.500000"), (3, "8.250000"), (4, "7.125000")]))

@@ -1,5 +1,6 @@
 """Unit test of dev/ncu_stalls.py on a small synthetic export in ncu's `--page source --csv` format
-(no GPU, no ncu)."""
+(no GPU, no ncu), and its one-line errors for a missing file, a directory, a binary file and an
+export without the columns or rows it reads."""
 import os
 import re
 import subprocess
@@ -40,4 +41,23 @@ with tempfile.TemporaryDirectory() as d:
         f.write("not,an,ncu,export\n")
     out = subprocess.run([sys.executable, tool, bad], capture_output=True, text=True)
     check(out.returncode != 0 and "not an ncu" in out.stderr, "a file that is not an export: one line, non-zero exit")
+    binary = os.path.join(d, "binary.csv")
+    with open(binary, "wb") as f:
+        f.write(b"\xff\xfe\x00\x81" + bytes(range(256)) * 8)
+    no_samples = os.path.join(d, "no_samples.csv")
+    with open(no_samples, "w") as f:
+        f.write('"Kernel Name","k1(int)",\n"Address","Source"\n"0x10","EXIT"\n')
+    no_rows = os.path.join(d, "no_rows.csv")
+    with open(no_rows, "w") as f:
+        f.write(kernel("k1(int)", []))
+    for what, args, says in [("missing file", [os.path.join(d, "nope.csv")], "nope.csv: cannot read: No such file or directory"),
+                             ("directory", [d], f"{d}: cannot read: Is a directory"),
+                             ("binary file", [binary], "not an ncu --page source --csv export"),
+                             ("no sample columns", [no_samples], "no column 'Warp Stall Sampling (All Samples)'"),
+                             ("header without rows", [no_rows], "the first kernel has no instruction rows")]:
+        out = subprocess.run([sys.executable, tool] + args, capture_output=True, text=True)
+        check(out.returncode == 1 and not out.stdout and out.stderr.count("\n") == 1 and says in out.stderr,
+              f"{what}: one line, exit 1 ({out.stderr.strip()})")
+    out = subprocess.run([sys.executable, tool, "--help"], capture_output=True, text=True)
+    check(out.returncode == 0 and out.stdout.startswith("usage:") and not out.stderr, "--help: usage, exit 0")
 finish()

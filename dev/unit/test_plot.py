@@ -1,9 +1,11 @@
 """Unit test of dev/plot.py's log reader (no matplotlib needed; the drawing is checked only where
 matplotlib is installed): log.jsonl and the trainer's stdout give the same steps, validation
 losses, HellaSwag scores and skipped steps; a resumed run's repeated step keeps its later record; a log without
-records, or with a broken line before the last, is one error."""
+records, or with a broken line before the last, is one error; without matplotlib plot.py prints its
+summary, one line saying there is no PNG and exits 1."""
 import math
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -52,6 +54,20 @@ with tempfile.TemporaryDirectory() as tmp:
             check(False, f"{name}: refused")
         except PlotError as e:
             check(what in str(e) and "\n" not in str(e), f"{name}: one error line ({e})")
+    # plot.py without matplotlib (blocked, so this runs where it is installed too): the summary, one
+    # line saying there is no PNG, exit 1 (the PNG is its product), an earlier PNG left as it was
+    script = os.path.join(here, "..", "plot.py")
+    blocked = "import runpy, sys; sys.modules['matplotlib'] = None; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    earlier = write("earlier.png", "an earlier picture")
+    log = write("run.log", STDOUT)
+    for what, opts in [("-o earlier.png", ["-o", earlier]), ("no -o (curves.png)", [])]:
+        p = subprocess.run([sys.executable, "-c", blocked, script, log] + opts, capture_output=True, text=True, cwd=tmp)
+        check(p.returncode == 1 and p.stdout == "run.log: 2 steps, 1 skipped, 1 evals, 1 hellaswag, last loss 9.1250 at step 2\n"
+              and p.stderr.count("\n") == 1 and p.stderr.startswith(f"matplotlib not installed: no PNG, {opts[1] if opts else 'curves.png'} not written")
+              and open(earlier).read() == "an earlier picture" and not os.path.exists(os.path.join(tmp, "curves.png")),
+              f"without matplotlib, {what}: the summary, one line, exit 1, nothing written ({p.stdout.strip()} / {p.stderr.strip()})")
+    p = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True)
+    check(p.returncode == 0 and p.stdout.startswith("usage:") and not p.stderr, "--help: usage, exit 0")
     try:
         import matplotlib  # noqa: F401
         out = os.path.join(tmp, "curves.png")

@@ -1,0 +1,102 @@
+"""Unit test of dev/scaling.py's failed runs, with a stand-in trainer (no GPU): when no run is
+measured, one closing line, a non-zero exit and the earlier CSV / markdown left as they were; when
+some runs fail, the others written, then one line counting the failures and a non-zero exit; each
+failure keeps its FAILED detail; a --bin that is not a program is one argument error before any run."""
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(__file__))
+from standins import check, finish, gpu_tools, write  # noqa: E402
+
+SCALING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scaling.py")
+# the trainer's RESULT line from -b/-t/-d; fails (as a trainer without a GPU does) at the sequence
+# lengths in STANDIN_FAIL_T, or everywhere with STANDIN_FAIL_T=all, and with --zero under STANDIN_FAIL_ZERO
+STANDIN = r"""#!/usr/bin/env python3
+import os, sys
+a = sys.argv
+B, T, d = (int(a[a.index(k) + 1]) for k in ("-b", "-t", "-d"))
+fail = os.environ.get("STANDIN_FAIL_T", "").split(",")
+if "all" in fail or str(T) in fail or ("--zero" in a and os.environ.get("STANDIN_FAIL_ZERO")):
+    print("train_gpt2cu: stand-in output before the error")
+    sys.exit("CUDA error: no CUDA-capable device is detected")
+accum = d // (B * T)
+fwd, bwd, opt = 40.0 * B / 64 * accum, 80.0 * B / 64 * accum, 1.0
+ms = fwd + bwd + opt
+print(f"RESULT precision=bf16 model=L12C768 gpus=1 zero=0 B={B} T={T} accum={accum} "
+      f"total_batch={d} steps=6 median_ms={ms:.3f} tok_per_s={d / ms * 1e3:.0f} mean_ms={ms:.3f} "
+      f"tok_per_s_mean={d / ms * 1e3:.0f} mfu=40.00 fwd_ms={fwd:.3f} bwd_ms={bwd:.3f} opt_ms={opt:.3f} "
+      f"exposed_comm_ms=0.000 exposed_comm_pct=0.00 comm_ms=0.000 comm_mb=0.0 busbw_gbs=0.0 "
+      f"bwd_last_ms={bwd / accum:.3f} bwd_other_ms={bwd / accum:.3f} device_mem_gb=20.00")
+"""
+EARLIER = {".csv": "model,gpus\nd12,1\n", ".md": "| the earlier table |\n"}
+
+
+def run(tmp, fail="", extra=(), env=None):
+    """scaling.py over blocks 512 and 1024 (global mode, DDP) with the stand-in, its output at
+    tmp/out.* where the earlier results lie; returns the CompletedProcess."""
+    for ext, text in EARLIER.items():
+        write(os.path.join(tmp, "out" + ext), text)
+    args = ["--bin", os.path.join(tmp, "standin"), "--gpus", "1", "--blocks", "512,1024", "--modes", "global",
+            "--types", "ddp", "--predict", "8,16", "--link-gbs", "50", "--out", os.path.join(tmp, "out")] + list(extra)
+    e = dict(os.environ, STANDIN_FAIL_T=fail, MPLBACKEND="Agg", **(env or {}))
+    return subprocess.run([sys.executable, SCALING] + args, capture_output=True, text=True, env=e)
+
+
+def earlier_kept(tmp):
+    return all(open(os.path.join(tmp, "out" + ext)).read() == text for ext, text in EARLIER.items())
+
+
+def csv_rows(tmp):
+    with open(os.path.join(tmp, "out.csv")) as f:
+        return f.read().splitlines()[1:]
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    write(os.path.join(tmp, "standin"), STANDIN, exe=True)
+    out = os.path.join(tmp, "out")
+
+    # every run fails (a machine without a GPU): nothing written, one closing line, non-zero
+    p = run(tmp, fail="all")
+    last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
+    check(p.returncode == 1 and last == f"scaling.py: no run measured (2 failed, see FAILED above): {out}.csv, .md and .png not written",
+          "every run failed: one closing line naming the outputs, exit 1", p.stdout + p.stderr)
+    check(earlier_kept(tmp) and not os.path.exists(out + ".png"), "every run failed: the earlier CSV and markdown kept, no PNG")
+    check(p.stderr.count("  FAILED: ") == 2 and p.stderr.count("no CUDA-capable device") == 2
+          and "stand-in output before the error" in p.stderr, "every run failed: each FAILED with its command and output", p.stderr)
+    check("|" not in p.stdout and "predicted" not in p.stdout, "every run failed: no table, no predictions", p.stdout)
+
+    # one block fails: the other's rows written, then the count of failures, non-zero
+    p = run(tmp, fail="512")
+    last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
+    check(p.returncode == 1 and last == f"scaling.py: 1 of 2 runs failed (see FAILED above); the 1 measured are in {out}.csv and .md",
+          "one run of two failed: one closing line counting it, exit 1", p.stdout + p.stderr)
+    rows = csv_rows(tmp)
+    check(len(rows) == 1 and rows[0].startswith("d12,1,1024,global,") and "| d12 | 1 | 1024 |" in open(out + ".md").read(),
+          "one run of two failed: the measured row written to the CSV and markdown", rows)
+    check(p.stderr.count("  FAILED: ") == 1 and " -t 512 " in p.stderr and "predicted    8 GPUs T=1024 global" in p.stdout
+          and "T=512" not in p.stdout, "one run of two failed: its FAILED detail; the other block's predictions", p.stdout + p.stderr)
+
+    # 2 GPUs, the ZeRO-1 run fails, no probe program: the other rows written, the failure counted
+    p = run(tmp, extra=["--gpus", "1,2", "--types", "ddp,zero1", "--blocks", "1024", "--probe", os.path.join(tmp, "none")],
+            env=dict(PATH=gpu_tools(tmp), STANDIN_FAIL_ZERO="1"))
+    last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
+    check(p.returncode == 1 and last.startswith("scaling.py: 1 of 3 runs failed") and len(csv_rows(tmp)) == 2
+          and "probe 2 GPUs P2P_DISABLE=0: failed: its rows get no prediction" in p.stdout and "Traceback" not in p.stderr,
+          "2 GPUs, ZeRO-1 failed, no probe program: 2 rows written, 1 failure counted, exit 1", p.stdout + p.stderr)
+
+    # every run measured: exit 0, no closing failure line
+    p = run(tmp)
+    check(p.returncode == 0 and len(csv_rows(tmp)) == 2 and "failed" not in p.stderr and "FAILED" not in p.stderr,
+          "every run measured: both rows written, exit 0", p.stdout + p.stderr)
+
+    # a --bin that is not a program: one argument error, before any run, nothing written
+    for what, b in [("missing", os.path.join(tmp, "nope")), ("a directory", tmp)]:
+        p = run(tmp, extra=["--bin", b])
+        check(p.returncode == 2 and p.stderr.strip().splitlines()[-1] == f"scaling.py: error: --bin {b}: not an executable file"
+              and not p.stdout and earlier_kept(tmp), f"--bin {what}: one argument error, exit 2, nothing written", p.stdout + p.stderr)
+
+p = subprocess.run([sys.executable, SCALING, "--help"], capture_output=True, text=True)
+check(p.returncode == 0 and p.stdout.startswith("usage:") and not p.stderr, "--help: usage, exit 0")
+finish()
