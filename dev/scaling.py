@@ -291,6 +291,17 @@ def write_outputs(rows, out):
         print("matplotlib not installed: no PNG")
 
 
+def counts(text):
+    """argparse type: a comma-separated list of positive whole numbers ("" for none)."""
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a comma-separated list of whole numbers")
+    if any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"'{text}': every number must be at least 1")
+    return values
+
+
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default="./train_gpt2cu")
@@ -298,8 +309,8 @@ def parse_args():
     ap.add_argument("--model", default="d12", help="the trainer's -e: a dev/configs.py descriptor or a model file; the "
                     "predictor's gradient sizes (L, C, maxT) come from it, their bytes per element from the RESULT "
                     "line's precision (4 in FP32, 2 in FP16/BF16)")
-    ap.add_argument("--gpus", default="")
-    ap.add_argument("--blocks", default="128,512,1024")
+    ap.add_argument("--gpus", type=counts, default=[], help="GPU counts (default: 1, 2, 4, 8 up to the visible GPUs)")
+    ap.add_argument("--blocks", type=counts, default=[128, 512, 1024], help="sequence lengths T")
     ap.add_argument("--modes", default="seed,global")
     ap.add_argument("--types", default="ddp,ddp_nop2p,zero1", help=f"reduction types, of {', '.join(TYPES)} (sockets: "
                     "every rank a node of its own, NCCL over TCP; dev/device/own_host.sh)")
@@ -307,7 +318,7 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--mpirun-args", default="")
     ap.add_argument("--out", default="dev/scaling")
-    ap.add_argument("--predict", default="", help="GPU counts to predict from the 1-GPU rows (e.g. 8,16)")
+    ap.add_argument("--predict", type=counts, default=[], help="GPU counts to predict from the 1-GPU rows (e.g. 8,16)")
     ap.add_argument("--link-gbs", type=float, default=25.0, help="--predict: bus bandwidth of the slowest link, GB/s")
     ap.add_argument("--alpha-us", type=float, default=30.0, help="--predict: all-reduce latency, us")
     args = ap.parse_args()
@@ -315,6 +326,8 @@ def parse_args():
         model_dims(args.model)      # the predictor's gradient sizes: a known descriptor or a model file
     except ValueError as e:
         ap.error(str(e))
+    if any(m not in ("seed", "global") for m in args.modes.split(",")):
+        ap.error(f"--modes {args.modes}: seed and/or global, comma-separated")
     unknown = [t for t in args.types.split(",") if t not in TYPES]
     if unknown:
         ap.error(f"--types: unknown {', '.join(unknown)} (known: {', '.join(TYPES)})")
@@ -326,7 +339,7 @@ def parse_args():
 def gpu_counts(args):
     """--gpus, else 1, 2, 4, 8 up to the visible GPUs."""
     if args.gpus:
-        return [int(g) for g in args.gpus.split(",")]
+        return args.gpus
     try:
         visible = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU ")
     except OSError:
@@ -388,7 +401,7 @@ def measure_group(args, gpus, fits, T, mode):
             else:
                 failed += 1
     rows = [add_ratios(r, base, fits, args.model, T) for r in group]
-    for n in [int(x) for x in args.predict.split(",") if x]:
+    for n in args.predict:
         p = predict_gpus(base, T, mode, n, args.alpha_us, args.link_gbs, model_ranges(args.model, T, base))
         print(f"predicted {n:4d} GPUs T={T} {mode}: {p['ms']:8.1f} ms/step, {p['tok_per_s']:10.0f} tok/s, "
               f"efficiency {100 * p['efficiency']:5.1f} %, exposed comm {p['exposed']:.1f} ms "
@@ -401,7 +414,7 @@ def main():
     gpus = gpu_counts(args)
     fits = probe_fits(args, gpus)
     rows, failed = [], 0
-    for T in [int(t) for t in args.blocks.split(",")]:
+    for T in args.blocks:
         for mode in args.modes.split(","):
             group, group_failed = measure_group(args, gpus, fits, T, mode)
             rows += group

@@ -97,6 +97,17 @@ with tempfile.TemporaryDirectory() as tmp:
         check(p.returncode == 2 and p.stderr.strip().splitlines()[-1] == f"scaling.py: error: --bin {b}: not an executable file"
               and not p.stdout and earlier_kept(tmp), f"--bin {what}: one argument error, exit 2, nothing written", p.stdout + p.stderr)
 
+    # lists of counts that are not: one argument error naming the option, before any run
+    for opt, value, why in [("--blocks", "12x", "'12x' is not a comma-separated list of whole numbers"),
+                            ("--gpus", "0,2", "'0,2': every number must be at least 1"),
+                            ("--predict", "8;16", "'8;16' is not a comma-separated list of whole numbers")]:
+        p = run(tmp, extra=[opt, value])
+        check(p.returncode == 2 and p.stderr.strip().splitlines()[-1] == f"scaling.py: error: argument {opt}: {why}"
+              and not p.stdout and earlier_kept(tmp), f"{opt} {value}: one argument error, exit 2, nothing written", p.stdout + p.stderr)
+    p = run(tmp, extra=["--modes", "seeds"])
+    check(p.returncode == 2 and p.stderr.strip().splitlines()[-1] == "scaling.py: error: --modes seeds: seed and/or global, comma-separated",
+          "--modes seeds: one argument error", p.stdout + p.stderr)
+
 p = subprocess.run([sys.executable, SCALING, "--help"], capture_output=True, text=True)
 check(p.returncode == 0 and p.stdout.startswith("usage:") and not p.stderr, "--help: usage, exit 0")
 finish()
