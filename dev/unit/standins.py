@@ -69,3 +69,26 @@ def gpu_tools(root, gpus=None):
         write(os.path.join(root, "tools/nvidia-smi"), "#!/bin/sh\n" + "".join(f"echo 'GPU {g}: stand-in'\n" for g in range(gpus)),
               exe=True)
     return os.path.join(root, "tools") + ":" + os.environ["PATH"]
+
+
+# A stand-in trainer for dev/scaling.py's tests (test_predict.py, test_scaling.py): its RESULT line
+# from -b/-t/-d, in the precision STANDIN_PRECISION (default bf16); it fails, as a trainer without a
+# GPU does, at the sequence lengths in STANDIN_FAIL_T (or everywhere with "all"), and with --zero
+# under STANDIN_FAIL_ZERO.
+TRAINER_STANDIN = r"""#!/usr/bin/env python3
+import os, sys
+a = sys.argv
+B, T, d = (int(a[a.index(k) + 1]) for k in ("-b", "-t", "-d"))
+fail = os.environ.get("STANDIN_FAIL_T", "").split(",")
+if "all" in fail or str(T) in fail or ("--zero" in a and os.environ.get("STANDIN_FAIL_ZERO")):
+    print("train_gpt2cu: stand-in output before the error")
+    sys.exit("CUDA error: no CUDA-capable device is detected")
+accum = d // (B * T)
+fwd, bwd, opt = 40.0 * B / 64 * accum, 80.0 * B / 64 * accum, 1.0
+ms = fwd + bwd + opt
+print(f"RESULT precision={os.environ.get('STANDIN_PRECISION', 'bf16')} model=L12C768 gpus=1 zero=0 B={B} T={T} accum={accum} "
+      f"total_batch={d} steps=6 median_ms={ms:.3f} tok_per_s={d / ms * 1e3:.0f} mean_ms={ms:.3f} "
+      f"tok_per_s_mean={d / ms * 1e3:.0f} mfu=40.00 fwd_ms={fwd:.3f} bwd_ms={bwd:.3f} opt_ms={opt:.3f} "
+      f"exposed_comm_ms=0.000 exposed_comm_pct=0.00 comm_ms=0.000 comm_mb=0.0 busbw_gbs=0.0 "
+      f"bwd_last_ms={bwd / accum:.3f} bwd_other_ms={bwd / accum:.3f} device_mem_gb=20.00")
+"""

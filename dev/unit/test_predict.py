@@ -9,7 +9,7 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 from check import check, finish  # noqa: E402
-from standins import gpu_tools, write  # noqa: E402
+from standins import TRAINER_STANDIN, gpu_tools, write  # noqa: E402
 from scaling import (gpt2_ranges, grad_bytes, interference, model_dims, model_ranges, parse_result,  # noqa: E402
                      predict_gpus, predict_step_ms, use_mean_step)
 
@@ -95,26 +95,13 @@ check(abs(p16["efficiency"] - 1.0) < 0.01, "global, 16 GPUs, infinite bandwidth:
 ps = predict_gpus(base, 1024, "seed", 4, 10, 1e6, rng)
 check(ps["accum"] == 1 and ps["tokens"] == 64 * 1024 * 4, "seed mode: B*T*n tokens")
 
-# end to end: dev/scaling.py --predict with a stand-in trainer (its RESULT line from -b/-t/-d)
-STANDIN = r"""#!/usr/bin/env python3
-import os, sys
-a = sys.argv
-B, T, d = (int(a[a.index(k) + 1]) for k in ("-b", "-t", "-d"))
-accum = d // (B * T)
-fwd, bwd, opt = 40.0 * B / 64 * accum, 80.0 * B / 64 * accum, 1.0
-ms = fwd + bwd + opt
-print(f"RESULT precision={os.environ['STANDIN_PRECISION']} model=L12C768 gpus=1 zero=0 B={B} T={T} accum={accum} "
-      f"total_batch={d} steps=6 median_ms={ms:.3f} tok_per_s={d / ms * 1e3:.0f} mean_ms={ms:.3f} "
-      f"tok_per_s_mean={d / ms * 1e3:.0f} mfu=40.00 fwd_ms={fwd:.3f} bwd_ms={bwd:.3f} opt_ms={opt:.3f} "
-      f"exposed_comm_ms=0.000 exposed_comm_pct=0.00 comm_ms=0.000 comm_mb=0.0 busbw_gbs=0.0 "
-      f"bwd_last_ms={bwd / accum:.3f} bwd_other_ms={bwd / accum:.3f} device_mem_gb=20.00")
-"""
+# end to end: dev/scaling.py --predict with a stand-in trainer (standins.TRAINER_STANDIN)
 scaling = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scaling.py")
 
 
 def predicted(tmp, model, precision, link="1e6", predict="2,16"):
     b = os.path.join(tmp, "standin")
-    write(b, STANDIN, exe=True)
+    write(b, TRAINER_STANDIN, exe=True)
     p = subprocess.run([sys.executable, scaling, "--bin", b, "--gpus", "1", "--predict", predict, "--blocks", "1024",
                         "--modes", "global", "--types", "ddp", "--model", model, "--link-gbs", link, "--out",
                         os.path.join(tmp, "out")], capture_output=True, text=True,
@@ -159,7 +146,7 @@ if how == os.environ.get("STANDIN_PROBE_FAILS"):
     sys.exit(1)
 print("ALLREDUCE_FIT gpus=2 p2p_disable=0 alpha_us=30.0 busbw_gbs=" + ("5.0" if how == "sockets" else "300.0"))
 """
-TRAINER_LOGGED = STANDIN.replace("import os, sys\n", "import os, sys\nopen(os.environ['STANDIN_LOG'], 'a').write("
+TRAINER_LOGGED = TRAINER_STANDIN.replace("import os, sys\n", "import os, sys\nopen(os.environ['STANDIN_LOG'], 'a').write("
                                  "'trainer ' + ('sockets' if os.environ.get('NCCL_HOSTID') else 'plain') + '\\n')\n")
 
 

@@ -8,28 +8,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from standins import check, finish, gpu_tools, write  # noqa: E402
+from standins import TRAINER_STANDIN, check, finish, gpu_tools, write  # noqa: E402
 
 SCALING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scaling.py")
-# the trainer's RESULT line from -b/-t/-d; fails (as a trainer without a GPU does) at the sequence
-# lengths in STANDIN_FAIL_T, or everywhere with STANDIN_FAIL_T=all, and with --zero under STANDIN_FAIL_ZERO
-STANDIN = r"""#!/usr/bin/env python3
-import os, sys
-a = sys.argv
-B, T, d = (int(a[a.index(k) + 1]) for k in ("-b", "-t", "-d"))
-fail = os.environ.get("STANDIN_FAIL_T", "").split(",")
-if "all" in fail or str(T) in fail or ("--zero" in a and os.environ.get("STANDIN_FAIL_ZERO")):
-    print("train_gpt2cu: stand-in output before the error")
-    sys.exit("CUDA error: no CUDA-capable device is detected")
-accum = d // (B * T)
-fwd, bwd, opt = 40.0 * B / 64 * accum, 80.0 * B / 64 * accum, 1.0
-ms = fwd + bwd + opt
-print(f"RESULT precision=bf16 model=L12C768 gpus=1 zero=0 B={B} T={T} accum={accum} "
-      f"total_batch={d} steps=6 median_ms={ms:.3f} tok_per_s={d / ms * 1e3:.0f} mean_ms={ms:.3f} "
-      f"tok_per_s_mean={d / ms * 1e3:.0f} mfu=40.00 fwd_ms={fwd:.3f} bwd_ms={bwd:.3f} opt_ms={opt:.3f} "
-      f"exposed_comm_ms=0.000 exposed_comm_pct=0.00 comm_ms=0.000 comm_mb=0.0 busbw_gbs=0.0 "
-      f"bwd_last_ms={bwd / accum:.3f} bwd_other_ms={bwd / accum:.3f} device_mem_gb=20.00")
-"""
 EARLIER = {".csv": "model,gpus\nd12,1\n", ".md": "| the earlier table |\n"}
 
 
@@ -54,7 +35,7 @@ def csv_rows(tmp):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    write(os.path.join(tmp, "standin"), STANDIN, exe=True)
+    write(os.path.join(tmp, "standin"), TRAINER_STANDIN, exe=True)
     out = os.path.join(tmp, "out")
 
     # every run fails (a machine without a GPU): nothing written, one closing line, non-zero
