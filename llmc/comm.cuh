@@ -262,7 +262,9 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, 
         if (!rendezvous_file(c->rank, &id, sizeof id, rendezvous.substr(5), 120, err)) return false;
     } else if (rendezvous == "tcp") {
         const char* host = getenv("MASTER_ADDR");
-        if (!rendezvous_tcp(c->rank, c->world, &id, sizeof id, host ? host : "127.0.0.1", rendezvous_port(), 120, err)) return false;
+        int port;
+        if (!rendezvous_port(&port, err) || !rendezvous_tcp(c->rank, c->world, &id, sizeof id, host ? host : "127.0.0.1", port, 120, err))
+            return false;
     } else {
         *err = "option --rendezvous: '" + rendezvous + "' is not tcp or file:PATH";
         return false;

@@ -22,10 +22,24 @@
 
 // The TCP port: MASTER_PORT (default 29500), or the one above it under torchrun, whose own store
 // already listens on MASTER_PORT (torchrun sets TORCHELASTIC_RUN_ID in its workers' environment).
-inline int rendezvous_port() {
+// false + one line in *err when MASTER_PORT is not a port number (atoi would make "abc" port 0: rank
+// 0 would listen on a random port, and the others wait 120 s for nothing).
+inline bool rendezvous_port(int* port, std::string* err) {
     const char* p = getenv("MASTER_PORT");
-    const int port = p && *p ? atoi(p) : 29500;
-    return getenv("TORCHELASTIC_RUN_ID") ? port + 1 : port;
+    const bool torchrun = getenv("TORCHELASTIC_RUN_ID") != nullptr;
+    long v = 29500;
+    if (p && *p) {
+        char* end = nullptr;
+        errno = 0;
+        v = strtol(p, &end, 10);
+        if (*end != '\0' || errno == ERANGE || v < 1 || v > (torchrun ? 65534 : 65535)) {
+            *err = std::string("environment variable MASTER_PORT='") + p + "' is not a TCP port (1.." + (torchrun ? "65534" : "65535") +
+                   (torchrun ? "; under torchrun the id goes over the port above it)" : ")");
+            return false;
+        }
+    }
+    *port = (int)v + (torchrun ? 1 : 0);
+    return true;
 }
 
 // Rank 0's listening socket on `port`, IPv6 and IPv4 (IPv4 alone where IPv6 is off); -1 with *err

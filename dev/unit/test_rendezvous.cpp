@@ -140,11 +140,22 @@ static void test_tcp_silent_server() {
 static void test_rendezvous_port() {
     setenv("MASTER_PORT", "31000", 1);
     unsetenv("TORCHELASTIC_RUN_ID");
-    const int plain = rendezvous_port();
+    int plain = 0, port = 0;
+    std::string err;
+    CHECK(rendezvous_port(&plain, &err), "MASTER_PORT=31000 read");
     setenv("TORCHELASTIC_RUN_ID", "job", 1);
-    CHECK(plain == 31000 && rendezvous_port() == 31001, "MASTER_PORT, and MASTER_PORT+1 under torchrun");
-    unsetenv("TORCHELASTIC_RUN_ID"); unsetenv("MASTER_PORT");
-    CHECK(rendezvous_port() == 29500, "29500 without MASTER_PORT");
+    CHECK(plain == 31000 && rendezvous_port(&port, &err) && port == 31001, "MASTER_PORT, and MASTER_PORT+1 under torchrun");
+    setenv("MASTER_PORT", "65535", 1);
+    CHECK(!rendezvous_port(&port, &err) && err.find("not a TCP port (1..65534; under torchrun") != std::string::npos,
+          "under torchrun MASTER_PORT=65535 leaves no port above it");
+    unsetenv("TORCHELASTIC_RUN_ID");
+    for (const char* bad : {"abc", "0", "65536", "80x", "-1"}) {
+        setenv("MASTER_PORT", bad, 1);
+        CHECK(!rendezvous_port(&port, &err) && err == std::string("environment variable MASTER_PORT='") + bad + "' is not a TCP port (1..65535)",
+              (std::string("MASTER_PORT=") + bad + ": one line").c_str());
+    }
+    unsetenv("MASTER_PORT");
+    CHECK(rendezvous_port(&port, &err) && port == 29500, "29500 without MASTER_PORT");
 }
 
 // Checks the file rendezvous: peers wait for it; rank 0 removes it when done, so a rerun on the
