@@ -126,8 +126,10 @@ inline std::vector<Option> train_options(TrainConfig* c) {
 }
 
 inline constexpr const char* TRAIN_USAGE = "usage: [mpirun -np N] train_gpt2cu [options]";
-// What --help prints after the options: how a run ends.
+// What --help prints after the options: how a run is launched and how it ends.
 inline constexpr const char* TRAIN_ENDINGS =
+    "Launch: mpirun -np N (one rank per GPU), or without mpirun from the environment, as torchrun or Slurm set it:\n"
+    "RANK/WORLD_SIZE/LOCAL_RANK or SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID, with MASTER_ADDR/MASTER_PORT (--rendezvous tcp).\n"
     "Stopping: SIGTERM, SIGINT (Ctrl-C) or SIGUSR1, sent to any one rank, let the step finish; then every rank stops,\n"
     "a checkpoint is written (with --out) and -o DIR --resume continues. A second signal ends the process at once.\n"
     "Exit codes: 0 done; 1 an error, which one line names (an option, an input file, no usable GPU, a CUDA or NCCL\n"
