@@ -65,15 +65,16 @@ ifneq ($(NO_MPI),1)
 endif
 
 # --- the CUDA targets depend on their nvcc command too: another PRECISION, GPU_ARCH, NO_MPI, ...
-# rebuilds them (instead of "up to date" with a binary of the old settings). The stamp file is
-# rewritten only when the command changes.
+# rebuilds them (instead of "up to date" with a binary of the old settings). The stamp's recipe
+# runs whenever a CUDA target is considered, and rewrites the file only when the command changed
+# (a build of other targets, such as make data, leaves it alone).
 NVCC_STAMP := build/nvcc_command.txt
 NVCC_CMD   := $(NVCC) $(NVCC_FLAGS) $(NVCC_LIBS)
-ifneq ($(filter-out clean info,$(or $(MAKECMDGOALS),all)),)
-  $(shell mkdir -p build && { [ "$$(cat $(NVCC_STAMP) 2>/dev/null)" = '$(NVCC_CMD)' ] || printf '%s\n' '$(NVCC_CMD)' > $(NVCC_STAMP); })
-endif
-$(NVCC_STAMP):
-	@mkdir -p build && printf '%s\n' '$(NVCC_CMD)' > $@
+.PHONY: FORCE
+FORCE:
+$(NVCC_STAMP): export NVCC_CMD_TEXT := $(NVCC_CMD)
+$(NVCC_STAMP): FORCE
+	@mkdir -p $(@D) && { printf '%s\n' "$$NVCC_CMD_TEXT" | cmp -s - $@ || printf '%s\n' "$$NVCC_CMD_TEXT" > $@; }
 
 # --- host-only code (tokenizer, unit tests): plain C++
 CXXFLAGS    ?= -O2 -std=c++17 -Wall -Wextra

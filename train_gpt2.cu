@@ -337,7 +337,7 @@ bool setup(Run* r, std::string* err) {
     if (tc.eval_only && fresh && rank0) printf("note: --eval-only of a new, randomly initialized %s (-e names no model file)\n", tc.model.c_str());
     if (!tc.bench && !open_data(r, cfg, err)) return false;
     // the run directory is made later (after the model is built); a bad one is refused before any GPU work
-    if (!tc.out.empty() && rank0 && !dir_can_be_used(tc.out, err)) { *err = "option --out: " + *err; return false; }
+    if (!tc.out.empty() && rank0 && !dir_can_be_used(tc.out, !tc.bench || tc.gemm_tune > 0, err)) { *err = "option --out: " + *err; return false; }
     if (!context_create(&r->ctx, r->comm.local_rank, err)) return false;
     r->peak = tc.peak_tflops > 0 ? GpuPeak{tc.peak_tflops * 1e12, "--peak-tflops"}
                                  : gpu_peak(r->ctx.props.major, r->ctx.props.minor, r->ctx.props.name, sizeof(floatX) == 4);

@@ -26,17 +26,22 @@ inline bool make_dirs(const std::string& path, std::string* err) {
     return true;
 }
 
-// Would make_dirs(path) give a directory this process can write in? Checked without creating
-// anything: the nearest existing ancestor (or path itself) must be a writable directory.
-inline bool dir_can_be_used(const std::string& path, std::string* err) {
+// Would make_dirs(path) give a directory this process can use? Checked without creating anything:
+// the nearest existing ancestor (or path itself) must be a directory, writable when `write` (a
+// run that only reads an existing directory, e.g. --bench reusing gemm_algos.txt, needs no more).
+inline bool dir_can_be_used(const std::string& path, bool write, std::string* err) {
     std::string p = path;
     for (;;) {
         struct stat st;
         if (stat(p.c_str(), &st) == 0) {
             if (!S_ISDIR(st.st_mode)) { *err = p + ": not a directory"; return false; }
-            if (access(p.c_str(), W_OK | X_OK) != 0) { *err = p + ": cannot write there: " + strerror(errno); return false; }
+            const bool needs_write = write || p != path;   // a missing directory must be created
+            if (needs_write && access(p.c_str(), W_OK | X_OK) != 0) { *err = p + ": cannot write there: " + strerror(errno); return false; }
             return true;
         }
+        // only "does not exist" moves on to the parent; anything else (a directory that cannot
+        // be searched, a stale NFS handle) is the answer, also for "." and "/" themselves
+        if ((errno != ENOENT && errno != ENOTDIR) || p == "." || p == "/") { *err = p + ": " + strerror(errno); return false; }
         while (p.size() > 1 && p.back() == '/') p.pop_back();
         const size_t slash = p.find_last_of('/');
         p = slash == std::string::npos ? "." : slash == 0 ? "/" : p.substr(0, slash);

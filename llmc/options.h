@@ -4,6 +4,7 @@
 //   --name value   --name=value   -n value   (flags: --name / -n, no value)
 // Every error is one line: "option --lr: 'abc' is not a number", "unknown option '--foo'", ...
 #pragma once
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -49,15 +50,18 @@ inline void options_help(FILE* f, const char* usage, const std::vector<Option>& 
 }
 
 // `text` for an error line: control bytes (a NUL, a stray \r, an escape) as \xNN, so a message
-// stays one readable line whatever a file or argument held; long text cut at 80 bytes.
+// stays one readable line whatever a file or argument held; other bytes (UTF-8 included) as they
+// are; long text cut at 80 bytes, never inside a UTF-8 character.
 inline std::string printable(const std::string& text) {
+    size_t n = std::min(text.size(), (size_t)80);
+    if (n < text.size()) while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80) n--;   // text[n]: a continuation byte
     std::string out;
-    for (size_t i = 0; i < text.size() && i < 80; i++) {
+    for (size_t i = 0; i < n; i++) {
         const unsigned char ch = (unsigned char)text[i];
         if (ch < 0x20 || ch == 0x7f) { char buf[8]; snprintf(buf, sizeof buf, "\\x%02x", ch); out += buf; }
         else out += (char)ch;
     }
-    return text.size() > 80 ? out + "..." : out;
+    return n < text.size() ? out + "..." : out;
 }
 
 // Sets one option from its text value; false + err on a bad value.
@@ -68,14 +72,14 @@ inline bool option_set(const Option& o, const std::string& flag, const std::stri
     errno = 0;
     const bool real = o.type == OPT_FLOAT || o.type == OPT_DOUBLE;
     const double v = real ? strtod(s, &end) : (double)strtoll(s, &end, 10);
-    if (text.empty() || isspace((unsigned char)text[0]) || *end != '\0' || (real && errno != ERANGE && !std::isfinite(v))) {
+    if (text.empty() || isspace((unsigned char)text[0]) || end != s + text.size() || (real && errno != ERANGE && !std::isfinite(v))) {
         *err = "option " + flag + ": '" + printable(text) + "' is not " + (real ? "a number" : "an integer");
         return false;
     }
     // Too large (or too small) to hold: strtoll/strtod saturate with ERANGE, and a float option
     // must not round a non-zero value to 0 or to infinity (--nccl-timeout 1e-46 would mean "never").
     if (real && ((errno == ERANGE && std::fabs(v) < 1) || (o.type == OPT_FLOAT && v != 0 && (float)v == 0))) {
-        *err = "option " + flag + ": " + text + " is too close to 0 to be held as a " + (o.type == OPT_FLOAT ? "32-bit float" : "double");
+        *err = "option " + flag + ": " + text + (o.type == OPT_FLOAT ? " is too close to 0 to be held as a 32-bit float" : " is below a double's normal range");
         return false;
     }
     const bool too_large = errno == ERANGE || (o.type == OPT_FLOAT && std::isinf((float)v));
@@ -140,7 +144,7 @@ inline bool options_apply_text(const std::vector<Option>& opts, const std::strin
         const Option* opt = nullptr;
         if (eq != std::string::npos)
             for (const Option& o : opts) if (line.compare(0, eq, o.name) == 0 && eq == strlen(o.name)) opt = &o;
-        if (!opt && eq != std::string::npos && unknown) { unknown->push_back(line.substr(0, eq)); continue; }
+        if (!opt && eq != std::string::npos && unknown) { unknown->push_back(printable(line.substr(0, eq))); continue; }
         if (!opt) { *err = where + ": '" + printable(line) + "' is not NAME=VALUE of a known option"; return false; }
         const std::string value = line.substr(eq + 1);
         if (opt->type == OPT_FLAG) {

@@ -366,7 +366,6 @@ static void test_sampler_nonfinite_logits(uint64_t* rng) {
           (unsigned)sample_token(all_nan.data(), 2, 0, 0.5f, 1.0f, rng) < 2u, "NaN logits are never drawn; +inf is; all-NaN stays in range");
 }
 
-// JSON escaping (llmc/logger.h): strings escaped, inf/nan written as null
 // A run without -d resumed with another -b keeps its tokens per step (more or fewer micro-steps);
 // a -b whose B*T*GPUs does not divide them is refused
 static void test_resume_new_batch_keeps_step_tokens() {
@@ -402,6 +401,34 @@ static void test_resume_options_txt_oddities() {
           "control bytes in a line: shown as \\xNN, one line", "got '" + err + "'");
 }
 
+// --out checked before any GPU work (llmc/logger.h): the nearest existing ancestor decides
+static void test_dir_can_be_used() {
+    char tmpl[] = "/tmp/dcbuXXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    std::string err;
+    FILE* f = fopen((dir + "/file").c_str(), "w");
+    if (f) fclose(f);
+    CHECK(dir_can_be_used(dir, true, &err) && dir_can_be_used(dir + "/new/deeper/", true, &err) && dir_can_be_used("relative/x", true, &err),
+          "an existing directory, a missing one under it (trailing slash), a relative path");
+    CHECK(!dir_can_be_used(dir + "/file/run", true, &err) && err == dir + "/file: not a directory", "a path under a file: names the file");
+    const std::string long_name = dir + "/" + std::string(300, 'a') + "/run";
+    CHECK(!dir_can_be_used(long_name, true, &err) && err.find("File name too long") != std::string::npos,
+          "an error other than 'missing' (a name too long) is the answer, not a reason to look further up");
+    rmdir((dir + "/file").c_str()); remove((dir + "/file").c_str()); rmdir(dir.c_str());
+}
+
+// options.txt values: a NUL inside a number is not its end; long text cut on a UTF-8 boundary
+static void test_option_text_bytes() {
+    TrainConfig x;
+    std::string err;
+    CHECK(!options_apply_text(train_options(&x), std::string("lr=0.5\0garbage\n", 15), "o.txt", &err) &&
+              err == "o.txt: option --lr: '0.5\\x00garbage' is not a number", "a NUL inside a number: refused, shown as \\x00");
+    const std::string cut = printable(std::string(79, 'a') + "\xc3\xa9" + "zz");
+    CHECK(cut == std::string(79, 'a') + "...", "printable: cut before a 2-byte UTF-8 character that straddles byte 80");
+    CHECK(printable("caf\xc3\xa9\x1b") == "caf\xc3\xa9\\x1b", "printable: UTF-8 kept, an escape byte shown as \\x1b");
+}
+
+// JSON escaping (llmc/logger.h): strings escaped, inf/nan written as null
 static void test_json() {
     CHECK(json_string("a\"b\\c\nd\x01") == "\"a\\\"b\\\\c\\nd\\u0001\"", "JSON string escaping");
     CHECK(json_number(INFINITY) == "null" && json_number(NAN) == "null" && json_number(2.5) == "2.5", "JSON numbers: inf/nan as null");
@@ -432,6 +459,8 @@ int main() {
     test_sampler_top_p_one_is_top_k();
     test_sampler_nonfinite_logits(&rng);
 
+    test_dir_can_be_used();
+    test_option_text_bytes();
     test_json();
     return check_finish();
 }
