@@ -151,7 +151,8 @@ inline bool rendezvous_tcp_fetch(int rank, void* id, size_t bytes, const std::st
         if (!ok) std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     freeaddrinfo(res);
-    if (!ok) *err = "rendezvous: no NCCL id from " + host + ":" + std::to_string(port) + " within " + std::to_string(timeout_s) + " s";
+    if (!ok) *err = "rendezvous: no NCCL id from " + host + ":" + std::to_string(port) + " within " + std::to_string(timeout_s) +
+                    " s (rank 0 not started, or it stopped on an error before the rendezvous: see its output)";
     return ok;
 }
 
@@ -195,7 +196,8 @@ inline bool rendezvous_file(int rank, void* id, size_t bytes, const std::string&
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
-    *err = "rendezvous: " + path + " did not appear within " + std::to_string(timeout_s) + " s";
+    *err = "rendezvous: " + path + " did not appear within " + std::to_string(timeout_s) +
+           " s (rank 0 not started, or it stopped on an error before the rendezvous: see its output)";
     return false;
 }
 // Rank 0, after the communicator exists (its creation returns only once every rank has joined,

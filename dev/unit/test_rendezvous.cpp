@@ -183,7 +183,7 @@ static void test_file(const Id& id0) {
     Id id{};
     std::string err;
     const bool late = rendezvous_file(1, id.data(), id.size(), path, 1, &err);
-    CHECK(!late && err == "rendezvous: " + path + " did not appear within 1 s", "file: a missing file ends in one error line");
+    CHECK(!late && err == "rendezvous: " + path + " did not appear within 1 s (rank 0 not started, or it stopped on an error before the rendezvous: see its output)", "file: a missing file ends in one error line");
 }
 
 int main() {
