@@ -214,8 +214,8 @@ def probe_fit(a, n, typ):
     if wrapper:
         cmd = ["mpirun", "--allow-run-as-root", "-np", str(n), "--bind-to", "none", "-x", "NCCL_NVLS_ENABLE",
                "-x", "NCCL_P2P_DISABLE"] + a.mpirun_args.split() + wrapper + cmd
-    elif "CUDA_VISIBLE_DEVICES" not in os.environ:  # the probe uses every visible GPU: show it the first n
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(n))
+    else:  # the probe uses every GPU it sees: show it the first n of those visible
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(visible_gpus()[:n])
     try:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     except OSError as e:     # no probe (or no mpirun): its rows get no prediction, as for a failed probe
@@ -336,15 +336,23 @@ def parse_args():
     return args
 
 
+def visible_gpus():
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them: its entries when it is set
+    (nvidia-smi -L lists every GPU of the machine regardless), else 0..n-1 for nvidia-smi's n."""
+    if "CUDA_VISIBLE_DEVICES" in os.environ:
+        return [d.strip() for d in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()]
+    try:
+        n = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU ")
+    except OSError:
+        n = 0
+    return [str(i) for i in range(n)]
+
+
 def gpu_counts(args):
     """--gpus, else 1, 2, 4, 8 up to the visible GPUs."""
     if args.gpus:
         return args.gpus
-    try:
-        visible = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU ")
-    except OSError:
-        visible = 0
-    return [g for g in (1, 2, 4, 8) if g <= visible]
+    return [g for g in (1, 2, 4, 8) if g <= len(visible_gpus())]
 
 
 def probe_fits(args, gpus):

@@ -95,6 +95,18 @@ check(abs(p16["efficiency"] - 1.0) < 0.01, "global, 16 GPUs, infinite bandwidth:
 ps = predict_gpus(base, 1024, "seed", 4, 10, 1e6, rng)
 check(ps["accum"] == 1 and ps["tokens"] == 64 * 1024 * 4, "seed mode: B*T*n tokens")
 
+# the GPUs scaling.py counts: CUDA_VISIBLE_DEVICES when set (nvidia-smi -L lists every GPU regardless)
+import scaling as _scaling  # noqa: E402
+_saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+os.environ["CUDA_VISIBLE_DEVICES"] = "2, 3"
+check(_scaling.visible_gpus() == ["2", "3"], "visible_gpus: CUDA_VISIBLE_DEVICES's entries")
+os.environ["CUDA_VISIBLE_DEVICES"] = ""
+check(_scaling.visible_gpus() == [], "visible_gpus: an empty CUDA_VISIBLE_DEVICES hides every GPU")
+if _saved is None:
+    del os.environ["CUDA_VISIBLE_DEVICES"]
+else:
+    os.environ["CUDA_VISIBLE_DEVICES"] = _saved
+
 # end to end: dev/scaling.py --predict with a stand-in trainer (standins.TRAINER_STANDIN)
 scaling = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scaling.py")
 
