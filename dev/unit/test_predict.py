@@ -11,7 +11,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from check import check, finish  # noqa: E402
 from standins import TRAINER_STANDIN, gpu_tools, write  # noqa: E402
 from scaling import (gpt2_ranges, grad_bytes, interference, model_dims, model_ranges, parse_result,  # noqa: E402
-                     predict_gpus, predict_step_ms, use_mean_step)
+                     predict_gpus, predict_step_ms, use_mean_step, visible_gpus)
 
 
 one = {"fwd": 40.0, "bwd": 80.0, "opt": 1.0}
@@ -96,12 +96,11 @@ ps = predict_gpus(base, 1024, "seed", 4, 10, 1e6, rng)
 check(ps["accum"] == 1 and ps["tokens"] == 64 * 1024 * 4, "seed mode: B*T*n tokens")
 
 # the GPUs scaling.py counts: CUDA_VISIBLE_DEVICES when set (nvidia-smi -L lists every GPU regardless)
-import scaling as _scaling  # noqa: E402
 _saved = os.environ.get("CUDA_VISIBLE_DEVICES")
 os.environ["CUDA_VISIBLE_DEVICES"] = "2, 3"
-check(_scaling.visible_gpus() == ["2", "3"], "visible_gpus: CUDA_VISIBLE_DEVICES's entries")
+check(visible_gpus() == ["2", "3"], "visible_gpus: CUDA_VISIBLE_DEVICES's entries")
 os.environ["CUDA_VISIBLE_DEVICES"] = ""
-check(_scaling.visible_gpus() == [], "visible_gpus: an empty CUDA_VISIBLE_DEVICES hides every GPU")
+check(visible_gpus() == [], "visible_gpus: an empty CUDA_VISIBLE_DEVICES hides every GPU")
 if _saved is None:
     del os.environ["CUDA_VISIBLE_DEVICES"]
 else:
