@@ -280,10 +280,12 @@ bool open_data(Run* r, const GPT2Config& cfg, std::string* err) {
         *err = "option --val: " + *err;
         return false;
     }
-    // a validation loss on tokens the model trains on measures nothing
-    for (const std::string& v : tc.eval_only ? std::vector<std::string>{} : glob_files(tc.val))
-        for (const std::string& t : glob_files(tc.train))
-            if (v == t) { *err = "option --val: " + v + " is also one of --train's files"; return false; }
+    // a validation loss on tokens the model trains on measures nothing (glob_files: canonical, sorted)
+    if (!tc.eval_only) {
+        const std::vector<std::string> train = glob_files(tc.train);
+        for (const std::string& v : glob_files(tc.val))
+            if (std::binary_search(train.begin(), train.end(), v)) { *err = "option --val: " + v + " is also one of --train's files"; return false; }
+    }
     if (val_rows < tc.B && r->comm.rank == 0)
         printf("note: validation batches of %d rows of %d tokens per GPU: %s is too small for %d\n", val_rows, tc.T, tc.val.c_str(), tc.B);
     if (!tc.hellaswag.empty() && !open_choices(r, cfg, err)) return false;

@@ -9,10 +9,14 @@ clock has not come down yet). Needs PyTorch and a GPU.
     python3 dev/precision_power.py [--seconds 4] [--rounds 2]
 """
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference import need  # noqa: E402
 
 # PyTorch is imported after the arguments are parsed (as in dev/torch_bench.py): --help needs no
 # PyTorch, and a run without it, or without a GPU, is one line.
@@ -51,10 +55,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--n", type=int, default=8192, help="matrix size")
     args = ap.parse_args()
-    try:
-        import torch
-    except (ImportError, OSError) as e:  # OSError: installed, but a shared library of it is missing
-        sys.exit(f"dev/precision_power.py needs PyTorch (pip install torch): {e}")
+    torch = need("dev/precision_power.py", "torch", "PyTorch")
     if not torch.cuda.is_available():
         sys.exit("dev/precision_power.py: no CUDA device")
     n = args.n

@@ -35,7 +35,6 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
-#include <climits>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -63,22 +62,6 @@ struct Comm {
 #endif
     Watchdog* watchdog = nullptr;     // world > 1 only
 };
-
-// An environment variable of the launch as a whole number: false + one line in *err when it is
-// set but not one (atoi would read "abc" as 0, and WORLD_SIZE=0 would then divide by zero).
-inline bool env_int(const char* name, int fallback, int* out, std::string* err) {
-    const char* v = getenv(name);
-    if (!v || !*v) { *out = fallback; return true; }
-    char* end = nullptr;
-    errno = 0;
-    const long long x = strtoll(v, &end, 10);
-    if (*end != '\0' || errno == ERANGE || isspace((unsigned char)*v) || x < INT_MIN || x > INT_MAX) {
-        *err = std::string("environment variable ") + name + "='" + v + "' is not a whole number";
-        return false;
-    }
-    *out = (int)x;
-    return true;
-}
 
 // Reads a launcher's rank, world size and local rank from the environment; false + one line in
 // *err unless 1 <= world, 0 <= rank < world and 0 <= local rank.

@@ -1,10 +1,13 @@
 // The NCCL id's way from rank 0 to the other ranks when no MPI carries it (the environment-variable
 // launch, llmc/comm.cuh): over TCP or through a file. The id is opaque bytes here, so this header
 // is host-only and unit-tested on the CPU (dev/unit/test_rendezvous.cpp). Every wait has a
-// deadline: a rendezvous that cannot happen ends in one error line, never a hang.
+// deadline: a rendezvous that cannot happen ends in one error line, never a hang. The launch's
+// environment variables are read here too (env_int: RANK, WORLD_SIZE, MASTER_PORT, ...).
 #pragma once
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstdint>
 #include <chrono>
 #include <cstdio>
@@ -20,25 +23,36 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+// An environment variable of the launch as a whole number: false + one line in *err when it is
+// set but not one (atoi would read "abc" as 0, and WORLD_SIZE=0 would then divide by zero).
+inline bool env_int(const char* name, int fallback, int* out, std::string* err) {
+    const char* v = getenv(name);
+    if (!v || !*v) { *out = fallback; return true; }
+    char* end = nullptr;
+    errno = 0;
+    const long long x = strtoll(v, &end, 10);
+    if (*end != '\0' || errno == ERANGE || isspace((unsigned char)*v) || x < INT_MIN || x > INT_MAX) {
+        *err = std::string("environment variable ") + name + "='" + v + "' is not a whole number";
+        return false;
+    }
+    *out = (int)x;
+    return true;
+}
+
 // The TCP port: MASTER_PORT (default 29500), or the one above it under torchrun, whose own store
 // already listens on MASTER_PORT (torchrun sets TORCHELASTIC_RUN_ID in its workers' environment).
 // false + one line in *err when MASTER_PORT is not a port number (atoi would make "abc" port 0: rank
 // 0 would listen on a random port, and the others wait 120 s for nothing).
 inline bool rendezvous_port(int* port, std::string* err) {
-    const char* p = getenv("MASTER_PORT");
     const bool torchrun = getenv("TORCHELASTIC_RUN_ID") != nullptr;
-    long v = 29500;
-    if (p && *p) {
-        char* end = nullptr;
-        errno = 0;
-        v = strtol(p, &end, 10);
-        if (*end != '\0' || errno == ERANGE || v < 1 || v > (torchrun ? 65534 : 65535)) {
-            *err = std::string("environment variable MASTER_PORT='") + p + "' is not a TCP port (1.." + (torchrun ? "65534" : "65535") +
-                   (torchrun ? "; under torchrun the id goes over the port above it)" : ")");
-            return false;
-        }
+    int v;
+    std::string why;
+    if (!env_int("MASTER_PORT", 29500, &v, &why) || v < 1 || v > (torchrun ? 65534 : 65535)) {
+        *err = std::string("environment variable MASTER_PORT='") + getenv("MASTER_PORT") + "' is not a TCP port (1.." +
+               (torchrun ? "65534; under torchrun the id goes over the port above it)" : "65535)");
+        return false;
     }
-    *port = (int)v + (torchrun ? 1 : 0);
+    *port = v + (torchrun ? 1 : 0);
     return true;
 }
 

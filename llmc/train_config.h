@@ -273,6 +273,7 @@ inline bool resume_config(TrainConfig* c, const std::string& kept_text, const st
     // does not refuse the resume (`kept` reads it unchecked: the run's value, for the notes and
     // checks below). `same` options must be valid.
     const std::vector<std::string> given = options_given(train_options(&kept), argc, argv);
+    const auto is_given = [&](const std::string& name) { return std::find(given.begin(), given.end(), name) != given.end(); };
     for (size_t pos = 0; pos < kept_text.size();) {
         const size_t end = std::min(kept_text.find('\n', pos), kept_text.size());
         const std::string line = kept_text.substr(pos, end - pos), name = line.substr(0, line.find('='));
@@ -283,7 +284,7 @@ inline bool resume_config(TrainConfig* c, const std::string& kept_text, const st
         }
         std::string why;
         if (options_apply_text(train_options(&kept), line, where, &why, &unknown)) continue;
-        if (option_on_resume(name) != OnResume::kept || std::find(given.begin(), given.end(), name) == given.end()) {
+        if (option_on_resume(name) != OnResume::kept || !is_given(name)) {
             *err = why;
             return false;
         }
@@ -295,7 +296,6 @@ inline bool resume_config(TrainConfig* c, const std::string& kept_text, const st
     if (kept.total_batch == 0) kept.total_batch = (long long)kept.B * kept.T * world;   // as check_train_config resolves it
     // A run started without -d keeps its tokens per step when -b alone changes: the new -b changes
     // the micro-batch (and the micro-steps per step), not the step, as it does with -d given.
-    const auto is_given = [&](const char* name) { return std::find(given.begin(), given.end(), name) != given.end(); };
     if (merged.total_batch == 0 && is_given("batch") && !is_given("total-batch-tokens")) merged.total_batch = kept.total_batch;
     bool help;
     if (!parse_train_config(&merged, argc, argv, world, &help, err)) {
