@@ -7,7 +7,7 @@
 #   make cuda-checks             the per-kernel checks in dev/cuda
 #   make clean
 #
-# Variables you may set: PRECISION, GPU_ARCH (e.g. 90, 80), NO_MPI=1, NO_NCCL=1, CI=true,
+# Variables you may set: PRECISION, GPU_ARCH (e.g. 90, 80), NO_MPI=1, NO_NCCL=1, SANITIZE=1, CI=true,
 # NVCC, NCCL_INCLUDE/NCCL_LIB, MPI_INCLUDE/MPI_LIB, PCRE2_CFLAGS/PCRE2_LIBS, EXTRA_FLAGS (more nvcc
 # flags for an experiment's build).
 
@@ -64,22 +64,33 @@ ifneq ($(NO_MPI),1)
   endif
 endif
 
-# --- the CUDA targets depend on their nvcc command too: another PRECISION, GPU_ARCH, NO_MPI, ...
-# rebuilds them (instead of "up to date" with a binary of the old settings). The stamp's recipe
-# runs whenever a CUDA target is considered, and rewrites the file only when the command changed
-# (a build of other targets, such as make data, leaves it alone).
-NVCC_STAMP := build/nvcc_command.txt
-NVCC_CMD   := $(NVCC) $(NVCC_FLAGS) $(NVCC_LIBS)
-.PHONY: FORCE
-FORCE:
-$(NVCC_STAMP): export NVCC_CMD_TEXT := $(NVCC_CMD)
-$(NVCC_STAMP): FORCE
-	@mkdir -p $(@D) && { printf '%s\n' "$$NVCC_CMD_TEXT" | cmp -s - $@ || printf '%s\n' "$$NVCC_CMD_TEXT" > $@; }
-
 # --- host-only code (tokenizer, unit tests): plain C++
 CXXFLAGS    ?= -O2 -std=c++17 -Wall -Wextra
 PCRE2_CFLAGS ?= $(shell pkg-config --cflags libpcre2-8 2>/dev/null)
 PCRE2_LIBS   ?= $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2-8)
+
+# --- SANITIZE=1: every program's host code under AddressSanitizer and UBSan (out-of-bounds, use
+# after free, leaks, undefined behaviour; a finding prints its stack and fails the program). The
+# GPU code is unchanged: compute-sanitizer checks that (dev/device/sanitize.sh). nvcc splits
+# -Xcompiler's value at commas, hence one -Xcompiler per flag; the ASan runtime links first.
+ifeq ($(SANITIZE),1)
+  CXXFLAGS   += -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+  NVCC_FLAGS += -g $(foreach f,-fsanitize=address -fsanitize=undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer,-Xcompiler $(f))
+  NVCC_LIBS  := -lasan -lubsan $(NVCC_LIBS)
+endif
+
+# --- every target depends on its compiler command too: another PRECISION, GPU_ARCH, NO_MPI,
+# SANITIZE, ... rebuilds it (instead of "up to date" with a binary of the old settings). A stamp's
+# recipe runs whenever a target that needs it is considered, and rewrites the file only when the
+# command changed (a build of other targets, such as make data, leaves the nvcc stamp alone).
+NVCC_STAMP := build/nvcc_command.txt
+CXX_STAMP  := build/cxx_command.txt
+.PHONY: FORCE
+FORCE:
+$(NVCC_STAMP): export CMD_TEXT := $(NVCC) $(NVCC_FLAGS) $(NVCC_LIBS)
+$(CXX_STAMP):  export CMD_TEXT := $(CXX) $(CXXFLAGS) $(PCRE2_CFLAGS) $(PCRE2_LIBS)
+$(NVCC_STAMP) $(CXX_STAMP): FORCE
+	@mkdir -p $(@D) && { printf '%s\n' "$$CMD_TEXT" | cmp -s - $@ || printf '%s\n' "$$CMD_TEXT" > $@; }
 
 LLMC_HEADERS := $(wildcard llmc/*.h llmc/*.cuh)
 UNIT_SRCS    := $(wildcard dev/unit/test_*.cpp)
@@ -109,10 +120,10 @@ dev/interconnect: dev/interconnect.cu $(LLMC_HEADERS) $(NVCC_STAMP)
 dev/power_probe: dev/power_probe.cu llmc/common.cuh $(NVCC_STAMP)
 	$(NVCC) $(NVCC_FLAGS) $< $(NVCC_LIBS) -o $@
 
-data/tokenize: data/tokenize.cpp $(wildcard data/*.h) llmc/tokenizer.h llmc/shards.h llmc/choices.h llmc/options.h
+data/tokenize: data/tokenize.cpp $(wildcard data/*.h) llmc/tokenizer.h llmc/shards.h llmc/choices.h llmc/options.h $(CXX_STAMP)
 	$(CXX) $(CXXFLAGS) $(PCRE2_CFLAGS) $< $(PCRE2_LIBS) -pthread -o $@
 
-build/unit/%: dev/unit/%.cpp dev/unit/check.h $(LLMC_HEADERS) $(wildcard data/*.h)
+build/unit/%: dev/unit/%.cpp dev/unit/check.h $(LLMC_HEADERS) $(wildcard data/*.h) $(CXX_STAMP)
 	@mkdir -p build/unit
 	$(CXX) $(CXXFLAGS) $(PCRE2_CFLAGS) -I. $< $(PCRE2_LIBS) -lpthread -o $@
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds, HERE (no GPU needed), every binary the device run uses, into build/<precision>/, so the
 # device machine's time goes to running, not compiling. Carry `build` with the device call.
-#   dev/device/build.sh [FP16 BF16 FP32 NOMPI]    NOMPI: build/nompi/train_gpt2cu (BF16, make NO_MPI=1)
+#   dev/device/build.sh [FP16 BF16 FP32 NOMPI ASAN]    NOMPI: build/nompi/train_gpt2cu (BF16, make NO_MPI=1);
+#   ASAN: build/asan/{train_gpt2cu,test_gpt2cu} (FP16, make SANITIZE=1, not stripped: for host_sanitize.sh)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 precisions=${*:-FP16 BF16 FP32}
@@ -10,6 +11,12 @@ if [[ " $precisions " == *" NOMPI "* ]]; then
     mkdir -p build/nompi
     make -B -j"$(nproc)" CI=true PRECISION=BF16 NO_MPI=1 train_gpt2cu >/dev/null
     mv train_gpt2cu build/nompi/ && strip build/nompi/train_gpt2cu
+fi
+if [[ " $precisions " == *" ASAN "* ]]; then
+    precisions=${precisions//ASAN/}
+    mkdir -p build/asan
+    make -B -j"$(nproc)" CI=true PRECISION=FP16 SANITIZE=1 train_gpt2cu test_gpt2cu >/dev/null
+    mv train_gpt2cu test_gpt2cu build/asan/
 fi
 for p in $precisions; do
     d=build/$(echo "$p" | tr A-Z a-z)

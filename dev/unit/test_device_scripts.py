@@ -15,14 +15,16 @@ the multi-rank scripts: test_rank_scripts.py):
       mark, a RESULT shape value or a logged loss that differs is a difference;
   hellaswag_set.sh: the fixture's failure is the exit status, and the tokenizer does not run after it;
   sanitize.sh: each run's verdict line (the tool's summary, the kernels its reports name, counted),
-      a run stopped at LIMIT_S, runs past BUDGET_S not started, a missing binary, no tool at all."""
+      a run stopped at LIMIT_S, runs past BUDGET_S not started, a missing binary, no tool at all;
+  host_sanitize.sh: every run's exit status against the expected one (the inf/nan stop's 2, the
+      signal stop's 4), a sanitizer report's first lines, a missing binary or --hellaswag file."""
 import os
 import re
 import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from standins import check, finish, lines_with, sh, tree, write  # noqa: E402
+from standins import check, finish, gpu_tools, lines_with, sh, tree, write  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------
 def ab_run(root, script, binary, fail_calls):
@@ -408,6 +410,53 @@ rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "STANDIN_MODE": "kille
 check("memcheck attention: rc=137" in out and "killed by signal 9" in out, "sanitize.sh: a run killed by a signal says which", out + err)
 rc, out, err = sh(root, "sanitize.sh", env={"PATH": "/usr/bin:/bin"})
 check(rc == 2 and "compute-sanitizer: not found" in out, "sanitize.sh: no compute-sanitizer: one line, exit 2", out + err)
+# ---------------------------------------------------------------------------------------------
+# host_sanitize.sh with a stand-in sanitized trainer: --debug-nan exits 2, -x 100000 prints steps
+# until SIGTERM (then 4), -o DIR gets a checkpoint directory, and with STANDIN_ASAN a --resume
+# writes an AddressSanitizer report where ASAN_OPTIONS's log_path says, any other run a file of
+# suppressions used only (no report)
+ASAN_TRAINER = """#!/usr/bin/env bash
+a=" $* "
+[[ $a == *" --debug-nan "* ]] && { echo "step 3 skipped: non-finite gradients"; exit 2; }
+if [[ $a == *" -x 100000 "* ]]; then
+    trap 'echo "stopping after step 5"; exit 4' TERM
+    for i in 1 2 3 4 5; do echo "step    $i/100000 | loss 9.0"; done
+    while :; do sleep 0.1; done
+fi
+[[ $a =~ \ -o\ ([^ ]+) ]] && mkdir -p "${BASH_REMATCH[1]}/step_00000020" && touch "${BASH_REMATCH[1]}/step_00000020/model.bin"
+if [ -n "${STANDIN_ASAN:-}" ] && [[ $a == *" --resume "* ]]; then
+    printf '==7==ERROR: AddressSanitizer: heap-use-after-free on address 0x1\\n    #0 0x2 in checkpoint_read llmc/checkpoint.h:99\\n' > "${ASAN_OPTIONS##*log_path=}.$$"
+elif [ -n "${STANDIN_ASAN:-}" ]; then
+    printf 'Suppressions used:\\n  count      bytes template\\n      1          8 ibv_get_device_list\\n' > "${ASAN_OPTIONS##*log_path=}.$$"
+fi
+echo "RESULT precision=fp16 gpus=${WORLD_SIZE:-1}"
+"""
+root = tree("host_sanitize.sh", "own_host.sh")
+write(os.path.join(root, "build/asan/train_gpt2cu"), ASAN_TRAINER, exe=True)
+write(os.path.join(root, "build/asan/test_gpt2cu"), "#!/bin/sh\necho '24 passed, 0 failed'\n", exe=True)
+write(os.path.join(root, "dev/reference.py"), "print('reference written')\n")
+write(os.path.join(root, "hs.bin"), "stand-in")
+path = gpu_tools(root, gpus=1)
+rc, out, err = sh(root, "host_sanitize.sh", ["hs.bin"], env={"PATH": path})
+runs = {l.split()[0]: l for l in out.split("== runs")[-1].splitlines() if " rc=" in l}
+check(rc == 0 and list(runs) == ["train", "resume", "eval-only", "tune", "algos", "nan", "bench", "nographs", "zero1", "zero1-resume",
+                                 "mpirun", "signal", "test_gpt2cu"],
+      "host_sanitize.sh: a line per run, in order (2 ranks by TCP, and under mpirun)", out + err)
+check(all(re.search(r"rc=(\d+) \(want \1\)", l) for l in runs.values()) and "rc=2 (want 2)" in runs.get("nan", "")
+      and "rc=4 (want 4)" in runs.get("signal", "") and "24 passed, 0 failed" in runs.get("test_gpt2cu", ""),
+      "host_sanitize.sh: each exit status beside the expected one (the inf/nan stop's 2, SIGTERM's 4), the log's last line", out + err)
+check("sanitizer reports: 0 file(s)" in out, "host_sanitize.sh: no report, no file", out + err)
+rc, out, err = sh(root, "host_sanitize.sh", env={"PATH": path, "STANDIN_ASAN": "1"})
+check("sanitizer reports: 3 file(s)" in out and out.count("ERROR: AddressSanitizer: heap-use-after-free") == 3
+      and "in checkpoint_read llmc/checkpoint.h:99" in out,
+      "host_sanitize.sh: each report's error and stack lines (the three --resume processes: one rank, then two); files of suppressions only are no reports", out + err)
+for args, want in ((["nope.bin"], "HS_FILE 'nope.bin' does not exist"), ):
+    rc, out, err = sh(root, "host_sanitize.sh", args, env={"PATH": path})
+    check(rc == 2 and err.strip() == f"dev/device/host_sanitize.sh: {want}" and out == "", f"host_sanitize.sh: {want}: one line, exit 2", out + err)
+os.remove(os.path.join(root, "build/asan/train_gpt2cu"))
+rc, out, err = sh(root, "host_sanitize.sh", env={"PATH": path})
+check(rc == 2 and "build/asan/train_gpt2cu is missing (dev/device/build.sh ASAN" in err and len(err.strip().splitlines()) == 1 and out == "",
+      "host_sanitize.sh: no sanitized build: one line, exit 2", out + err)
 # ---------------------------------------------------------------------------------------------
 # hellaswag_set.sh: stand-ins for the fixture (fails when STANDIN_FAIL is set) and the tokenizer
 root = tree("hellaswag_set.sh")
