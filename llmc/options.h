@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -71,7 +72,8 @@ inline bool option_set(const Option& o, const std::string& flag, const std::stri
     char* end = nullptr;
     errno = 0;
     const bool real = o.type == OPT_FLOAT || o.type == OPT_DOUBLE;
-    const double v = real ? strtod(s, &end) : (double)strtoll(s, &end, 10);
+    long long whole = 0;   // an integer option's value, exactly (a double holds 53 bits)
+    const double v = real ? strtod(s, &end) : (double)(whole = strtoll(s, &end, 10));
     if (text.empty() || isspace((unsigned char)text[0]) || end != s + text.size() || (real && errno != ERANGE && !std::isfinite(v))) {
         *err = "option " + flag + ": '" + printable(text) + "' is not " + (real ? "a number" : "an integer");
         return false;
@@ -83,15 +85,18 @@ inline bool option_set(const Option& o, const std::string& flag, const std::stri
         return false;
     }
     const bool too_large = errno == ERANGE || (o.type == OPT_FLOAT && std::isinf((float)v));
-    if (too_large || v < o.min || v > o.max) {
+    // an int option's range is at most int's, whatever the table says (it may leave it unbounded)
+    const double lo = o.type == OPT_INT ? std::max(o.min, (double)INT_MIN) : o.min,
+                 hi = o.type == OPT_INT ? std::min(o.max, (double)INT_MAX) : o.max;
+    if (too_large || v < lo || v > hi) {
         char buf[160];
         snprintf(buf, sizeof buf, real ? "option %s: %s is out of range [%g, %g]" : "option %s: %s is out of range [%.0f, %.0f]",
-                 flag.c_str(), text.c_str(), o.min, o.max);
+                 flag.c_str(), text.c_str(), lo, hi);
         *err = buf;
         return false;
     }
-    if (o.type == OPT_INT) *(int*)o.target = (int)v;
-    else if (o.type == OPT_INT64) *(long long*)o.target = (long long)v;
+    if (o.type == OPT_INT) *(int*)o.target = (int)whole;
+    else if (o.type == OPT_INT64) *(long long*)o.target = whole;
     else if (o.type == OPT_DOUBLE) *(double*)o.target = v;
     else *(float*)o.target = (float)v;
     return true;
@@ -201,7 +206,7 @@ inline bool options_parse(const std::vector<Option>& opts, int argc, const char*
         if (arg == "-h" || arg == "--help") { *help = true; return true; }
         if (positional && (arg.empty() || arg[0] != '-')) { positional->push_back(arg); continue; }
         const Option* opt = option_of_arg(opts, arg, &value, &has_value);
-        if (!opt) { *err = "unknown option '" + arg + "' (see --help)"; return false; }
+        if (!opt) { *err = "unknown option '" + printable(arg) + "' (see --help)"; return false; }
         const std::string flag = std::string("--") + opt->name;
         if (opt->type == OPT_FLAG) {
             if (has_value) { *err = "option " + flag + " takes no value"; return false; }

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
@@ -43,6 +44,14 @@ struct TokenizerDecoder {
         if (eot >= n)
             return fail(err, path, "eot token " + std::to_string(eot) + " is outside the vocabulary of " +
                                    std::to_string(n));
+        // every token takes at least 2 bytes (its length, then at least one byte): a header that
+        // claims more tokens than the file can hold is refused before the table is allocated
+        struct stat st;
+        if (fstat(fileno(f.get()), &st) != 0) return fail(err, path, std::string("cannot stat: ") + strerror(errno));
+        const uint64_t least = sizeof header + 2ull * n;
+        if ((uint64_t)st.st_size < least)
+            return fail(err, path, "truncated: a vocabulary of " + std::to_string(n) + " tokens needs at least " +
+                                   std::to_string(least) + " bytes, the file holds " + std::to_string(st.st_size));
         std::vector<std::string> tokens(n);
         for (uint32_t id = 0; id < n; id++) {
             unsigned char len = 0;

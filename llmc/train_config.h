@@ -140,18 +140,18 @@ inline constexpr const char* TRAIN_ENDINGS =
 // for a run on `world` GPUs, after every option is set. false + one line in *err on a problem.
 inline bool check_train_config(TrainConfig* c, int world, std::string* err) {
     if (!lr_schedule_kind_valid(c->sched.kind)) {
-        *err = "option --lr-schedule: '" + c->sched.kind + "' is not one of cosine, linear, constant, wsd";
+        *err = "option --lr-schedule: '" + printable(c->sched.kind) + "' is not one of cosine, linear, constant, wsd";
         return false;
     }
     if (c->rendezvous != "tcp" && c->rendezvous.rfind("file:", 0) != 0) {
-        *err = "option --rendezvous: '" + c->rendezvous + "' is not tcp or file:PATH";
+        *err = "option --rendezvous: '" + printable(c->rendezvous) + "' is not tcp or file:PATH";
         return false;
     }
     if (!c->debug_nan.empty()) {
         char tail = 0;
         if (sscanf(c->debug_nan.c_str(), "%d:%d%c", &c->debug_nan_rank, &c->debug_nan_step, &tail) != 2 ||
             c->debug_nan_rank < 0 || c->debug_nan_rank >= world || c->debug_nan_step < 1) {
-            *err = "option --debug-nan: '" + c->debug_nan + "' is not RANK:STEP with 0 <= RANK < " + std::to_string(world) + " and STEP >= 1";
+            *err = "option --debug-nan: '" + printable(c->debug_nan) + "' is not RANK:STEP with 0 <= RANK < " + std::to_string(world) + " and STEP >= 1";
             return false;
         }
     }
@@ -180,8 +180,20 @@ inline bool check_train_config(TrainConfig* c, int world, std::string* err) {
                (c->bench ? "--bench" : c->resume ? "--resume" : "--out");
         return false;
     }
+    // options.txt keeps the options one per line: a line break in a value would split it (and the
+    // rest would read as other options on --resume)
+    for (const Option& o : train_options(c))
+        if (o.type == OPT_STRING && ((std::string*)o.target)->find_first_of("\r\n") != std::string::npos) {
+            *err = std::string("option --") + o.name + ": '" + printable(*(std::string*)o.target) +
+                   "' holds a line break, which the options a run keeps (options.txt, one per line) cannot hold";
+            return false;
+        }
     const long long bt = (long long)c->B * c->T * world;
     if (c->total_batch == 0) { c->total_batch = bt; c->total_batch_derived = true; }
+    if (c->total_batch < 0) {   // not from -d (its range is checked) but from resume_config: a kept -b below 1 times T*GPUs
+        *err = "option --total-batch-tokens: " + std::to_string(c->total_batch) + " is negative: not a count of tokens per step";
+        return false;
+    }
     if (c->total_batch % bt != 0) {
         *err = "option --total-batch-tokens: " + std::to_string(c->total_batch) + " is not a multiple of B*T*GPUs = " +
                std::to_string(c->B) + "*" + std::to_string(c->T) + "*" + std::to_string(world) + " = " + std::to_string(bt);

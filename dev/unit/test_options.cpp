@@ -52,6 +52,8 @@ int main() {
     rejects({"--lr", "1e-400"}, "option --lr: 1e-400 is too close to 0 to be held", "below even a double's range");
     rejects({"--lr", "1e400"}, "option --lr: 1e400 is out of range [0, 1]", "above a double's range");
     rejects({"-d", "1e3"}, "is not an integer", "an exponent for an integer");
+    rejects({"--no\npe\x1b"}, "unknown option '--no\\x0ape\\x1b' (see --help)",
+            "an unknown option with a newline (found by fuzzing): control bytes as \\xNN, one line");
     {
         Cfg t; std::string e;
         CHECK(parse({"--lr", "0", "-b", "+8"}, &t, &e) && t.lr == 0 && t.b == 8, "0 stays a valid float; +8 an integer");
@@ -75,6 +77,20 @@ int main() {
         CHECK(!options_parse(t, 3, range.data(), &h, &err) && err == "option --big: 0 is out of range [1, 1073741824]",
               "an integer's range printed in whole numbers");
         CHECK(!options_parse(t, 2, args.data(), &h, &err), "without a place for them, positional arguments are errors");
+    }
+    {   // a value must fit the option's type also where the table leaves the range open (found by
+        // fuzzing: resume_config reads kept values without their ranges, and 66666666666 was
+        // converted to int: undefined behaviour), and a 64-bit integer is read exactly, not through a double
+        int n = 0;
+        long long big = 0;
+        std::vector<Option> t = {{"n", 0, OPT_INT, &n, "n"}, {"big", 0, OPT_INT64, &big, "big"}};
+        std::vector<const char*> beyond = {"prog", "--n", "66666666666"}, ends = {"prog", "--n", "-2147483648", "--big", "9223372036854775807"},
+                                 exact = {"prog", "--big", "9007199254740993"};
+        bool h;
+        CHECK(!options_parse(t, 3, beyond.data(), &h, &err) && err == "option --n: 66666666666 is out of range [-2147483648, 2147483647]" &&
+              n == 0, "an int option without a range: a value beyond int's is out of range");
+        CHECK(options_parse(t, 5, ends.data(), &h, &err) && n == INT_MIN && big == LLONG_MAX, "the ends of int's and long long's ranges");
+        CHECK(options_parse(t, 3, exact.data(), &h, &err) && big == 9007199254740993LL, "2^53 + 1 read exactly");
     }
 
     LRSchedule s; s.lr = 1.0f; s.warmup = 10; s.max_steps = 110; s.final_frac = 0.1f;

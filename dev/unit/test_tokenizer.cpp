@@ -104,6 +104,15 @@ static void test_decoder_file(Gpt2Encoder& enc, const std::string& dir, const st
     CHECK(!dec.load(cut, &err) && one_line_naming(err, cut) && err.find("truncated") != std::string::npos,
           "a truncated decoder file is rejected");
     printf("  %s\n", err.c_str());
+    // A header that claims more tokens than the file can hold (2 bytes each at least) is refused
+    // from the file's size, before a table of that many tokens is allocated (2^24: 512 MiB of
+    // strings for a 1026-byte file, as fuzzing found).
+    uint32_t header[TOKENIZER_HEADER_INTS] = {TOKENIZER_MAGIC, TOKENIZER_VERSION, 1u << 24, 0};
+    std::ofstream(cut, std::ios::binary).write((const char*)header, sizeof header).write("\x01" "a", 2);
+    CHECK(!dec.load(cut, &err) && one_line_naming(err, cut) &&
+          err.find("truncated: a vocabulary of 16777216 tokens needs at least 33555456 bytes, the file holds 1026") != std::string::npos,
+          "a header claiming more tokens than the file holds is refused before allocating them");
+    printf("  %s\n", err.c_str());
     remove(path.c_str());
     remove(cut.c_str());
 }

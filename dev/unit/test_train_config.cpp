@@ -20,7 +20,7 @@ static void refuses(std::vector<std::string> args, const std::string& expect, in
     TrainConfig x; std::string e;
     const bool ok = parse(args, &x, &e, world);
     std::string name;
-    for (auto& a : args) name += a + " ";
+    for (auto& a : args) name += printable(a) + " ";   // (control bytes as \xNN: one line)
     check_report(!ok && e.find(expect) != std::string::npos && e.find('\n') == std::string::npos, "refused: " + name, "got '" + e + "'");
 }
 
@@ -110,6 +110,14 @@ static void test_values_in_range_that_make_no_sense() {
     refuses({"--skip-loss-z", "0.5"}, "option --skip-loss-z: 0.5 would skip a large share of ordinary steps (every z above it): 0 (off) or at least 1");
     refuses({"--skip-norm-z", "0.99"}, "option --skip-norm-z: 0.99 would skip");
     refuses({"--spike-window", "15"}, "option --spike-window: 15 is out of range [16, 1000000]");
+    // a refused text value is shown with its control bytes as \xNN, so the error stays one line (found by fuzzing)
+    refuses({"--lr-schedule", "cos\nine"}, "option --lr-schedule: 'cos\\x0aine' is not one of");
+    refuses({"--rendezvous", "udp\n"}, "option --rendezvous: 'udp\\x0a' is not tcp or file:PATH");
+    refuses({"--debug-nan", "0\n:3"}, "option --debug-nan: '0\\x0a:3' is not RANK:STEP");
+    // options.txt is one option a line: a value with a line break would split there, and its
+    // rest would read as another option on --resume (found by fuzzing the round trip)
+    refuses({"-i", "a.bin\nlr=0.5"}, "option --train: 'a.bin\\x0alr=0.5' holds a line break, which the options a run keeps");
+    refuses({"--tokenizer", "t.bin\r"}, "option --tokenizer: 't.bin\\x0d' holds a line break");
     TrainConfig c;
     std::string err;
     CHECK(parse({"--skip-loss-z", "6", "--skip-norm-z", "1", "--spike-window", "16"}, &c, &err) && c.skip_loss_z == 6 &&
@@ -246,6 +254,21 @@ static void test_kept_value_out_of_range(const std::string& kept_rel) {
           "a kept value out of range that the command line replaces: resumed with the new value");
     CHECK(!resume_with(tight, {"-o", "r", "--resume", "-t", "64"}, &note, &err) && err.find("opts.txt: option --seq-len: 0") == 0,
           "an option the run is defined by (--seq-len) out of range: refused even when given again");
+    // a kept value too large for its int, replaced: read unchecked, it must not be converted to int
+    // (undefined behaviour, found by fuzzing); the new value is taken
+    std::string huge = kept_rel;
+    const size_t b_at = huge.find("\nbatch=");
+    huge.replace(b_at, huge.find('\n', b_at + 1) - b_at, "\nbatch=66666666666");
+    std::vector<const char*> b = {"train_gpt2cu", "-o", "r", "--resume", "-b", "2"};
+    CHECK(b_at != std::string::npos && resume_config(&x, huge, "opts.txt", (int)b.size(), b.data(), 1, &note, &err) && x.B == 2,
+          "a kept batch=66666666666 (beyond int) that the command line replaces: resumed with the new value");
+    // a kept batch=-4 replaced by -b 2: the run's tokens per step (-d left derived) would come out
+    // as -4*T: refused, not resumed with a negative count (found by fuzzing)
+    huge.replace(b_at, huge.find('\n', b_at + 1) - b_at, "\nbatch=-4");
+    check_report(!resume_config(&x, huge, "opts.txt", (int)b.size(), b.data(), 1, &note, &err) &&
+                     err.find("option --total-batch-tokens: -") == 0 && err.find(" is negative") != std::string::npos &&
+                     err.find("opts.txt") != std::string::npos,
+                 "a kept batch=-4 replaced by -b 2: its negative tokens per step refused, naming the file", "got '" + err + "'");
 }
 
 // paths are kept absolute; the training data is the same when its glob matches the same files.
