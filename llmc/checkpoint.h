@@ -315,6 +315,14 @@ inline bool checkpoint_read_state(const std::string& ckpt_dir, TrainState* st, s
         if (r.count < 0 || !std::isfinite(r.level) || !std::isfinite(r.spread2) || r.spread2 < 0)
             return fail(err, path, "header holds impossible spike-guard statistics (count " + std::to_string(r.count) + ", level " +
                                    std::to_string(r.level) + ", spread^2 " + std::to_string(r.spread2) + ")");
+    // counters that only grow from 0 (AdamW's skips no step it did not count), a loss scale the
+    // scaler can reach ([1, 2^24]; 1 without fp16), a known precision and a run of >= 1 GPU
+    if (s.step < 0 || s.adam_t < 0 || s.adam_t > s.step || !(s.loss_scale >= 1.0f && s.loss_scale <= 16777216.0f) ||
+        s.scaler_clean_steps < 0 || s.world < 1 || s.precision < 0 || s.precision > 2 || s.data_files < 0)
+        return fail(err, path, "header holds an impossible training state (step " + std::to_string(s.step) + ", AdamW step " +
+                               std::to_string(s.adam_t) + ", loss scale " + std::to_string(s.loss_scale) + ", clean steps " +
+                               std::to_string(s.scaler_clean_steps) + ", GPUs " + std::to_string(s.world) + ", precision " +
+                               std::to_string(s.precision) + ", shards " + std::to_string(s.data_files) + ")");
     const long long expect = sizeof h + 2LL * sizeof(float) * param_layout(s.config).total;
     if ((long long)sb.st_size != expect)
         return fail(err, path, "file is " + std::to_string(sb.st_size) + " bytes, header + Adam m and v need " + std::to_string(expect) +

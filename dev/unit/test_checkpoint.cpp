@@ -239,6 +239,13 @@ static void test_rejects_corrupt_header_or_model(const Fixture& fx, const std::s
     d = broken(out3, "spike_nan");
     poke(d + "/state.bin", 4L * (spike_at + 6), 0x7ff80000);   // the norm level's high half: a NaN
     rejects("a NaN spike-guard level", d, st, d + "/state.bin", "impossible spike-guard statistics", n);
+    // the training counters: step 1000 with AdamW at 1001 (more updates than steps), a NaN loss scale
+    d = broken(out3, "adam_t");
+    poke(d + "/state.bin", 4L * 3, 1001);
+    rejects("AdamW's step beyond the step", d, st, d + "/state.bin", "impossible training state (step 1000, AdamW step 1001,", n);
+    d = broken(out3, "loss_scale");
+    poke(d + "/state.bin", 4L * 4, 0x7fc00000);
+    rejects("a NaN loss scale", d, st, d + "/state.bin", "impossible training state (step 1000, AdamW step 990, loss scale nan", n);
     d = broken(out3, "model_config");
     GPT2Config other = tiny();
     other.vocab_size = 90;
