@@ -6,6 +6,7 @@
 //   line 2..: one matmul shape per line, MatmulKey's 15 fields, then the choice: an index into
 //             cuBLASLt's ranking of algorithms for that shape, in [0, max_choice).
 #pragma once
+#include <climits>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -49,15 +50,22 @@ inline bool gemm_choices_parse(const std::string& header, const std::string& tex
         return false;
     }
     for (int n = 2; std::getline(in, line); n++) {
-        MatmulKey k;
-        int choice, used = 0;
-        if (sscanf(line.c_str(), "%d %d %d %d %d %d %d %d %lld %lld %lld %d %d %d %d %d%n", &k.m, &k.n, &k.k, &k.trans_a, &k.trans_b,
-                   &k.epilogue, &k.batch, &k.align, &k.stride_a, &k.stride_b, &k.stride_d, &k.lda, &k.ldb, &k.ldd, &k.d_type,
-                   &choice, &used) != 16 ||
-            used != (int)line.size() || choice < 0 || choice >= max_choice) {
+        // 16 whole numbers separated by blanks, nothing else; the int fields must fit an int (read
+        // as 64-bit first: a value beyond int is refused, not wrapped as sscanf's %d would)
+        long long v[16];
+        int got = 0;
+        std::istringstream fields(line);
+        while (got < 16 && fields >> v[got]) got++;
+        bool ok = got == 16 && (fields >> std::ws).eof();
+        for (int i = 0; ok && i < 16; i++)
+            if ((i < 8 || i > 10) && (v[i] < INT_MIN || v[i] > INT_MAX)) ok = false;
+        const int choice = ok ? (int)v[15] : -1;
+        if (!ok || choice < 0 || choice >= max_choice) {
             *why = "line " + std::to_string(n) + " is not 15 key fields and a choice in [0, " + std::to_string(max_choice) + ")";
             return false;
         }
+        MatmulKey k{(int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4], (int)v[5], (int)v[6], (int)v[7],
+                    v[8], v[9], v[10], (int)v[11], (int)v[12], (int)v[13], (int)v[14]};
         (*choices)[k] = choice;
     }
     return true;

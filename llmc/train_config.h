@@ -2,6 +2,8 @@
 // train_options(), so the usage text cannot drift from what is parsed. Host-only; unit-tested.
 #pragma once
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -148,12 +150,22 @@ inline bool check_train_config(TrainConfig* c, int world, std::string* err) {
         return false;
     }
     if (!c->debug_nan.empty()) {
-        char tail = 0;
-        if (sscanf(c->debug_nan.c_str(), "%d:%d%c", &c->debug_nan_rank, &c->debug_nan_step, &tail) != 2 ||
-            c->debug_nan_rank < 0 || c->debug_nan_rank >= world || c->debug_nan_step < 1) {
+        // RANK:STEP, each a whole number (strtoll: sscanf's %d would wrap a value beyond int)
+        auto whole = [](const std::string& text, long long* v) {
+            char* end = nullptr;
+            errno = 0;
+            *v = strtoll(text.c_str(), &end, 10);
+            return !text.empty() && !isspace((unsigned char)text[0]) && end == text.c_str() + text.size() && errno == 0;
+        };
+        const size_t colon = c->debug_nan.find(':');
+        long long rank = -1, step = 0;
+        if (colon == std::string::npos || !whole(c->debug_nan.substr(0, colon), &rank) ||
+            !whole(c->debug_nan.substr(colon + 1), &step) || rank < 0 || rank >= world || step < 1 || step > INT_MAX) {
             *err = "option --debug-nan: '" + printable(c->debug_nan) + "' is not RANK:STEP with 0 <= RANK < " + std::to_string(world) + " and STEP >= 1";
             return false;
         }
+        c->debug_nan_rank = (int)rank;
+        c->debug_nan_step = (int)step;
     }
     if (c->max_steps == 0) { *err = "option --max-steps: 0 is not a step count (-1: one epoch of --train)"; return false; }
     for (const auto& [name, z] : {std::pair<const char*, float>{"skip-loss-z", c->skip_loss_z}, {"skip-norm-z", c->skip_norm_z}})

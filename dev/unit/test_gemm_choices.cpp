@@ -33,5 +33,13 @@ int main() {
     rejects(header, header + "\n1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n", "line 2 ", "choice out of range");
     rejects(header, header + "\n1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 -1\n", "line 2 ", "negative choice");
     rejects(header, text + "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 2 x\n", "line 5 ", "trailing text on a line");
+    // values beyond a field's type: refused, not wrapped (4294967298 would be 2 through sscanf's %d)
+    rejects(header, header + "\n1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 4294967298\n", "line 2 ", "a choice beyond int");
+    rejects(header, header + "\n4294967360 2 3 4 5 6 7 8 9 10 11 12 13 14 15 2\n", "line 2 ", "a key field beyond int");
+    rejects(header, header + "\n1 2 3 4 5 6 7 8 9 99999999999999999999 11 12 13 14 15 2\n", "line 2 ", "a stride beyond 64 bits");
+    std::map<MatmulKey, int> wide;
+    CHECK(gemm_choices_parse(header, header + "\n1 2 3 4 5 6 7 8 9223372036854775807 10 11 12 13 14 15 2\n", 16, &wide, &why) &&
+              wide.size() == 1 && wide.begin()->first.stride_a == 9223372036854775807LL && wide.begin()->second == 2,
+          "a stride at the top of 64 bits, read exactly");
     return check_finish();
 }

@@ -88,7 +88,8 @@ static void test_cross_option_checks() {
     CHECK(!parse({"-b", "4", "-t", "1024", "-d", "12288"}, &c, &err, 2), "global batch not a multiple of B*T*GPUs (2 GPUs)");
     c = TrainConfig();
     CHECK(parse({"-b", "4", "-t", "1024", "-d", "16384"}, &c, &err, 2) && c.total_batch == 16384, "a valid global batch on 2 GPUs");
-    for (const char* bad : {"1", "x:3", "2:5", "-1:3", "0:0", "0:3x"}) {
+    // (4294967296 and 4294967297 wrap to 0 and 1 through sscanf's %d: refused, not taken as rank 0 or step 1)
+    for (const char* bad : {"1", "x:3", "2:5", "-1:3", "0:0", "0:3x", "4294967296:3", "0:4294967297", ":3", "0:", " 0:3", "0: 3"}) {
         c = TrainConfig();
         CHECK(!parse({"--debug-nan", bad}, &c, &err, 2) && err.find("--debug-nan") != std::string::npos,
               std::string("bad --debug-nan ") + bad + " on 2 GPUs");
