@@ -17,6 +17,7 @@
 #endif
 #include <pcre2.h>
 #include <nlohmann/json.hpp>
+#include "../llmc/options.h"   // printable
 
 #include <algorithm>
 #include <array>
@@ -41,6 +42,19 @@ inline bool read_file(const std::string& path, std::string* data, std::string* e
     fclose(f);
     if (!ok) *err = path + ": read failed";
     return ok;
+}
+
+// A JSON parse error for an error line. nlohmann quotes the token read so far as it is ("last read:
+// '...'", "number overflow parsing '...'"): for a string, all of it up to the error (kilobytes of a long
+// line, a DEL byte unescaped). From there on the message goes through printable (escaped, cut at 80
+// bytes): the token's own bytes cannot be told from the message's end ("'; expected ..." may follow).
+inline std::string json_error_text(const nlohmann::json::exception& e) {
+    const std::string what = e.what();
+    for (const char* mark : {"last read: '", "number overflow parsing '"}) {
+        const size_t at = what.find(mark);
+        if (at != std::string::npos) return what.substr(0, at + strlen(mark)) + printable(what.substr(at + strlen(mark)));
+    }
+    return what;
 }
 
 // GPT-2's bytes_to_unicode. The vocabulary files are text: merges are written "a b" and
@@ -172,7 +186,7 @@ public:
         std::string text, json_path = dir + "/encoder.json", merges_path = dir + "/vocab.bpe";
         if (!read_file(json_path, &text, err)) return false;
         try { vocab = nlohmann::json::parse(text); }
-        catch (const nlohmann::json::exception& e) { return fail(err, json_path, e.what()); }
+        catch (const nlohmann::json::exception& e) { return fail(err, json_path, json_error_text(e)); }
         if (!load_tokens(vocab, json_path, err)) return false;
         if (!read_file(merges_path, &text, err) || !check_merges(text, vocab, merges_path, err)) return false;
         reset_cache();
@@ -259,7 +273,7 @@ private:
             int64_t id = v.is_number_integer() ? v.get<int64_t>() : -1;
             if (id < 0 || (size_t)id >= tokens.size() || seen[id])
                 return fail(err, path, "token ids must be 0.." + std::to_string(tokens.size() - 1) +
-                                       ", each once (bad: " + v.dump() + ")");
+                                       ", each once (bad: " + printable(v.dump()) + ")");  // a value may be long
             seen[id] = true;
             if (!unicode_to_bytes(item.key(), &tokens[id]))
                 return fail(err, path, "token " + std::to_string(id) + " has a character outside GPT-2's byte alphabet");
@@ -293,8 +307,10 @@ private:
             auto it = vocab.end();
             if (sp != std::string::npos && line.find(' ', sp + 1) == std::string::npos)
                 it = vocab.find(line.substr(0, sp) + line.substr(sp + 1));
+            // the line quoted through printable: it may be anything (a whole encoder.json given as
+            // vocab.bpe is one line of a megabyte; a CRLF file's \r would send the cursor back)
             if (it == vocab.end() || it->get<int64_t>() != (int64_t)(256 + n))
-                return fail(err, path, "line " + std::to_string(line_no) + ": \"" + line +
+                return fail(err, path, "line " + std::to_string(line_no) + ": \"" + printable(line) +
                                        "\" is not the merge that made token " + std::to_string(256 + n));
             n++;
         }

@@ -33,7 +33,7 @@ struct Document {
 // A JSON Lines document's line, parsed; false and "FILE:LINE: not JSON (why)" in *err if it is not JSON.
 inline bool parse_json_line(const Document& doc, nlohmann::json* j, std::string* err) {
     try { *j = nlohmann::json::parse(doc.text); }
-    catch (const nlohmann::json::exception& e) { *err = doc.origin + ": not JSON (" + e.what() + ")"; return false; }
+    catch (const nlohmann::json::exception& e) { *err = doc.origin + ": not JSON (" + json_error_text(e) + ")"; return false; }
     return true;
 }
 

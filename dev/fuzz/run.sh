@@ -4,14 +4,15 @@
 # it into build/fuzz/ (clang++ -fsanitize=fuzzer,address,undefined), writes its seeds (valid files
 # from the project's own writers: the harness's --seeds mode), runs it for FUZZ_SECONDS, prints one line.
 #   dev/fuzz/run.sh [NAME...]      NAME: model_file, shards, checkpoint, tokenizer, gemm_choices,
-#                                  choices, corpus, options (default: all of them)
+#                                  choices, corpus, options, bpe_vocab, hellaswag_jsonl (default: all of them)
 #   FUZZ_SECONDS=N                 seconds per harness (default 60); CLANGXX: the compiler (clang++)
 # Per harness: executions, coverage (edges) at the start -> at the end, inputs added to the corpus,
 # and "ok" or what it found with the input that found it. The corpus grows across runs in
 # build/fuzz/corpus/NAME; findings go to build/fuzz/crashes/NAME/, the full output to
 # build/fuzz/logs/NAME.log. Reproduce one: build/fuzz/fuzz_NAME FILE (FUZZ_VERBOSE=1 also prints
 # every error line the readers return). fuzz_corpus encodes with the GPT-2 vocabulary in
-# $GPT2_VOCAB_DIR, else ../shared/data/gpt2 (without it, JSON parsing only).
+# $GPT2_VOCAB_DIR, else ../shared/data/gpt2 (without it, JSON parsing only); fuzz_hellaswag_jsonl
+# too (without it, a byte-level vocabulary).
 # Exit 0 when no harness found anything, 1 when one did, else 2 when one could not be built or
 # could not write its seeds, or (one line) when nothing can run.
 set -uo pipefail
@@ -24,9 +25,9 @@ pcre=$(pkg-config --cflags --libs libpcre2-8 2>/dev/null || echo -lpcre2-8)
 
 # max_len per harness: room for the largest seed and then some
 declare -A max_len=([model_file]=16384 [shards]=4096 [checkpoint]=20000 [tokenizer]=4096 [gemm_choices]=4096
-                    [choices]=4096 [corpus]=4096 [options]=2048)
+                    [choices]=4096 [corpus]=4096 [options]=2048 [bpe_vocab]=8192 [hellaswag_jsonl]=4096)
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(model_file shards checkpoint tokenizer gemm_choices choices corpus options)
+[ ${#names[@]} -gt 0 ] || names=(model_file shards checkpoint tokenizer gemm_choices choices corpus options bpe_vocab hellaswag_jsonl)
 for i in "${!names[@]}"; do
     names[$i]=${names[$i]#fuzz_}; names[$i]=${names[$i]%.cpp}
     [ -f "dev/fuzz/fuzz_${names[$i]}.cpp" ] || { echo "run.sh: no harness dev/fuzz/fuzz_${names[$i]}.cpp" >&2; exit 2; }
@@ -50,11 +51,11 @@ for i in "${!names[@]}"; do
     bin=build/fuzz/fuzz_$name log=build/fuzz/logs/$name.log
     corpus=build/fuzz/corpus/$name seeds=build/fuzz/seeds/$name crashes=build/fuzz/crashes/$name
     if [ "${built[$i]}" -ne 0 ]; then
-        printf '%-14s BUILD FAILED: %s\n' "$name" "$(grep -m 1 'error' "build/fuzz/logs/$name.build.log")"; broken=1; continue
+        printf '%-15s BUILD FAILED: %s\n' "$name" "$(grep -m 1 'error' "build/fuzz/logs/$name.build.log")"; broken=1; continue
     fi
     rm -rf "$seeds"; mkdir -p "$seeds" "$corpus" "$crashes"
     if ! "$bin" --seeds "$seeds" > "$log" 2>&1; then
-        printf '%-14s SEEDS FAILED: %s\n' "$name" "$(tail -n 1 "$log")"; broken=1; continue
+        printf '%-15s SEEDS FAILED: %s\n' "$name" "$(tail -n 1 "$log")"; broken=1; continue
     fi
     t0=$(date +%s)
     timeout $((secs + 120)) "$bin" -max_total_time="$secs" -max_len="${max_len[$name]:-4096}" -rss_limit_mb=2048 -timeout=10 \
@@ -75,7 +76,7 @@ for i in "${!names[@]}"; do
         [ "$rc" -eq 124 ] && what="hung: killed after $((secs + 120)) s"
         result="FOUND (exit $rc) ${what:-see $log}${file:+; input $file}"
     fi
-    printf '%-14s %10s runs in %ss, cov %s -> %s, %s new inputs: %s\n' "$name" "${runs:-?}" "$took" "${cov0:-?}" "${cov1:-?}" \
+    printf '%-15s %10s runs in %ss, cov %s -> %s, %s new inputs: %s\n' "$name" "${runs:-?}" "$took" "${cov0:-?}" "${cov1:-?}" \
         "${new:-?}" "$result"
 done
 [ $found -eq 0 ] && [ $broken -eq 1 ] && exit 2

@@ -158,6 +158,13 @@ with tempfile.TemporaryDirectory() as tmp:
     refused('label "1.5"', good + line(label="1.5") + "\n", bad + ":2: ", want='"label"')
     refused('a line without "label"', good + json.dumps({"ctx": "x", "endings": ["a", "b", "c", "d"]}) + "\n", bad + ":2: ")
     refused('an empty ctx ""', good + line(ctx="") + "\n", bad + ":2: ", want="empty context")
+    # a JSON error quotes the string read so far through printable: cut at 80 bytes, a DEL as \x7f (found by
+    # dev/fuzz/fuzz_hellaswag_jsonl: nlohmann's message held all of it, raw, so a long line made a long message)
+    for name, ctx, want in (("a long ctx", "x" * 5000, "xxx..."), ("a DEL", "x\x7f", "x\\x7f<U+0001>'")):
+        write(bad, good + '{"ctx": "' + ctx + '\x01", "endings": ["a", "b", "c", "d"], "label": 0}\n')
+        rc, _, err = run("--hellaswag", bad, "-o", os.path.join(out, "r.bin"))
+        check(rc == 1 and len(err) < 400 and want in err and "\x7f" not in err and err.startswith("tokenize: " + bad + ":2: not JSON"),
+              f"a control byte after {name}: one short readable line: {err.strip()}")
     refused("only blank lines", "\n  \n\t\r\n", "tokenize: ", want="no examples")
     refused("invalid UTF-8 in ctx", good.encode() + b'{"ctx": "caf\xe9 \xff", "endings": ["a", "b", "c", "d"], "label": 0}\n', bad + ":2: ")
     k3 = write(os.path.join(tmp, "k3.jsonl"), line(endings="abc") + "\n")

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <sys/stat.h>
 
 static const char* kFixtures = "dev/unit/fixtures";
 // the text `make data` tokenizes: $TINYSHAKESPEARE (make test passes its own), else the default place
@@ -133,6 +134,50 @@ static void test_errors(Gpt2Encoder& enc, const std::string& dir) {
     printf("  %s\n", err.c_str());
 }
 
+// A load error that stays one readable line, whatever the vocabulary files held: it names the file,
+// holds no control byte (a \r, a DEL), and quotes at most a short cut of the file's text.
+static bool readable_line(const std::string& err, const std::string& name) {
+    for (unsigned char c : err) if (c < 0x20 || c == 0x7f) return false;
+    return err.rfind(name + ": ", 0) == 0 && err.size() < name.size() + 300;
+}
+
+// Damaged vocabulary files (found by dev/fuzz/fuzz_bpe_vocab): vocab.bpe's bad line, a bad id's
+// value and a JSON parse error's token were quoted whole and raw, so that an encoder.json given as
+// vocab.bpe (one line of a megabyte) made a megabyte error line, and a CRLF vocab.bpe's \r sent the
+// cursor back over the message.
+static void test_vocab_errors(const std::string& vocab, const std::string& dir) {
+    std::string json, err;
+    const std::string vdir = dir + "/vocab", json_path = vdir + "/encoder.json", bpe_path = vdir + "/vocab.bpe";
+    if (mkdir(vdir.c_str(), 0755) != 0 || !read_file(vocab + "/encoder.json", &json, &err)) {
+        check_report(false, "damaged vocabularies: set up", err);
+        return;
+    }
+    auto load = [&](const std::string& json_text, const std::string& bpe_text) {
+        std::ofstream(json_path, std::ios::binary) << json_text;
+        std::ofstream(bpe_path, std::ios::binary) << bpe_text;
+        Gpt2Encoder enc;
+        const bool ok = enc.load(vdir, &err);
+        printf("  %s\n", err.c_str());
+        return ok;
+    };
+    CHECK(!load(json, json) && readable_line(err, bpe_path) && err.find(": line 1: \"{") != std::string::npos &&
+          err.find("...\" is not the merge that made token 256") != std::string::npos,
+          "encoder.json given as vocab.bpe: one short line quoting the start of the bad line");
+    CHECK(!load(json, "#version: 0.2\r\n\xc4\xa0 t\r\n") && readable_line(err, bpe_path) &&
+          err.find("line 2: \"\xc4\xa0 t\\x0d\" is not the merge") != std::string::npos,
+          "a CRLF vocab.bpe: the line's \\r escaped as \\x0d");
+    CHECK(!load("{\"" + std::string(5000, 'a') + "\x7f\x01\"}", "") && readable_line(err, json_path) &&
+          err.find("last read: '\"aaaa") != std::string::npos && err.find("...") != std::string::npos,
+          "a JSON error after a long string: its token cut, the DEL escaped");
+    std::string ids = "[0";
+    for (int i = 0; i < 2000; i++) ids += ",0";
+    CHECK(!load("{\"a\": " + ids + "]}", "") && readable_line(err, json_path) && err.find("(bad: [0,0,0,") != std::string::npos,
+          "a long bad id value: cut");
+    remove(json_path.c_str());
+    remove(bpe_path.c_str());
+    rmdir(vdir.c_str());
+}
+
 // Prints the speed; a shared or slow machine must not fail the tests, so nothing is checked.
 static void report_speed(const std::string& vocab, const std::string& text) {
     Gpt2Encoder enc;
@@ -163,6 +208,7 @@ int main() {
     test_shakespeare(enc, shakespeare);
     test_decoder_file(enc, dir, shakespeare);
     test_errors(enc, dir);
+    test_vocab_errors(vocab, dir);
     CHECK(rmdir(dir.c_str()) == 0, "temp directory cleaned up");
     report_speed(vocab, shakespeare);
     return check_finish();
