@@ -302,13 +302,16 @@ private:
             std::string line = text.substr(pos, eol - pos);
             pos = eol + 1;
             line_no++;
+            // a CRLF copy (a Windows checkout) reads as the original, as it does for Hugging Face's
+            // loader: no merge can hold a real \r, since bytes_to_unicode gives it a stand-in
+            if (!line.empty() && line.back() == '\r') line.pop_back();
             if (line.empty() || (line_no == 1 && line.rfind("#version", 0) == 0)) continue;
             size_t sp = line.find(' ');
             auto it = vocab.end();
             if (sp != std::string::npos && line.find(' ', sp + 1) == std::string::npos)
                 it = vocab.find(line.substr(0, sp) + line.substr(sp + 1));
             // the line quoted through printable: it may be anything (a whole encoder.json given as
-            // vocab.bpe is one line of a megabyte; a CRLF file's \r would send the cursor back)
+            // vocab.bpe is one line of a megabyte; a control byte would reach the terminal)
             if (it == vocab.end() || it->get<int64_t>() != (int64_t)(256 + n))
                 return fail(err, path, "line " + std::to_string(line_no) + ": \"" + printable(line) +
                                        "\" is not the merge that made token " + std::to_string(256 + n));
