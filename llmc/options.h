@@ -52,17 +52,20 @@ inline void options_help(FILE* f, const char* usage, const std::vector<Option>& 
 
 // `text` for an error line: control bytes (a NUL, a stray \r, an escape) as \xNN, so a message
 // stays one readable line whatever a file or argument held; other bytes (UTF-8 included) as they
-// are; long text cut at 80 bytes, never inside a UTF-8 character.
-inline std::string printable(const std::string& text) {
-    size_t n = std::min(text.size(), (size_t)80);
-    if (n < text.size()) while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80) n--;   // text[n]: a continuation byte
+// are; cut (then "...") once max_bytes of the result are written (80: a value; more where the
+// whole text matters, such as two paths compared), not inside a UTF-8 character. The result's
+// length, not the text's, is what is bounded: each control byte takes four.
+inline std::string printable(const std::string& text, size_t max_bytes = 80) {
     std::string out;
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+    for (; i < text.size(); i++) {
         const unsigned char ch = (unsigned char)text[i];
+        // a continuation byte finishes its character (at most 3 of them: a run of stray ones is cut too)
+        if (out.size() >= max_bytes && ((ch & 0xC0) != 0x80 || out.size() >= max_bytes + 3)) break;
         if (ch < 0x20 || ch == 0x7f) { char buf[8]; snprintf(buf, sizeof buf, "\\x%02x", ch); out += buf; }
         else out += (char)ch;
     }
-    return n < text.size() ? out + "..." : out;
+    return i < text.size() ? out + "..." : out;
 }
 
 // Sets one option from its text value; false + err on a bad value.

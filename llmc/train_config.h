@@ -331,8 +331,9 @@ inline bool resume_config(TrainConfig* c, const std::string& kept_text, const st
         if (option_on_resume(was[i].name) != OnResume::same || option_value_exact(was[i]) == option_value_exact(now[i])) continue;
         if (was[i].target == &kept.sched.decay_frac && kept.sched.kind != "wsd") continue;   // only wsd uses it
         if (was[i].target == &kept.train && !glob_files(kept.train).empty() && glob_files(kept.train) == glob_files(merged.train)) continue;
-        *err = std::string("option --") + was[i].name + ": " + option_value_exact(now[i]) + " differs from " +
-               option_value_exact(was[i]) + ", which the run being resumed was started with (" + where +
+        // (escaped: options.txt is a file and may hold anything; 200 bytes: two long paths must still differ)
+        *err = std::string("option --") + was[i].name + ": " + printable(option_value_exact(now[i]), 200) + " differs from " +
+               printable(option_value_exact(was[i]), 200) + ", which the run being resumed was started with (" + where +
                "); leave it out to continue that run, or start a new one in another --out";
         return false;
     }

@@ -77,7 +77,7 @@ FUZZ_SEEDS(dir) {
 
 static void one_line(const std::string& err) {
     fuzz_note(err);
-    if (err.empty() || err.find('\n') != std::string::npos) abort();
+    if (!fuzz_readable_line(err)) abort();
 }
 
 // What every accepted configuration holds (the trainer divides by these): else abort.

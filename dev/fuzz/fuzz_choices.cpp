@@ -32,8 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ChoiceSet s;
     std::string err;
     if (!choices_read(path, VOCAB, &s, &err)) {
-        fuzz_note(err);
-        if (err.rfind(path + ": ", 0) != 0 || err.find('\n') != std::string::npos) abort();   // one line naming the file
+        fuzz_check_error(err, path + ": ");
         return 0;
     }
     if (s.K < 2 || s.K > CHOICES_MAX_K || s.examples.empty()) abort();

@@ -54,6 +54,28 @@ inline void fuzz_note(const std::string& line) {
     if (verbose) fprintf(stderr, "%s\n", line.c_str());
 }
 
+// An error line as the user will see it: not empty, one line, no control byte (a \r or an escape
+// sequence would rewrite the terminal: whatever a reader quotes from a file goes through printable),
+// at most 600 bytes (a reader quotes a cut of a bad value, never all of it).
+inline bool fuzz_readable_line(const std::string& err) {
+    if (err.empty() || err.size() > 600) return false;
+    for (unsigned char c : err) if (c < 0x20 || c == 0x7f) return false;
+    return true;
+}
+
+// A reader's error: noted (FUZZ_VERBOSE), and abort() unless it is a readable line that starts with
+// PREFIX (the path of the file it read, and ": ", or ":" when a line number follows).
+inline void fuzz_check_error(const std::string& err, const std::string& prefix) {
+    fuzz_note(err);
+    if (!fuzz_readable_line(err) || err.rfind(prefix, 0) != 0) abort();
+}
+
+// The GPT-2 vocabulary's directory for the harnesses that encode: $GPT2_VOCAB_DIR, else ../shared/data/gpt2.
+inline std::string fuzz_vocab_dir() {
+    const char* env = getenv("GPT2_VOCAB_DIR");
+    return env && *env ? env : "../shared/data/gpt2";
+}
+
 // A seed writer's failure: the message, exit 1 (run.sh reports it).
 inline void seed_fail(const std::string& what) { fprintf(stderr, "seed writer: %s\n", what.c_str()); exit(1); }
 

@@ -176,6 +176,10 @@ static void test_resume_merges_kept_options(const TrainConfig& run, const std::s
     }
     CHECK(resumed(kept, {"-o", "runs/a", "--resume", "--lr-decay-frac", "0.3"}, &r, &note, &err) && r.sched.decay_frac == 0.3f,
           "--lr-decay-frac may change on resume when the schedule is not wsd (it has no effect there)");
+    // a damaged options.txt's value quoted escaped (found by dev/fuzz/fuzz_checkpoint: a NUL in train= ended the
+    // message there, a \r would send the cursor back)
+    CHECK(!resumed(kept + std::string("train=a\0\r*.bin\n", 15), {"-o", "runs/a", "--resume", "-i", "b.bin"}, &r, &note, &err) &&
+          err.find("option --train: b.bin differs from a\\x00\\x0d*.bin, which") == 0, "a differing value from a damaged options.txt: both quoted escaped");
 }
 
 // a wsd run: its decay fraction defines it; --top-p may change
@@ -448,7 +452,10 @@ static void test_option_text_bytes() {
     CHECK(!options_apply_text(train_options(&x), std::string("lr=0.5\0garbage\n", 15), "o.txt", &err) &&
               err == "o.txt: option --lr: '0.5\\x00garbage' is not a number", "a NUL inside a number: refused, shown as \\x00");
     const std::string cut = printable(std::string(79, 'a') + "\xc3\xa9" + "zz");
-    CHECK(cut == std::string(79, 'a') + "...", "printable: cut before a 2-byte UTF-8 character that straddles byte 80");
+    CHECK(cut == std::string(79, 'a') + "\xc3\xa9...", "printable: a 2-byte UTF-8 character that straddles byte 80 finished, then cut");
+    const std::string nuls = printable(std::string(500, '\0')), stray = printable(std::string(500, '\x80'));
+    CHECK(nuls.size() == 80 + 3 && nuls.rfind("\\x00...") == 76 && stray.size() == 83 + 3,
+          "printable: the result is bounded, not the text (500 NULs: 20 shown; 500 stray continuation bytes: 83)");
     CHECK(printable("caf\xc3\xa9\x1b") == "caf\xc3\xa9\\x1b", "printable: UTF-8 kept, an escape byte shown as \\x1b");
 }
 
