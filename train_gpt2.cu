@@ -58,6 +58,7 @@ struct Run {
     uint64_t sample_rng = 0;
     int step = 0, steps = 0, accum = 1;
     int saved_step = -1;             // the step of the last checkpoint written
+    StartupTimes startup;            // main's start to the first step, phase by phase (rank 0 prints them)
 };
 
 // The model's shape: from a descriptor (*fresh: a new model), else from a model file's header;
@@ -337,13 +338,18 @@ bool setup(Run* r, std::string* err) {
     bool fresh;
     if (!model_config(tc, &cfg, &fresh, err)) return false;
     if (tc.eval_only && fresh && rank0) printf("note: --eval-only of a new, randomly initialized %s (-e names no model file)\n", tc.model.c_str());
+    r->startup.mark("launch", steady_ms());   // MPI_Init (or the launch variables), the options, the model file's header
     if (!tc.bench && !open_data(r, cfg, err)) return false;
+    if (!tc.bench) r->startup.mark("data", steady_ms());
     // the run directory is made later (after the model is built); a bad one is refused before any GPU work
     if (!tc.out.empty() && rank0 && !dir_can_be_used(tc.out, !tc.bench || tc.gemm_tune > 0, err)) { *err = "option --out: " + *err; return false; }
     if (!context_create(&r->ctx, r->comm.local_rank, err)) return false;
+    r->startup.mark("CUDA", steady_ms());   // the context, cuBLASLt
     r->peak = tc.peak_tflops > 0 ? GpuPeak{tc.peak_tflops * 1e12, "--peak-tflops"}
                                  : gpu_peak(r->ctx.props.major, r->ctx.props.minor, r->ctx.props.name, sizeof(floatX) == 4);
-    if (!comm_init(&r->comm, tc.rendezvous, tc.nccl_timeout, tc.nccl_cta_policy, err) || !build_model(r, cfg, fresh, err)) return false;
+    if (!comm_init(&r->comm, tc.rendezvous, tc.nccl_timeout, tc.nccl_cta_policy, err)) return false;
+    if (r->comm.world > 1) r->startup.mark("NCCL", steady_ms());   // the id exchange and ncclCommInitRank
+    if (!build_model(r, cfg, fresh, err)) return false;
     GPT2* m = &r->model;
     r->reduce = r->comm.world > 1;
     if (r->reduce) {
@@ -356,16 +362,24 @@ bool setup(Run* r, std::string* err) {
                : tc.bench ? tc.bench_warmup + tc.bench_steps
                           : tc.max_steps > 0 ? tc.max_steps : (int)std::max<size_t>(1, dataloader_steps_per_epoch(&r->train));
     share_sample_start(r);
+    r->startup.mark("model", steady_ms());   // memory, the weights (random or read), the decoder for samples
     // the run directory; in bench mode only a tuned run's gemm_algos.txt goes there
     if (!tc.out.empty() && rank0 && !make_dirs(tc.out, err)) return false;
     if (!tc.bench && !tc.out.empty()) {
         if (tc.resume && !resume(r, err)) return false;
+        if (tc.resume) r->startup.mark("resume", steady_ms());
         if (rank0 && !r->log.open(tc.out + "/log.jsonl", err)) return false;
         // the run's options, for a --resume before its first checkpoint (resume_options)
         if (rank0 && !write_text_file_atomic(tc.out + "/options.txt", train_options_text(tc), err)) return false;
     }
     if (rank0) print_run(r);
-    return choose_gemm_algorithms(r, err);
+    if (!choose_gemm_algorithms(r, err)) return false;
+    r->startup.mark("GEMM algorithms", steady_ms());
+    if (rank0) {
+        printf("%s\n", startup_text(r->startup).c_str());
+        r->log.line(startup_json(r->startup));
+    }
+    return true;
 }
 
 // Evaluation, sample, checkpoint: whichever is due after `r->step` steps (llmc/evaluate.cuh
@@ -571,6 +585,7 @@ int run_loop(Run* r) {
 
 int main(int argc, char** argv) {
     Run r;
+    r.startup.start(steady_ms());
     std::string err;
     if (!comm_launch(&r.comm, &argc, &argv, &err)) { fprintf(stderr, "error: %s\n", err.c_str()); return 1; }
     bool help = false;

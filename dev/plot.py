@@ -8,7 +8,7 @@ stdout log. log.jsonl holds one JSON object per line:
   {"type":"step","step":N,"loss":L,"norm":G,"lr":R,"skipped":K,...}   one per optimizer step
   {"type":"eval","step":N,"val_loss":V}                                one per evaluation
   {"type":"hellaswag","step":N,"acc":A,"acc_norm":B,...}               with --hellaswag
-  {"type":"sample",...}                                                 (ignored)
+  {"type":"sample",...}, {"type":"startup",...}                        (ignored)
 From a stdout log the lines `step   12/100 | loss 3.21 | norm ... | lr 6.00e-04 ...` (with
 "(skipped)" in them for a skipped step),
 `step 100: val loss 3.05` and `step 100: hellaswag acc 0.29 acc_norm 0.30 ...` are read. Top

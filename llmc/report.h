@@ -112,6 +112,30 @@ inline std::string sample_json(int step, const std::string& text) {
 }
 
 // ----------------------------------------------------------------------------------------------
+// Startup: where the time before the first step went, on rank 0's clock (a slow MPI launch, NCCL's
+// initialization across nodes, a large model file, GEMM tuning). Each phase runs from the previous
+// mark (the first: `begin`) to its own, so the phases add up to the whole.
+struct StartupTimes {
+    double begin_ms = 0, last_ms = 0;
+    std::vector<std::pair<std::string, double>> phases;   // name, seconds
+    void start(double now_ms) { begin_ms = last_ms = now_ms; phases.clear(); }
+    void mark(const std::string& name, double now_ms) { phases.emplace_back(name, (now_ms - last_ms) / 1e3); last_ms = now_ms; }
+    double total_s() const { return (last_ms - begin_ms) / 1e3; }
+};
+// "startup 2.41 s (launch 0.35, data 0.01, CUDA 0.52, model 1.21, GEMM algorithms 0.32)"
+inline std::string startup_text(const StartupTimes& t) {
+    std::string s = text_printf("startup %.2f s (", t.total_s());
+    for (size_t i = 0; i < t.phases.size(); i++) s += text_printf("%s%s %.2f", i ? ", " : "", t.phases[i].first.c_str(), t.phases[i].second);
+    return s + ")";
+}
+// log.jsonl: {"type":"startup","seconds":2.41,"phases":{"launch":0.35,...}}
+inline std::string startup_json(const StartupTimes& t) {
+    std::string s = "{\"type\":\"startup\",\"seconds\":" + json_number(t.total_s()) + ",\"phases\":{";
+    for (size_t i = 0; i < t.phases.size(); i++) s += (i ? "," : "") + json_string(t.phases[i].first) + ":" + json_number(t.phases[i].second);
+    return s + "}}";
+}
+
+// ----------------------------------------------------------------------------------------------
 // The RESULT line: the timed steps summarized.
 
 // Medians and means over the timed steps (rank 0's phase times).

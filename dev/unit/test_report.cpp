@@ -154,6 +154,22 @@ static void test_eval_and_sample() {
           "sample_json: quotes, newline, tab, backslash, a control byte and UTF-8 come back as written");
 }
 
+// the startup line and object: the phases between marks, adding up to the whole
+static void test_startup() {
+    StartupTimes t;
+    t.start(1000);
+    t.mark("launch", 1350);
+    t.mark("CUDA", 1870);
+    t.mark("GEMM algorithms", 3410);
+    CHECK(startup_text(t) == "startup 2.41 s (launch 0.35, CUDA 0.52, GEMM algorithms 1.54)", "startup_text: " + startup_text(t));
+    json j;
+    CHECK(parses(startup_json(t), &j) && j["type"] == "startup" && near(j["seconds"].get<double>(), 2.41, 1e-9) && j["phases"].size() == 3 &&
+          near(j["phases"]["launch"].get<double>(), 0.35, 1e-9) && near(j["phases"]["GEMM algorithms"].get<double>(), 1.54, 1e-9),
+          "startup_json: the total and each phase by name");
+    t.start(5);
+    CHECK(startup_text(t) == "startup 0.00 s ()" && parses(startup_json(t), &j) && j["phases"].empty(), "startup with no phases");
+}
+
 // the timed steps summarized: median, mean, each phase's mean
 static void test_summarize_steps() {
     const std::vector<StepResult> timed = timed_steps();
@@ -271,6 +287,7 @@ int main() {
     test_step_json();
     test_skip_and_stop_text();
     test_eval_and_sample();
+    test_startup();
     test_summarize_steps();
     test_bus_bandwidth();
     const std::string per_rank = test_rank_phase_fields();
