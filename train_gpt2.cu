@@ -362,6 +362,7 @@ bool setup(Run* r, std::string* err) {
                : tc.bench ? tc.bench_warmup + tc.bench_steps
                           : tc.max_steps > 0 ? tc.max_steps : (int)std::max<size_t>(1, dataloader_steps_per_epoch(&r->train));
     share_sample_start(r);
+    cudaCheck(cudaDeviceSynchronize());   // the initialization's kernels run asynchronously: count them here, not in step 1
     r->startup.mark("model", steady_ms());   // memory, the weights (random or read), the decoder for samples
     // the run directory; in bench mode only a tuned run's gemm_algos.txt goes there
     if (!tc.out.empty() && rank0 && !make_dirs(tc.out, err)) return false;
