@@ -127,17 +127,22 @@ TrainState train_state(const Run* r) {
 }
 
 // Checkpoint: every rank takes part (ZeRO-1 gathers the optimizer shards); rank 0 writes.
+// Its line says what it cost the run: the state's size, the copy from the GPU(s), the write (the
+// other ranks wait that long in the next step's all-reduce).
 void save_checkpoint(Run* r) {
     std::vector<float> master, am, av;
+    const long long t0 = steady_ms();
     comm_watch(&r->comm, r->step, "checkpoint (gathering the optimizer state)");
     gpt2_gather_state(&r->model, &r->ctx, &r->comm, r->tc.zero, &master, &am, &av);
     comm_unwatch(&r->comm);
+    const long long t1 = steady_ms();
     std::string err;
     if (r->comm.rank == 0) {
         if (!checkpoint_write(r->tc.out, train_state(r), master.data(), am.data(), av.data(), r->tc.keep_checkpoints, &err,
                               train_options_text(r->tc)))
             comm_fail(&r->comm, err);
-        printf("checkpoint: %s/step_%08d\n", r->tc.out.c_str(), r->step);
+        printf("checkpoint: %s/step_%08d (%.2f GB: %.2f s from the GPU%s, %.2f s to write and sync)\n", r->tc.out.c_str(), r->step,
+               3.0 * sizeof(float) * master.size() / 1e9, (t1 - t0) / 1e3, r->comm.world > 1 ? "s" : "", (steady_ms() - t1) / 1e3);
     }
     r->saved_step = r->step;
 }
