@@ -20,6 +20,7 @@
 #include <numeric>
 #include <random>
 #include <csignal>
+#include <memory>
 #include <unistd.h>  // access()
 #include <cuda_profiler_api.h>
 #include "llmc/common.cuh"
@@ -58,6 +59,7 @@ struct Run {
     uint64_t sample_rng = 0;
     int step = 0, steps = 0, accum = 1;
     int saved_step = -1;             // the step of the last checkpoint written
+    bool weights_from_checkpoint = false;   // --resume with a checkpoint: resume() sets every weight (build_model reads none)
     StartupTimes startup;            // main's start to the first step, phase by phase (rank 0 prints them)
 };
 
@@ -111,6 +113,7 @@ bool build_model(Run* r, const GPT2Config& cfg, bool fresh, std::string* err) {
     // on several GPUs too: only the last micro-step's backward (the one that issues the
     // reductions) runs without a graph (gpt2_train_step)
     r->model.use_graphs = tc.cuda_graphs != 0;
+    if (r->weights_from_checkpoint) return true;   // its model.bin is read once, by resume(), with the optimizer state
     if (fresh) { gpt2_init_random(&r->model, &r->ctx, tc.seed); return true; }
     return gpt2_init_from_file(&r->model, &r->ctx, tc.model, err);
 }
@@ -164,14 +167,20 @@ bool resume(Run* r, std::string* err) {
     std::vector<std::pair<long long, std::string>> found;  // the complete checkpoints, oldest first
     if (!ckpt_detail::list_complete(r->tc.out, &found, err)) return false;
     if (found.empty()) {
+        if (r->weights_from_checkpoint) {   // setup saw one: it went while the run started
+            *err = r->tc.out + ": its checkpoint is gone (removed while this run started?)";
+            return false;
+        }
         if (r->comm.rank == 0) printf("note: no complete checkpoint in %s: starting from step 0\n", r->tc.out.c_str());
         return true;
     }
     const std::string dir = found.back().second;
     TrainState st, expect = train_state(r);
-    std::vector<float> master(r->model.layout.total), am(master.size()), av(master.size());
-    if (!checkpoint_read(dir, expect, &st, master.data(), am.data(), av.data(), err)) return false;
-    gpt2_set_state(&r->model, &r->ctx, master, am, av);
+    // not std::vector: its zero fill of 12 bytes per parameter (19 GB for d48) would come before the read
+    const size_t n = r->model.layout.total;
+    std::unique_ptr<float[]> master(new float[n]), am(new float[n]), av(new float[n]);
+    if (!checkpoint_read(dir, expect, &st, master.get(), am.get(), av.get(), err)) return false;
+    gpt2_set_state(&r->model, &r->ctx, master.get(), am.get(), av.get());
     r->step = st.step; r->model.adam_t = st.adam_t; r->model.spike = st.spike;
     r->scaler.scale = st.loss_scale; r->scaler.clean_steps = st.scaler_clean_steps;
     r->sample_rng = st.sample_rng;
@@ -353,6 +362,11 @@ bool setup(Run* r, std::string* err) {
     r->peak = tc.peak_tflops > 0 ? GpuPeak{tc.peak_tflops * 1e12, "--peak-tflops"}
                                  : gpu_peak(r->ctx.props.major, r->ctx.props.minor, r->ctx.props.name, sizeof(floatX) == 4);
     if (!comm_init(&r->comm, tc.rendezvous, tc.nccl_timeout, tc.nccl_cta_policy, err)) return false;
+    if (tc.resume && !tc.bench && !tc.out.empty()) {   // (resume_options made --model the checkpoint's model.bin)
+        std::vector<std::pair<long long, std::string>> found;
+        if (!ckpt_detail::list_complete(tc.out, &found, err)) return false;
+        r->weights_from_checkpoint = !found.empty();
+    }
     if (r->comm.world > 1) r->startup.mark("NCCL", steady_ms());   // the id exchange and ncclCommInitRank
     if (!build_model(r, cfg, fresh, err)) return false;
     GPT2* m = &r->model;

@@ -228,16 +228,16 @@ inline void gpt2_gather_state(GPT2* m, Context* ctx, const Comm* comm, int zero,
     if (full) cudaCheck(cudaFree(full));
 }
 
-// The inverse, for resuming: every rank takes its part of the full host state.
-inline void gpt2_set_state(GPT2* m, Context* ctx, const std::vector<float>& master, const std::vector<float>& adam_m,
-                    const std::vector<float>& adam_v) {
+// The inverse, for resuming: every rank takes its part of the full host state (layout.total
+// floats each: master weights, Adam m, Adam v); the working weights are cast from the master.
+inline void gpt2_set_state(GPT2* m, Context* ctx, const float* master, const float* adam_m, const float* adam_v) {
     float* w;
-    cudaCheck(cudaMalloc(&w, master.size() * sizeof(float)));
-    cudaCheck(cudaMemcpy(w, master.data(), master.size() * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMalloc(&w, m->layout.total * sizeof(float)));
+    cudaCheck(cudaMemcpy(w, master, m->layout.total * sizeof(float), cudaMemcpyHostToDevice));
     gpt2_set_weights(m, ctx, w);
     cudaCheck(cudaFree(w));
     const size_t count = m->shard_hi - m->shard_lo;
-    cudaCheck(cudaMemcpy(m->adam_m, adam_m.data() + m->shard_lo, count * sizeof(float), cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(m->adam_v, adam_v.data() + m->shard_lo, count * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(m->adam_m, adam_m + m->shard_lo, count * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(m->adam_v, adam_v + m->shard_lo, count * sizeof(float), cudaMemcpyHostToDevice));
 }
 
