@@ -204,25 +204,25 @@ inline bool gpt2_init_from_file(GPT2* m, Context* ctx, const std::string& path, 
     return true;
 }
 
-// The optimizer state of the whole model on the host (fp32, layer-major, layout.total each):
-// master weights, Adam m and v. In ZeRO-1 on several GPUs every rank holds a shard, so the shards
-// are all-gathered first (a collective: every rank must call this); on one GPU its shard is all.
-inline void gpt2_gather_state(GPT2* m, Context* ctx, const Comm* comm, int zero, std::vector<float>* master,
-                       std::vector<float>* adam_m, std::vector<float>* adam_v) {
+// The optimizer state of the whole model on the host (fp32, layer-major, layout.total floats
+// each): master weights, Adam m and v, into the caller's buffers, or nowhere when they are null (a
+// rank that does not write the checkpoint). In ZeRO-1 on several GPUs every rank holds a shard, so
+// the shards are all-gathered first (a collective: every rank must call this); on one GPU its shard
+// is all.
+inline void gpt2_gather_state(GPT2* m, Context* ctx, const Comm* comm, int zero, float* master, float* adam_m, float* adam_v) {
     const size_t n = m->layout.total;
     zero = zero && comm->world > 1;
     float* full = nullptr;
     if (zero) cudaCheck(cudaMalloc(&full, m->padded * sizeof(float)));
-    const std::pair<const float*, std::vector<float>*> parts[3] = {{m->master, master}, {m->adam_m, adam_m}, {m->adam_v, adam_v}};
+    const std::pair<const float*, float*> parts[3] = {{m->master, master}, {m->adam_m, adam_m}, {m->adam_v, adam_v}};
     for (auto [src, dst] : parts) {
-        dst->resize(n);
         if (zero) {
 #ifdef USE_NCCL
             comm_nccl_check(comm, ncclAllGather(src, full, m->shard, ncclFloat, comm->nccl, ctx->stream), "gathering the optimizer shards (ZeRO-1)");
 #endif
             src = full;
         }
-        cudaCheck(cudaMemcpyAsync(dst->data(), src, n * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream));
+        if (dst) cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream));
         cudaCheck(cudaStreamSynchronize(ctx->stream));
     }
     if (full) cudaCheck(cudaFree(full));
