@@ -59,7 +59,8 @@ struct Run {
     uint64_t sample_rng = 0;
     int step = 0, steps = 0, accum = 1;
     int saved_step = -1;             // the step of the last checkpoint written
-    bool weights_from_checkpoint = false;   // --resume with a checkpoint: resume() sets every weight (build_model reads none)
+    std::string resume_dir;          // --resume: the newest complete checkpoint, found once in setup ("": none); resume() loads
+                                     // it, weights included, so build_model reads no weights then
     StartupTimes startup;            // main's start to the first step, phase by phase (rank 0 prints them)
 };
 
@@ -113,7 +114,7 @@ bool build_model(Run* r, const GPT2Config& cfg, bool fresh, std::string* err) {
     // on several GPUs too: only the last micro-step's backward (the one that issues the
     // reductions) runs without a graph (gpt2_train_step)
     r->model.use_graphs = tc.cuda_graphs != 0;
-    if (r->weights_from_checkpoint) return true;   // its model.bin is read once, by resume(), with the optimizer state
+    if (!r->resume_dir.empty()) return true;   // its model.bin is read once, by resume(), with the optimizer state
     if (fresh) { gpt2_init_random(&r->model, &r->ctx, tc.seed); return true; }
     return gpt2_init_from_file(&r->model, &r->ctx, tc.model, err);
 }
@@ -167,17 +168,11 @@ bool configure(Run* r, int argc, const char* const* argv, bool* help, std::strin
 // starts from step 0, so a requeue script can always pass --resume; a checkpoint that exists but
 // cannot be used is an error, never a silent fresh start.
 bool resume(Run* r, std::string* err) {
-    std::vector<std::pair<long long, std::string>> found;  // the complete checkpoints, oldest first
-    if (!ckpt_detail::list_complete(r->tc.out, &found, err)) return false;
-    if (found.empty()) {
-        if (r->weights_from_checkpoint) {   // setup saw one: it went while the run started
-            *err = r->tc.out + ": its checkpoint is gone (removed while this run started?)";
-            return false;
-        }
+    if (r->resume_dir.empty()) {
         if (r->comm.rank == 0) printf("note: no complete checkpoint in %s: starting from step 0\n", r->tc.out.c_str());
         return true;
     }
-    const std::string dir = found.back().second;
+    const std::string& dir = r->resume_dir;
     TrainState st, expect = train_state(r);
     // not std::vector: its zero fill of 12 bytes per parameter (19 GB for d48) would come before the read
     const size_t n = r->model.layout.total;
@@ -365,12 +360,12 @@ bool setup(Run* r, std::string* err) {
     r->peak = tc.peak_tflops > 0 ? GpuPeak{tc.peak_tflops * 1e12, "--peak-tflops"}
                                  : gpu_peak(r->ctx.props.major, r->ctx.props.minor, r->ctx.props.name, sizeof(floatX) == 4);
     if (!comm_init(&r->comm, tc.rendezvous, tc.nccl_timeout, tc.nccl_cta_policy, err)) return false;
-    if (tc.resume && !tc.bench && !tc.out.empty()) {   // (resume_options made --model the checkpoint's model.bin)
-        std::vector<std::pair<long long, std::string>> found;
-        if (!ckpt_detail::list_complete(tc.out, &found, err)) return false;
-        r->weights_from_checkpoint = !found.empty();
-    }
     if (r->comm.world > 1) r->startup.mark("NCCL", steady_ms());   // the id exchange and ncclCommInitRank
+    if (tc.resume && !tc.bench && !tc.out.empty()) {   // (resume_options made --model the checkpoint's model.bin)
+        std::vector<std::pair<long long, std::string>> found;   // the complete checkpoints, oldest first
+        if (!ckpt_detail::list_complete(tc.out, &found, err)) return false;
+        if (!found.empty()) r->resume_dir = found.back().second;
+    }
     if (!build_model(r, cfg, fresh, err)) return false;
     GPT2* m = &r->model;
     r->reduce = r->comm.world > 1;

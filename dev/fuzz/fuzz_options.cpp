@@ -56,7 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     TrainConfig tc;
     if (mode == 0) {
         options_given(train_options(&tc), (int)argv.size(), argv.data());
-        if (!parse_train_config(&tc, (int)argv.size(), argv.data(), world, &help, &err)) { fuzz_note(err); if (!fuzz_readable_line(err)) abort(); return 0; }
+        if (!parse_train_config(&tc, (int)argv.size(), argv.data(), world, &help, &err)) { fuzz_check_error(err, ""); return 0; }
         if (help) return 0;
         check_config(tc, world);
         // what a checkpoint keeps applies back to the same options
