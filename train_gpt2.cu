@@ -20,7 +20,6 @@
 #include <numeric>
 #include <random>
 #include <csignal>
-#include <memory>
 #include <unistd.h>  // access()
 #include <cuda_profiler_api.h>
 #include "llmc/common.cuh"
@@ -130,26 +129,23 @@ TrainState train_state(const Run* r) {
     return st;
 }
 
-// Checkpoint: every rank takes part (ZeRO-1 gathers the optimizer shards); rank 0 writes.
-// Its line says what it cost the run: the state's size, the copy from the GPU(s), the write (the
-// other ranks wait that long in the next step's all-reduce).
+// Checkpoint: every rank takes part (ZeRO-1 gathers the optimizer shards); rank 0 writes,
+// streaming the state from the GPU into the files (GpuState). Its line says what it cost the run:
+// the state's size, the time in copies from the GPU(s) (and gathers), the rest writing and
+// syncing (the other ranks wait that long in the next step's all-reduce).
 void save_checkpoint(Run* r) {
-    // rank 0's host copy (not std::vector: no zero fill of 12 bytes per parameter before the copy)
-    const size_t n = r->model.layout.total;
-    const bool rank0 = r->comm.rank == 0;
-    std::unique_ptr<float[]> master(rank0 ? new float[n] : nullptr), am(rank0 ? new float[n] : nullptr), av(rank0 ? new float[n] : nullptr);
-    const long long t0 = steady_ms();
-    comm_watch(&r->comm, r->step, "checkpoint (gathering the optimizer state)");
-    gpt2_gather_state(&r->model, &r->ctx, &r->comm, r->tc.zero, master.get(), am.get(), av.get());
-    comm_unwatch(&r->comm);
-    const long long t1 = steady_ms();
-    std::string err;
-    if (rank0) {
-        if (!checkpoint_write(r->tc.out, train_state(r), master.get(), am.get(), av.get(), r->tc.keep_checkpoints, &err,
-                              train_options_text(r->tc)))
+    GpuState io(&r->model, &r->ctx, &r->comm, r->tc.zero);
+    io.step = r->step;
+    if (r->comm.rank == 0) {
+        const long long t0 = steady_ms();
+        std::string err;
+        if (!checkpoint_write(r->tc.out, train_state(r), io, r->tc.keep_checkpoints, &err, train_options_text(r->tc)))
             comm_fail(&r->comm, err);
         printf("checkpoint: %s/step_%08d (%.2f GB: %.2f s from the GPU%s, %.2f s to write and sync)\n", r->tc.out.c_str(), r->step,
-               3.0 * sizeof(float) * n / 1e9, (t1 - t0) / 1e3, r->comm.world > 1 ? "s" : "", (steady_ms() - t1) / 1e3);
+               3.0 * sizeof(float) * r->model.layout.total / 1e9, io.gpu_s, r->comm.world > 1 ? "s" : "",
+               (steady_ms() - t0) / 1e3 - io.gpu_s);
+    } else {
+        io.follow();
     }
     r->saved_step = r->step;
 }
@@ -174,11 +170,9 @@ bool resume(Run* r, std::string* err) {
     }
     const std::string& dir = r->resume_dir;
     TrainState st, expect = train_state(r);
-    // not std::vector: its zero fill of 12 bytes per parameter (19 GB for d48) would come before the read
-    const size_t n = r->model.layout.total;
-    std::unique_ptr<float[]> master(new float[n]), am(new float[n]), av(new float[n]);
-    if (!checkpoint_read(dir, expect, &st, master.get(), am.get(), av.get(), err)) return false;
-    gpt2_set_state(&r->model, &r->ctx, master.get(), am.get(), av.get());
+    GpuState io(&r->model, &r->ctx, &r->comm, r->tc.zero);   // straight from the files into the GPU
+    if (!checkpoint_read(dir, expect, &st, io, err)) return false;
+    io.commit_weights();
     r->step = st.step; r->model.adam_t = st.adam_t; r->model.spike = st.spike;
     r->scaler.scale = st.loss_scale; r->scaler.clean_steps = st.scaler_clean_steps;
     r->sample_rng = st.sample_rng;

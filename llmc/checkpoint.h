@@ -27,6 +27,81 @@
 #include "model.h"
 #include "spike_guard.h"
 
+// A checkpoint's three arrays, as its writer and reader reach them: 0 the fp32 master weights,
+// 1 Adam m, 2 Adam v, param_layout(cfg).total floats each, layer-major (memory order). They are
+// reached a piece at a time, at most `chunk` floats, so that the trainer's, which live on the
+// GPU(s), can pass through one small pinned host buffer (GpuState, llmc/gpt2.cuh) straight into
+// the file and back: a checkpoint then needs no host copy of the whole state (d48: 18.7 GB).
+// HostState below: arrays already in host memory (the tests, the fuzzers, the tools).
+struct StateIO {
+    size_t chunk = (size_t)1 << 60;
+    virtual ~StateIO() = default;
+    // writing: floats [offset, offset + count) of array `which`, valid until the next call. The
+    // writer asks for array 0, then 1, then 2 (a ZeRO-1 GpuState gathers each once, collectively).
+    virtual const float* get(int which, size_t offset, size_t count) = 0;
+    // reading: the part [*lo, *hi) of array `which` this reader takes; the rest is skipped
+    virtual void wanted(int which, size_t* lo, size_t* hi) { (void)which; *lo = 0; *hi = SIZE_MAX; }
+    // reading: where floats [offset, offset + count) of array `which` go; put() then takes them
+    virtual float* buffer(int which, size_t offset, size_t count) = 0;
+    virtual void put(int which, size_t offset, size_t count) { (void)which; (void)offset; (void)count; }
+};
+
+// Arrays in host memory, seen in place (no copy): `in` for writing, `out` for reading.
+struct HostState : StateIO {
+    const float* in[3] = {};
+    float* out[3] = {};
+    static HostState writing(const float* a, const float* b = nullptr, const float* c = nullptr) { HostState h; h.in[0] = a; h.in[1] = b; h.in[2] = c; return h; }
+    static HostState reading(float* a, float* b = nullptr, float* c = nullptr) { HostState h; h.out[0] = a; h.out[1] = b; h.out[2] = c; return h; }
+    const float* get(int which, size_t offset, size_t) override { return in[which] + offset; }
+    float* buffer(int which, size_t offset, size_t) override { return out[which] + offset; }
+};
+
+// A model file's parameters (tensor-major: all L ln1w, then all L ln1b, ...) as the ranges of the
+// layer-major memory they come from, {offset, count}, in the file's order.
+inline std::vector<std::pair<size_t, size_t>> model_file_ranges(const GPT2Config& cfg) {
+    const ParamLayout p = param_layout(cfg);
+    std::vector<std::pair<size_t, size_t>> r;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++)
+        for (size_t l = 0; l < param_tensor_count(cfg, t); l++) r.push_back({param_offset(cfg, p, t, (int)l), param_tensor_elems(cfg, t)});
+    return r;
+}
+
+namespace ckpt_detail {
+using Ranges = std::vector<std::pair<size_t, size_t>>;
+// Writes array `which` to f: its `ranges` in that order, through io, a chunk at a time.
+inline bool write_ranges(FILE* f, StateIO& io, int which, const Ranges& ranges) {
+    for (const auto& [offset, count] : ranges)
+        for (size_t at = offset, end = offset + count; at < end;) {
+            const size_t k = std::min(end - at, io.chunk);
+            if (fwrite(io.get(which, at, k), sizeof(float), k, f) != k) return false;
+            at += k;
+        }
+    return true;
+}
+// Reads array `which` from f, stored as its `ranges` in that order from f's position: the part
+// io wants, a chunk at a time; the rest is skipped over. Leaves f after the last range.
+inline bool read_ranges(FILE* f, StateIO& io, int which, const Ranges& ranges) {
+    size_t lo, hi;
+    io.wanted(which, &lo, &hi);
+    off_t pos = ftello(f), at_file = pos;                // where the range starts; where f is
+    if (pos < 0) return false;
+    for (const auto& [offset, count] : ranges) {
+        const size_t a = std::max(offset, lo), b = std::min(offset + count, hi);
+        for (size_t at = a; at < b;) {
+            const off_t want = pos + (off_t)((at - offset) * sizeof(float));
+            if (want != at_file && fseeko(f, want, SEEK_SET) != 0) return false;   // a seek drops stdio's buffer: only when needed
+            const size_t k = std::min(b - at, io.chunk);
+            if (fread(io.buffer(which, at, k), sizeof(float), k, f) != k) return false;
+            io.put(which, at, k);
+            at += k;
+            at_file = want + (off_t)(k * sizeof(float));
+        }
+        pos += (off_t)(count * sizeof(float));
+    }
+    return pos == at_file || fseeko(f, pos, SEEK_SET) == 0;
+}
+}  // namespace ckpt_detail
+
 // Reads and checks the header; on success *cfg holds the model's shape.
 inline bool model_file_read_header(const std::string& path, GPT2Config* cfg, std::string* err) {
     struct stat st;
@@ -61,41 +136,35 @@ inline bool model_file_read_header(const std::string& path, GPT2Config* cfg, std
     return true;
 }
 
-// Reads all parameters into `params` (param_layout(cfg).total floats, layer-major).
-inline bool model_file_read_params(const std::string& path, const GPT2Config& cfg, float* params, std::string* err) {
+// Reads all parameters into array 0 of `io` (param_layout(cfg).total floats, layer-major).
+inline bool model_file_read_params(const std::string& path, const GPT2Config& cfg, StateIO& io, std::string* err) {
     GPT2Config file_cfg;
     if (!model_file_read_header(path, &file_cfg, err)) return false;
     if (memcmp(&file_cfg, &cfg, sizeof cfg) != 0) { *err = path + ": model config differs from the one expected"; return false; }
     FILE* f = fopen(path.c_str(), "rb");
     if (!f) { *err = path + ": cannot open: " + strerror(errno); return false; }
-    const ParamLayout p = param_layout(cfg);
-    bool ok = fseek(f, sizeof(int32_t) * MODEL_HEADER_INTS, SEEK_SET) == 0;
-    for (int t = 0; ok && t < NUM_PARAM_TENSORS; t++)      // the file is tensor-major: read in its order
-        for (size_t l = 0; ok && l < param_tensor_count(cfg, t); l++) {
-            const size_t n = param_tensor_elems(cfg, t);
-            ok = fread(params + param_offset(cfg, p, t, (int)l), sizeof(float), n, f) == n;
-        }
+    const bool ok = fseeko(f, sizeof(int32_t) * MODEL_HEADER_INTS, SEEK_SET) == 0 &&
+                    ckpt_detail::read_ranges(f, io, 0, model_file_ranges(cfg));   // the file is tensor-major: read in its order
     fclose(f);
     if (!ok) { *err = path + ": read error in the parameters"; return false; }
     return true;
 }
+inline bool model_file_read_params(const std::string& path, const GPT2Config& cfg, float* params, std::string* err) {
+    HostState h = HostState::reading(params);
+    return model_file_read_params(path, cfg, h, err);
+}
 
-// Writes the model file atomically: to path.tmp, flushed and fsync'ed, then renamed over path, so
-// a crash leaves either the old file or the new one, never half of one.
-inline bool model_file_write(const std::string& path, const GPT2Config& cfg, const float* params, std::string* err) {
+// Writes array 0 of `io` as a model file, atomically: to path.tmp, flushed and fsync'ed, then
+// renamed over path, so a crash leaves either the old file or the new one, never half of one.
+inline bool model_file_write(const std::string& path, const GPT2Config& cfg, StateIO& io, std::string* err) {
     const std::string tmp = path + ".tmp";
     FILE* f = fopen(tmp.c_str(), "wb");
     if (!f) { *err = tmp + ": cannot create: " + strerror(errno); return false; }
     int32_t h[MODEL_HEADER_INTS] = {};
     h[0] = MODEL_MAGIC; h[1] = MODEL_VERSION_FP32; h[2] = cfg.max_seq_len; h[3] = cfg.vocab_size;
     h[4] = cfg.num_layers; h[5] = cfg.num_heads; h[6] = cfg.channels; h[7] = cfg.padded_vocab_size;
-    bool ok = fwrite(h, sizeof(int32_t), MODEL_HEADER_INTS, f) == MODEL_HEADER_INTS;
-    const ParamLayout p = param_layout(cfg);
-    for (int t = 0; ok && t < NUM_PARAM_TENSORS; t++)
-        for (size_t l = 0; ok && l < param_tensor_count(cfg, t); l++) {
-            const size_t n = param_tensor_elems(cfg, t);
-            ok = fwrite(params + param_offset(cfg, p, t, (int)l), sizeof(float), n, f) == n;
-        }
+    bool ok = fwrite(h, sizeof(int32_t), MODEL_HEADER_INTS, f) == MODEL_HEADER_INTS &&
+              ckpt_detail::write_ranges(f, io, 0, model_file_ranges(cfg));
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
@@ -104,6 +173,10 @@ inline bool model_file_write(const std::string& path, const GPT2Config& cfg, con
         return false;
     }
     return true;
+}
+inline bool model_file_write(const std::string& path, const GPT2Config& cfg, const float* params, std::string* err) {
+    HostState h = HostState::writing(params);
+    return model_file_write(path, cfg, h, err);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -211,15 +284,18 @@ inline bool fsync_path(const std::string& path, std::string* err) {
     if (fd >= 0) close(fd);
     return ok;
 }
-// Creates `path` from the byte ranges `parts`, flushed and fsync'ed before it returns.
-inline bool write_synced(const std::string& path, std::initializer_list<std::pair<const void*, size_t>> parts, std::string* err) {
+// Creates `path` with what `write` writes to it (true: all of it written), flushed and fsync'ed
+// before it returns.
+template <class Write> bool write_synced(const std::string& path, Write&& write, std::string* err) {
     FILE* f = fopen(path.c_str(), "wb");
     if (!f) return fail_errno(err, path, "cannot create");
-    bool ok = true;
-    for (const auto& p : parts) ok = ok && fwrite(p.first, 1, p.second, f) == p.second;
+    bool ok = write(f);
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
     ok = (fclose(f) == 0) && ok;                       // delayed write errors show up here
     return ok || fail_errno(err, path, "write failed");
+}
+inline bool write_synced(const std::string& path, const void* data, size_t bytes, std::string* err) {
+    return write_synced(path, [&](FILE* f) { return fwrite(data, 1, bytes, f) == bytes; }, err);
 }
 inline int remove_entry(const char* p, const struct stat*, int, struct FTW*) { return remove(p); }
 // rm -rf: depth first (files before their directory), not following symlinks. Absent is fine.
@@ -254,11 +330,11 @@ inline bool list_complete(const std::string& out, std::vector<std::pair<long lon
 }  // namespace ckpt_detail
 
 // Writes <out_dir>/step_<8-digit step>/ crash-safely (see above), then deletes all but the newest
-// keep_last complete checkpoints (keep_last <= 0 keeps all). master, adam_m, adam_v hold
-// param_layout(st.config).total floats each, layer-major; `options` (the run's options) goes to
-// options.txt, not written when empty.
-inline bool checkpoint_write(const std::string& out_dir, const TrainState& st, const float* master, const float* adam_m,
-                             const float* adam_v, int keep_last, std::string* err, const std::string& options = "") {
+// keep_last complete checkpoints (keep_last <= 0 keeps all). `io` gives the master weights, Adam
+// m and v (param_layout(st.config).total floats each, layer-major), in that order; `options` (the
+// run's options) goes to options.txt, not written when empty.
+inline bool checkpoint_write(const std::string& out_dir, const TrainState& st, StateIO& io, int keep_last, std::string* err,
+                             const std::string& options = "") {
     using namespace ckpt_detail;
     if (st.step < 0) return fail(err, out_dir, "negative step " + std::to_string(st.step));
     char name[32];
@@ -268,11 +344,14 @@ inline bool checkpoint_write(const std::string& out_dir, const TrainState& st, c
     if (mkdir(tmp.c_str(), 0755) != 0) return fail_errno(err, tmp, "cannot create directory");
     int32_t h[CKPT_HEADER_INTS] = {CKPT_MAGIC, CKPT_VERSION};
     encode(st, h);
-    const size_t bytes = sizeof(float) * param_layout(st.config).total;
-    const bool ok = model_file_write(tmp + "/model.bin", st.config, master, err) &&
-                    write_synced(tmp + "/state.bin", {{h, sizeof h}, {adam_m, bytes}, {adam_v, bytes}}, err) &&
-                    (options.empty() || write_synced(tmp + "/options.txt", {{options.data(), options.size()}}, err)) &&
-                    write_synced(tmp + "/DONE", {}, err) && fsync_path(tmp, err) &&
+    const Ranges all = {{0, param_layout(st.config).total}};
+    const auto state = [&](FILE* f) {
+        return fwrite(h, sizeof h, 1, f) == 1 && write_ranges(f, io, 1, all) && write_ranges(f, io, 2, all);
+    };
+    const bool ok = model_file_write(tmp + "/model.bin", st.config, io, err) &&
+                    write_synced(tmp + "/state.bin", state, err) &&
+                    (options.empty() || write_synced(tmp + "/options.txt", options.data(), options.size(), err)) &&
+                    write_synced(tmp + "/DONE", nullptr, 0, err) && fsync_path(tmp, err) &&
                     remove_checkpoint(final_dir, err) &&           // this step written before (a rerun)
                     (rename(tmp.c_str(), final_dir.c_str()) == 0 || fail_errno(err, tmp, "cannot rename to " + final_dir)) &&
                     fsync_path(out_dir, err);
@@ -283,6 +362,12 @@ inline bool checkpoint_write(const std::string& out_dir, const TrainState& st, c
     for (size_t i = 0; i + (size_t)keep_last < found.size(); i++)
         if (!remove_checkpoint(found[i].second, err)) return false;
     return true;
+}
+
+inline bool checkpoint_write(const std::string& out_dir, const TrainState& st, const float* master, const float* adam_m,
+                             const float* adam_v, int keep_last, std::string* err, const std::string& options = "") {
+    HostState h = HostState::writing(master, adam_m, adam_v);
+    return checkpoint_write(out_dir, st, h, keep_last, err, options);
 }
 
 // The newest complete checkpoint in out_dir.
@@ -353,11 +438,11 @@ inline bool checkpoint_same_data(const std::string& ckpt_dir, const TrainState& 
                              std::to_string(tokens) + " (shards added, removed or rewritten?): its data position would not fit");
 }
 
-// Reads a whole checkpoint: the state, the master weights (model.bin) and Adam's m and v, each
-// buffer param_layout(config).total floats. `expect` carries this run's config, precision and
-// world (its other fields are ignored); a checkpoint that differs in any of them is refused.
-inline bool checkpoint_read(const std::string& ckpt_dir, const TrainState& expect, TrainState* st, float* master,
-                            float* adam_m, float* adam_v, std::string* err) {
+// Reads a whole checkpoint: the state, the master weights (model.bin) and Adam's m and v, into
+// `io`'s arrays 0, 1, 2 (the part of each that io wants). `expect` carries this run's config,
+// precision and world (its other fields are ignored); a checkpoint that differs in any of them is
+// refused before any array is read.
+inline bool checkpoint_read(const std::string& ckpt_dir, const TrainState& expect, TrainState* st, StateIO& io, std::string* err) {
     using namespace ckpt_detail;
     TrainState s;
     GPT2Config mc;
@@ -367,14 +452,18 @@ inline bool checkpoint_read(const std::string& ckpt_dir, const TrainState& expec
     if (!same_config(s.config, expect.config))
         return fail(err, ckpt_dir, "model config mismatch: checkpoint has " + describe(s.config) + ", this run " + describe(expect.config));
     if (!checkpoint_fits_run(ckpt_dir, s, expect.precision, expect.world, err)) return false;
-    if (!model_file_read_params(model, s.config, master, err)) return false;
-    const size_t n = param_layout(s.config).total;
+    if (!model_file_read_params(model, s.config, io, err)) return false;
+    const Ranges all = {{0, param_layout(s.config).total}};
     FILE* f = fopen(state.c_str(), "rb");
     if (!f) return fail_errno(err, state, "cannot open");
-    const bool ok = fseeko(f, sizeof(int32_t) * CKPT_HEADER_INTS, SEEK_SET) == 0 &&
-                    fread(adam_m, sizeof(float), n, f) == n && fread(adam_v, sizeof(float), n, f) == n;
+    const bool ok = fseeko(f, sizeof(int32_t) * CKPT_HEADER_INTS, SEEK_SET) == 0 && read_ranges(f, io, 1, all) && read_ranges(f, io, 2, all);
     fclose(f);
     if (!ok) return fail(err, state, "read error in Adam m/v");
     *st = s;
     return true;
+}
+inline bool checkpoint_read(const std::string& ckpt_dir, const TrainState& expect, TrainState* st, float* master,
+                            float* adam_m, float* adam_v, std::string* err) {
+    HostState h = HostState::reading(master, adam_m, adam_v);
+    return checkpoint_read(ckpt_dir, expect, st, h, err);
 }

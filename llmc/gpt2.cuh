@@ -1,7 +1,7 @@
 // The GPT2 struct: where the model's memory lives and how it is filled. The parameters and the
 // four parameter-shaped buffers (grads, fp32 master, Adam m, v), the activations, the per-step
 // device scalars; build/free; GPT-2's initialization, loading a model file; and the optimizer
-// state gathered to the host (and scattered back) for checkpoints. What the model COMPUTES
+// state streamed to and from checkpoint files (GpuState). What the model COMPUTES
 // (forward, backward, update, one training step) is in gpt2_step.cuh.
 #pragma once
 #include <cmath>
@@ -192,52 +192,93 @@ inline void gpt2_init_random(GPT2* m, Context* ctx, uint64_t seed) {
     cudaCheck(cudaFree(w));
 }
 
+// The model's optimizer state as a checkpoint's writer and reader reach it (StateIO,
+// checkpoint.h): array 0 the fp32 master weights, 1 Adam m, 2 Adam v, layout.total floats each.
+// Every piece passes through ONE pinned host buffer of `chunk` floats (64 MB): the save streams
+// from the GPU into the file and a resume from the file into the GPU, with no host copy of the
+// whole state. Why pinned: the GPU's copy engine reads and writes only page-locked memory, so a
+// copy to pageable memory is staged by the driver, and into fresh pages it also takes the page
+// faults (d48's 18.7 GB went at ~1.4 GB/s that way; pinned copies run at PCIe speed).
+//   Saving: in ZeRO-1 on several GPUs each rank holds a shard of every array, so before the writer
+//   reads an array it is all-gathered into one full device buffer, a collective: rank 0 gathers
+//   on the writer's first get() of each array, and the other ranks call follow(), which joins
+//   the same three gathers (waiting while rank 0 writes the previous array).
+//   Reading (a resume, a model file): array 0 goes whole into a temporary fp32 device buffer that
+//   commit_weights() casts into the floatX weights and this rank's master shard; of arrays 1 and 2
+//   only this rank's shard [shard_lo, shard_hi) is read.
+struct GpuState : StateIO {
+    GPT2* m; Context* ctx; const Comm* comm;
+    bool zero;                        // ZeRO-1 on several GPUs: the arrays are sharded
+    int step = 0;                     // for the watchdog's line, should a gather hang
+    float* pinned = nullptr;          // (chunk) the host side of every copy
+    float* full = nullptr;            // (padded) saving with ZeRO-1: the gathered array; reading: the fp32 weights
+    int gathered = -1;                // the array `full` holds when saving
+    double gpu_s = 0;                 // time in gathers and copies (the checkpoint line's "from the GPU")
+
+    // comm: may be null when zero_stage is 0 (no collective then)
+    GpuState(GPT2* model, Context* c, const Comm* cm, int zero_stage) : m(model), ctx(c), comm(cm), zero(zero_stage && cm && cm->world > 1) {
+        chunk = (size_t)16 << 20;
+    }
+    ~GpuState() {
+        if (pinned) cudaCheck(cudaFreeHost(pinned));
+        if (full) cudaCheck(cudaFree(full));
+    }
+    float* host() {
+        if (!pinned) cudaCheck(cudaMallocHost(&pinned, chunk * sizeof(float)));
+        return pinned;
+    }
+    float* device_full() {
+        if (!full) cudaCheck(cudaMalloc(&full, m->padded * sizeof(float)));
+        return full;
+    }
+    // saving: array `which` whole on this GPU (ZeRO-1: gathered, collectively, once per array)
+    const float* array(int which) {
+        const float* own[3] = {m->master, m->adam_m, m->adam_v};
+        if (!zero) return own[which];
+        if (gathered != which) {
+            if (which != gathered + 1) comm_fail(comm, "checkpoint: the optimizer state gathered out of order");
+            const long long t0 = steady_ms();
+            comm_watch(comm, step, "checkpoint (gathering the optimizer state)");
+#ifdef USE_NCCL
+            comm_nccl_check(comm, ncclAllGather(own[which], device_full(), m->shard, ncclFloat, comm->nccl, ctx->stream),
+                            "gathering the optimizer shards (ZeRO-1)");
+#endif
+            cudaCheck(cudaStreamSynchronize(ctx->stream));
+            comm_unwatch(comm);
+            gathered = which;
+            gpu_s += (steady_ms() - t0) / 1e3;
+        }
+        return full;
+    }
+    // the ranks that do not write: the same collectives as the writer's gets (none without ZeRO-1)
+    void follow() { if (zero) for (int which = 0; which < 3; which++) array(which); }
+    const float* get(int which, size_t offset, size_t count) override {
+        const float* src = array(which);
+        const long long t0 = steady_ms();
+        cudaCheck(cudaMemcpyAsync(host(), src + offset, count * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream));
+        cudaCheck(cudaStreamSynchronize(ctx->stream));
+        gpu_s += (steady_ms() - t0) / 1e3;
+        return pinned;
+    }
+    void wanted(int which, size_t* lo, size_t* hi) override {
+        *lo = which == 0 ? 0 : m->shard_lo;
+        *hi = which == 0 ? m->layout.total : m->shard_hi;
+    }
+    float* buffer(int, size_t, size_t) override { return host(); }
+    void put(int which, size_t offset, size_t count) override {
+        float* dst = which == 0 ? device_full() + offset : (which == 1 ? m->adam_m : m->adam_v) + (offset - m->shard_lo);
+        cudaCheck(cudaMemcpyAsync(dst, pinned, count * sizeof(float), cudaMemcpyHostToDevice, ctx->stream));
+        cudaCheck(cudaStreamSynchronize(ctx->stream));   // the pinned buffer is refilled next
+    }
+    // reading: array 0, now whole in `full`, becomes the weights (floatX) and this rank's master shard
+    void commit_weights() { gpt2_set_weights(m, ctx, device_full()); }
+};
+
 // Loads the weights of a model file whose header matched m->cfg.
 inline bool gpt2_init_from_file(GPT2* m, Context* ctx, const std::string& path, std::string* err) {
-    std::vector<float> host(m->layout.total);
-    if (!model_file_read_params(path, m->cfg, host.data(), err)) return false;
-    float* w;
-    cudaCheck(cudaMalloc(&w, host.size() * sizeof(float)));
-    cudaCheck(cudaMemcpyAsync(w, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, ctx->stream));
-    gpt2_set_weights(m, ctx, w);
-    cudaCheck(cudaFree(w));
+    GpuState io(m, ctx, nullptr, 0);
+    if (!model_file_read_params(path, m->cfg, io, err)) return false;
+    io.commit_weights();
     return true;
-}
-
-// The optimizer state of the whole model on the host (fp32, layer-major, layout.total floats
-// each): master weights, Adam m and v, into the caller's buffers, or nowhere when they are null (a
-// rank that does not write the checkpoint). In ZeRO-1 on several GPUs every rank holds a shard, so
-// the shards are all-gathered first (a collective: every rank must call this); on one GPU its shard
-// is all.
-inline void gpt2_gather_state(GPT2* m, Context* ctx, const Comm* comm, int zero, float* master, float* adam_m, float* adam_v) {
-    const size_t n = m->layout.total;
-    zero = zero && comm->world > 1;
-    float* full = nullptr;
-    if (zero) cudaCheck(cudaMalloc(&full, m->padded * sizeof(float)));
-    const std::pair<const float*, float*> parts[3] = {{m->master, master}, {m->adam_m, adam_m}, {m->adam_v, adam_v}};
-    for (auto [src, dst] : parts) {
-        if (zero) {
-#ifdef USE_NCCL
-            comm_nccl_check(comm, ncclAllGather(src, full, m->shard, ncclFloat, comm->nccl, ctx->stream), "gathering the optimizer shards (ZeRO-1)");
-#endif
-            src = full;
-        }
-        if (dst) cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream));
-        cudaCheck(cudaStreamSynchronize(ctx->stream));
-    }
-    if (full) cudaCheck(cudaFree(full));
-}
-
-// The inverse, for resuming: every rank takes its part of the full host state (layout.total
-// floats each: master weights, Adam m, Adam v); the working weights are cast from the master.
-inline void gpt2_set_state(GPT2* m, Context* ctx, const float* master, const float* adam_m, const float* adam_v) {
-    float* w;
-    cudaCheck(cudaMalloc(&w, m->layout.total * sizeof(float)));
-    cudaCheck(cudaMemcpy(w, master, m->layout.total * sizeof(float), cudaMemcpyHostToDevice));
-    gpt2_set_weights(m, ctx, w);
-    cudaCheck(cudaFree(w));
-    const size_t count = m->shard_hi - m->shard_lo;
-    cudaCheck(cudaMemcpy(m->adam_m, adam_m + m->shard_lo, count * sizeof(float), cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(m->adam_v, adam_v + m->shard_lo, count * sizeof(float), cudaMemcpyHostToDevice));
 }
 

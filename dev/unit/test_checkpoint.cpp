@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <vector>
 #include "llmc/checkpoint.h"
 #include "dev/unit/check.h"
@@ -105,6 +106,63 @@ static void test_round_trip(const Fixture& fx) {
     CHECK(checkpoint_read(ck, st, &got, master2.data(), m2.data(), v2.data(), &err), "read the checkpoint");
     CHECK(same_state(got, st) && bits_equal(master2, fx.master) && bits_equal(m2, fx.m) && bits_equal(v2, fx.v), "round trip is bit-exact");
     CHECK(!exists(ck + "/options.txt"), "no options.txt when none are given");
+}
+
+// A StateIO as the GPU's (GpuState) behaves: every piece through one small staging buffer (chunk
+// floats, copied in and out), a shard [lo, hi) of arrays 1 and 2 on reading; it records the order
+// in which the writer asked for the arrays and what the reader put where.
+struct StagedState : StateIO {
+    const float* in[3] = {};
+    std::vector<float> out[3], stage;
+    size_t lo = 0, hi = SIZE_MAX;
+    std::vector<int> order;           // array of each get(), in call order
+    size_t put_floats = 0;
+    explicit StagedState(size_t c) : stage(c) { chunk = c; }
+    const float* get(int which, size_t offset, size_t count) override {
+        if (count > chunk) abort();
+        order.push_back(which);
+        memcpy(stage.data(), in[which] + offset, count * sizeof(float));
+        return stage.data();
+    }
+    void wanted(int which, size_t* l, size_t* h) override { *l = which == 0 ? 0 : lo; *h = which == 0 ? SIZE_MAX : hi; }
+    float* buffer(int, size_t, size_t count) override { if (count > chunk) abort(); return stage.data(); }
+    void put(int which, size_t offset, size_t count) override {
+        memcpy(out[which].data() + offset, stage.data(), count * sizeof(float));
+        put_floats += count;
+    }
+};
+static bool same_file(const std::string& a, const std::string& b) {
+    std::string x, y, err;
+    return read_text_file(a, &x, &err) && read_text_file(b, &y, &err) && x == y;
+}
+
+// Streamed through a staging buffer of 7 floats (no range a multiple of it): the files are byte
+// for byte those of the in-place writer, the arrays are asked for in order 0, 1, 2, and a reader
+// that wants a shard of Adam's m and v gets exactly that shard and all of the weights.
+static void test_streamed(const Fixture& fx, const std::string& ck) {
+    const size_t n = fx.n;
+    std::string err;
+    StagedState w(7);
+    w.in[0] = fx.master.data(); w.in[1] = fx.m.data(); w.in[2] = fx.v.data();
+    CHECK(checkpoint_write(fx.root + "/staged", example_state(1000), w, 0, &err), "write a checkpoint through a 7-float staging buffer");
+    const std::string sk = fx.root + "/staged/step_00001000";
+    CHECK(same_file(sk + "/model.bin", ck + "/model.bin") && same_file(sk + "/state.bin", ck + "/state.bin"),
+          "its model.bin and state.bin are byte for byte the in-place writer's");
+    CHECK(std::is_sorted(w.order.begin(), w.order.end()) && w.order.front() == 0 && w.order.back() == 2,
+          "the writer asks for array 0, then 1, then 2 (ZeRO-1 gathers each once)");
+    StagedState r(7);
+    const float sentinel = -12345.0f;
+    for (auto& o : r.out) o.assign(n, sentinel);
+    r.lo = n / 3 + 1; r.hi = 2 * n / 3 + 5;                  // a shard that starts and ends mid-chunk
+    TrainState got{};
+    CHECK(checkpoint_read(ck, example_state(1000), &got, r, &err), "read it back through the staging buffer, a shard of m and v");
+    bool shard_ok = bits_equal(r.out[0], fx.master) && r.put_floats == n + 2 * (r.hi - r.lo);
+    for (size_t i = 0; i < n; i++) {
+        const bool in = i >= r.lo && i < r.hi;
+        shard_ok = shard_ok && (in ? memcmp(&r.out[1][i], &fx.m[i], 4) == 0 && memcmp(&r.out[2][i], &fx.v[i], 4) == 0
+                                   : r.out[1][i] == sentinel && r.out[2][i] == sentinel);
+    }
+    CHECK(shard_ok, "the weights whole, m and v exactly in the shard, nothing else read");
 }
 
 // Whether the checkpoint ck (example_state(1000)) fits this run's data, GPU count and precision.
@@ -307,6 +365,7 @@ int main(int argc, char** argv) {
     test_round_trip(fx);
     const std::string ck = fx.out + "/step_00001000";   // the round trip's checkpoint
     test_same_data_and_fits_run(ck);
+    test_streamed(fx, ck);
     test_checkpoint_files(fx, ck);
     test_keep_last(fx);                  // after the two above: it deletes their step 1000
     test_latest_is_numerically_largest(fx);
