@@ -295,7 +295,7 @@ template <class Write> bool write_synced(const std::string& path, Write&& write,
     return ok || fail_errno(err, path, "write failed");
 }
 inline bool write_synced(const std::string& path, const void* data, size_t bytes, std::string* err) {
-    return write_synced(path, [&](FILE* f) { return fwrite(data, 1, bytes, f) == bytes; }, err);
+    return write_synced(path, [&](FILE* f) { return bytes == 0 || fwrite(data, 1, bytes, f) == bytes; }, err);
 }
 inline int remove_entry(const char* p, const struct stat*, int, struct FTW*) { return remove(p); }
 // rm -rf: depth first (files before their directory), not following symlinks. Absent is fine.
