@@ -26,6 +26,7 @@
 #include "llmc/gpt2.cuh"
 #include "llmc/gpt2_step.cuh"
 #include "llmc/checkpoint.h"
+#include "llmc/checkpoint_writer.cuh"
 #include "llmc/choices.h"
 #include "llmc/comm.cuh"
 #include "llmc/dataloader.h"
@@ -57,7 +58,8 @@ struct Run {
     GpuPeak peak;                    // what MFU is measured against, per GPU (flops 0: unknown)
     uint64_t sample_rng = 0;
     int step = 0, steps = 0, accum = 1;
-    int saved_step = -1;             // the step of the last checkpoint written
+    int saved_step = -1;             // the step of the last checkpoint taken (written, or being written in the background)
+    CheckpointWriter writer;         // rank 0's background checkpoint writes (llmc/checkpoint_writer.cuh)
     std::string resume_dir;          // --resume: the newest complete checkpoint, found once in setup ("": none); resume() loads
                                      // it, weights included, so build_model reads no weights then
     StartupTimes startup;            // main's start to the first step, phase by phase (rank 0 prints them)
@@ -129,25 +131,56 @@ TrainState train_state(const Run* r) {
     return st;
 }
 
-// Checkpoint: every rank takes part (ZeRO-1 gathers the optimizer shards); rank 0 writes,
-// streaming the state from the GPU into the files (GpuState). Its line says what it cost the run:
-// the state's size, the time in copies from the GPU(s) (and gathers), the rest writing and
-// syncing (the other ranks wait that long in the next step's all-reduce).
+// Checkpoint: every rank takes part (ZeRO-1 gathers the optimizer shards); rank 0 writes. Where
+// its GPU has room, rank 0 copies the state into a snapshot there and writes it in the background
+// (llmc/checkpoint_writer.cuh); else it streams the state from the GPU into the files (GpuState)
+// while the run waits. Its line says what the checkpoint cost the run: the state's size, the
+// time on the GPU(s) (copies, gathers), and the writing, in the background or not (in the
+// foreground the other ranks wait that long in the next step's all-reduce).
 void save_checkpoint(Run* r) {
+    const size_t n = r->model.layout.total;
+    const double gb = 3.0 * sizeof(float) * n / 1e9;
+    CheckpointWriter* w = &r->writer;
+    const bool rank0 = r->comm.rank == 0;
+    if (rank0 && r->tc.checkpoint_async && !w->decided)
+        printf("%s\n", checkpoint_writer_setup(w, 3 * n * sizeof(float), STATE_CHUNK_FLOATS).c_str());
     GpuState io(&r->model, &r->ctx, &r->comm, r->tc.zero);
     io.step = r->step;
-    if (r->comm.rank == 0) {
-        const long long t0 = steady_ms();
-        std::string err;
-        if (!checkpoint_write(r->tc.out, train_state(r), io, r->tc.keep_checkpoints, &err, train_options_text(r->tc)))
-            comm_fail(&r->comm, err);
-        printf("checkpoint: %s/step_%08d (%.2f GB: %.2f s from the GPU%s, %.2f s to write and sync)\n", r->tc.out.c_str(), r->step,
-               3.0 * sizeof(float) * r->model.layout.total / 1e9, io.gpu_s, r->comm.world > 1 ? "s" : "",
-               (steady_ms() - t0) / 1e3 - io.gpu_s);
-    } else {
-        io.follow();
-    }
     r->saved_step = r->step;
+    if (!rank0) { io.follow(); return; }   // ZeRO-1: the gathers rank 0's write makes (none in DDP)
+    const long long t0 = steady_ms();
+    std::string err;
+    const TrainState st = train_state(r);
+    const std::string out = r->tc.out, options = train_options_text(r->tc);
+    const int keep = r->tc.keep_checkpoints, step = r->step, world = r->comm.world;
+    if (!w->snapshot) {
+        if (!checkpoint_write(out, st, io, keep, &err, options)) comm_fail(&r->comm, err);
+        printf("checkpoint: %s/step_%08d (%.2f GB: %.2f s from the GPU%s, %.2f s to write and sync)\n", out.c_str(), step, gb, io.gpu_s,
+               world > 1 ? "s" : "", (steady_ms() - t0) / 1e3 - io.gpu_s);
+        return;
+    }
+    if (!checkpoint_writer_wait(w, &err)) comm_fail(&r->comm, err);   // one write at a time
+    const long long t1 = steady_ms();
+    io.snapshot(w->snapshot);
+    const long long t2 = steady_ms();
+    char waited[64] = "";
+    if (t1 - t0 >= 10) snprintf(waited, sizeof waited, " after waiting %.2f s for the previous write", (t1 - t0) / 1e3);
+    const std::string after = waited;
+    checkpoint_writer_start(w, r->ctx.device, n, STATE_CHUNK_FLOATS,
+        [=](StateIO& s, std::string* e) { return checkpoint_write(out, st, s, keep, e, options); },
+        [=] {
+            printf("checkpoint: %s/step_%08d (%.2f GB: %.2f s to snapshot on the GPU%s%s, %.2f s to write and sync in the background)\n",
+                   out.c_str(), step, gb, (t2 - t1) / 1e3, world > 1 ? "s" : "", after.c_str(), (steady_ms() - t2) / 1e3);
+            fflush(stdout);
+        });
+}
+
+// Waits for rank 0's background checkpoint write, if one is in progress (poll: only if it has
+// ended); a failed write ends the run with its line.
+void wait_for_checkpoint(Run* r, bool poll = false) {
+    std::string err;
+    if (r->comm.rank == 0 && !(poll ? checkpoint_writer_poll(&r->writer, &err) : checkpoint_writer_wait(&r->writer, &err)))
+        comm_fail(&r->comm, err);
 }
 
 // The run's options (llmc/run_options.h): the command line's, or on --resume the run's own merged
@@ -400,6 +433,7 @@ void after_step(Run* r, bool last) {
     const TrainConfig& tc = r->tc;
     GPT2* m = &r->model;
     auto due = [&](int every) { return last || (every > 0 && r->step % every == 0); };
+    wait_for_checkpoint(r, true);   // a background write that failed ends the run here
     if (due(tc.val_every)) {
         const size_t batches = tc.val_batches > 0 ? (size_t)(tc.val_batches / r->comm.world) : dataloader_steps_per_epoch(&r->val);
         const float v = gpt2_validation_loss(m, &r->ctx, &r->comm, &r->val, batches, r->step);
@@ -478,6 +512,7 @@ void install_stop_signals() {
 void stop_on_request(Run* r, int votes) {
     const bool saves = !r->tc.bench && !r->tc.out.empty();
     if (saves && r->saved_step != r->step) save_checkpoint(r);
+    wait_for_checkpoint(r);
     if (r->comm.rank != 0) return;
     const std::string what = stop_signal ? std::string(strsignal(stop_signal)) + " (signal " + std::to_string(stop_signal) + ")" : "a stop signal";
     const std::string then = saves ? "the checkpoint is in " + r->tc.out + ": continue with --resume" : "nothing saved (no --out)";
@@ -589,7 +624,11 @@ int run_loop(Run* r) {
         }
         if (!tc.bench) after_step(r, r->step == r->steps);
         if (s.stop_votes > 0 && r->step < r->steps) { stop_on_request(r, s.stop_votes); stopped = true; break; }
-        if (tc.debug_exit_after > 0 && r->step == tc.debug_exit_after) { fflush(stdout); _exit(137); }  // as if killed
+        if (tc.debug_exit_after > 0 && r->step == tc.debug_exit_after) {   // as if killed, once the step's checkpoint is written
+            wait_for_checkpoint(r);
+            fflush(stdout);
+            _exit(137);
+        }
     }
     if (!timed_ms.empty()) print_result(r, timed_ms, timed, flops_tok, peak);
     return stopped ? EXIT_STOPPED : 0;
@@ -617,6 +656,8 @@ int main(int argc, char** argv) {
     }
     if (!setup(&r, &err)) comm_fail(&r.comm, err);
     const int rc = run_loop(&r);
+    wait_for_checkpoint(&r);
+    checkpoint_writer_free(&r.writer);
     r.log.close();
     if (r.reduce) grad_reducer_free(&r.reducer);
     gpt2_free(&r.model);

@@ -192,6 +192,15 @@ inline void gpt2_init_random(GPT2* m, Context* ctx, uint64_t seed) {
     cudaCheck(cudaFree(w));
 }
 
+// count floats from the GPU into pinned host memory, on `stream`, waited for.
+inline void copy_to_host(float* pinned, const float* src, size_t count, cudaStream_t stream) {
+    cudaCheck(cudaMemcpyAsync(pinned, src, count * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaStreamSynchronize(stream));
+}
+
+// The pieces a checkpoint's state passes through host memory in: 16M floats, 64 MB.
+constexpr size_t STATE_CHUNK_FLOATS = (size_t)16 << 20;
+
 // The model's optimizer state as a checkpoint's writer and reader reach it (StateIO,
 // checkpoint.h): array 0 the fp32 master weights, 1 Adam m, 2 Adam v, layout.total floats each.
 // Every piece passes through ONE pinned host buffer of `chunk` floats (64 MB): the save streams
@@ -217,7 +226,7 @@ struct GpuState : StateIO {
 
     // comm: may be null when zero_stage is 0 (no collective then)
     GpuState(GPT2* model, Context* c, const Comm* cm, int zero_stage) : m(model), ctx(c), comm(cm), zero(zero_stage && cm && cm->world > 1) {
-        chunk = (size_t)16 << 20;
+        chunk = STATE_CHUNK_FLOATS;
     }
     ~GpuState() {
         if (pinned) cudaCheck(cudaFreeHost(pinned));
@@ -255,10 +264,19 @@ struct GpuState : StateIO {
     const float* get(int which, size_t offset, size_t count) override {
         const float* src = array(which);
         const long long t0 = steady_ms();
-        cudaCheck(cudaMemcpyAsync(host(), src + offset, count * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream));
-        cudaCheck(cudaStreamSynchronize(ctx->stream));
+        copy_to_host(host(), src + offset, count, ctx->stream);
         gpu_s += (steady_ms() - t0) / 1e3;
         return pinned;
+    }
+    // the whole state, this rank's view of it, into dst (3 * layout.total floats on this GPU:
+    // master, m, v), or nowhere when dst is null (a rank that does not write). Collective in ZeRO-1.
+    void snapshot(float* dst) {
+        const size_t n = m->layout.total;
+        for (int which = 0; which < 3; which++) {
+            const float* src = array(which);
+            if (dst) cudaCheck(cudaMemcpyAsync(dst + which * n, src, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream));
+        }
+        cudaCheck(cudaStreamSynchronize(ctx->stream));
     }
     void wanted(int which, size_t* lo, size_t* hi) override {
         *lo = which == 0 ? 0 : m->shard_lo;

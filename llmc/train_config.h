@@ -46,6 +46,7 @@ struct TrainConfig {
     float top_p = 1.0f, temperature = 1.0f;
     std::string out;                                // run directory: log.jsonl + checkpoints ("" = none)
     int checkpoint_every = 0, keep_checkpoints = 2;
+    int checkpoint_async = 1;                       // write checkpoints from a GPU snapshot while training goes on
     bool resume = false;
     // several GPUs
     int zero = 0;                                   // 0: DDP, 1: ZeRO-1
@@ -106,6 +107,7 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"out", 'o', OPT_STRING, &c->out, "run directory for log.jsonl, checkpoints and gemm_algos.txt, created if missing (empty: none; --bench keeps only gemm_algos.txt there)"},
         {"checkpoint-every", 'n', OPT_INT, &c->checkpoint_every, "write a checkpoint every N steps (0: only at the end)", 0, 1e9},
         {"keep-checkpoints", 0, OPT_INT, &c->keep_checkpoints, "keep the newest K checkpoints (0: all)", 0, 1e6},
+        {"checkpoint-async", 0, OPT_INT, &c->checkpoint_async, "1: write checkpoints in the background, from a snapshot of the state on the GPU (12 bytes per parameter, where free), while training goes on; 0: the run waits for each write", 0, 1},
         {"resume", 0, OPT_FLAG, &c->resume, "continue from the newest complete checkpoint in --out (none yet: start at step 0)"},
         {"zero", 'z', OPT_INT, &c->zero, "0: DDP (all-reduce); 1: ZeRO-1 (optimizer state sharded over GPUs)", 0, 1},
         {"bucket-mb", 0, OPT_FLOAT, &c->bucket_mb, "gradient reduction bucket, MiB (0: one per block)", 0, 1e6},
