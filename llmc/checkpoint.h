@@ -36,8 +36,9 @@
 struct StateIO {
     size_t chunk = (size_t)1 << 60;
     virtual ~StateIO() = default;
-    // writing: floats [offset, offset + count) of array `which`, valid until the next call. The
-    // writer asks for array 0, then 1, then 2 (a ZeRO-1 GpuState gathers each once, collectively).
+    // writing: floats [offset, offset + count) of array `which`, valid until the next call; null if
+    // they cannot be had (the write then fails; the implementation keeps why). The writer asks for
+    // array 0, then 1, then 2 (a ZeRO-1 GpuState gathers each once, collectively).
     virtual const float* get(int which, size_t offset, size_t count) = 0;
     // reading: the part [*lo, *hi) of array `which` this reader takes; the rest is skipped
     virtual void wanted(int which, size_t* lo, size_t* hi) { (void)which; *lo = 0; *hi = SIZE_MAX; }
@@ -73,7 +74,8 @@ inline bool write_ranges(FILE* f, StateIO& io, int which, const Ranges& ranges) 
     for (const auto& [offset, count] : ranges)
         for (size_t at = offset, end = offset + count; at < end;) {
             const size_t k = std::min(end - at, io.chunk);
-            if (fwrite(io.get(which, at, k), sizeof(float), k, f) != k) return false;
+            const float* piece = io.get(which, at, k);
+            if (!piece || fwrite(piece, sizeof(float), k, f) != k) return false;
             at += k;
         }
     return true;

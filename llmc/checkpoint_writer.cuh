@@ -25,14 +25,21 @@
 #include "gpt2.cuh"
 
 // The snapshot's arrays as the checkpoint writer reads them (StateIO): device memory, copied a
-// piece at a time into one pinned buffer on the writer's own stream.
+// piece at a time into one pinned buffer on the writer's own stream. A CUDA error here fails the
+// write (kept in `error`) instead of ending the process as cudaCheck would: this runs on the
+// writer's thread, and the main thread may be ending the process itself (an error of its own), so
+// a second exit() from here would race with it.
 struct SnapshotState : StateIO {
     const float* arrays[3] = {};
     float* pinned = nullptr;
     cudaStream_t stream = nullptr;
+    std::string error;
     const float* get(int which, size_t offset, size_t count) override {
-        copy_to_host(pinned, arrays[which] + offset, count, stream);
-        return pinned;
+        cudaError_t e = cudaMemcpyAsync(pinned, arrays[which] + offset, count * sizeof(float), cudaMemcpyDeviceToHost, stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+        if (e == cudaSuccess) return pinned;
+        error = std::string("checkpoint: copying the snapshot from the GPU: ") + cudaGetErrorString(e);
+        return nullptr;
     }
     float* buffer(int, size_t, size_t) override { return nullptr; }   // written, never read
 };
@@ -91,15 +98,16 @@ inline bool checkpoint_writer_poll(CheckpointWriter* w, std::string* err) {
 template <class Write, class Done>
 void checkpoint_writer_start(CheckpointWriter* w, int device, size_t total, size_t chunk_floats, Write write, Done done) {
     w->thread = std::thread([w, device, total, chunk_floats, write, done]() {
-        cudaCheck(cudaSetDevice(device));   // the current device is per thread
         SnapshotState io;
         io.chunk = chunk_floats;
         for (int which = 0; which < 3; which++) io.arrays[which] = w->snapshot + which * total;
         io.pinned = w->pinned;
         io.stream = w->stream;
         std::string err;
-        if (write(io, &err)) done();
-        else w->error = err;
+        const cudaError_t e = cudaSetDevice(device);   // the current device is per thread
+        if (e != cudaSuccess) w->error = std::string("checkpoint: selecting the GPU for the writer: ") + cudaGetErrorString(e);
+        else if (write(io, &err)) done();
+        else w->error = io.error.empty() ? err : io.error;   // a failed copy's own words, not the write's errno
         w->finished = true;
     });
 }

@@ -117,9 +117,11 @@ struct StagedState : StateIO {
     size_t lo = 0, hi = SIZE_MAX;
     std::vector<int> order;           // array of each get(), in call order
     size_t put_floats = 0;
+    int fail_array = -1;              // get() of this array returns null (a source that failed)
     explicit StagedState(size_t c) : stage(c) { chunk = c; }
     const float* get(int which, size_t offset, size_t count) override {
         if (count > chunk) abort();
+        if (which == fail_array) return nullptr;
         order.push_back(which);
         memcpy(stage.data(), in[which] + offset, count * sizeof(float));
         return stage.data();
@@ -163,6 +165,13 @@ static void test_streamed(const Fixture& fx, const std::string& ck) {
                                    : r.out[1][i] == sentinel && r.out[2][i] == sentinel);
     }
     CHECK(shard_ok, "the weights whole, m and v exactly in the shard, nothing else read");
+    StagedState bad(7);
+    bad.in[0] = fx.master.data(); bad.in[1] = fx.m.data(); bad.in[2] = fx.v.data();
+    bad.fail_array = 2;   // Adam v cannot be had: state.bin fails after model.bin was written
+    std::string found;
+    CHECK(!checkpoint_write(fx.root + "/failed", example_state(1000), bad, 0, &err) && err.find(fx.root + "/failed/step_00001000.tmp/state.bin") == 0 &&
+          !exists(fx.root + "/failed/step_00001000.tmp") && !checkpoint_find_latest(fx.root + "/failed", &found, &err),
+          "a source that fails mid-write: an error naming the file, no checkpoint, no .tmp left");
 }
 
 // Whether the checkpoint ck (example_state(1000)) fits this run's data, GPU count and precision.
