@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <atomic>
 #include <csignal>
 #include <unistd.h>  // access()
 #include <cuda_profiler_api.h>
@@ -131,19 +132,29 @@ TrainState train_state(const Run* r) {
     return st;
 }
 
+// Set when the process begins to exit() (an atexit handler, which like a signal handler can reach
+// nothing but a global): a background checkpoint write then stops without completing its
+// checkpoint (CheckpointWriter::exiting). Registered at the first background write, after the CUDA
+// runtime's own exit handlers, so that it runs before them.
+static std::atomic<bool> process_exiting{false};
+static void on_process_exit() { process_exiting = true; }
+
 // Checkpoint: every rank takes part (ZeRO-1 gathers the optimizer shards); rank 0 writes. Where
 // its GPU has room, rank 0 copies the state into a snapshot there and writes it in the background
 // (llmc/checkpoint_writer.cuh); else it streams the state from the GPU into the files (GpuState)
 // while the run waits. Its line says what the checkpoint cost the run: the state's size, the
 // time on the GPU(s) (copies, gathers), and the writing, in the background or not (in the
-// foreground the other ranks wait that long in the next step's all-reduce).
+// foreground the other ranks wait that long: in ZeRO-1 in the gathers, else in the next step's
+// all-reduce).
 void save_checkpoint(Run* r) {
     const size_t n = r->model.layout.total;
     const double gb = 3.0 * sizeof(float) * n / 1e9;
     CheckpointWriter* w = &r->writer;
     const bool rank0 = r->comm.rank == 0;
-    if (rank0 && r->tc.checkpoint_async && !w->decided)
-        printf("%s\n", checkpoint_writer_setup(w, 3 * n * sizeof(float), STATE_CHUNK_FLOATS).c_str());
+    if (rank0 && r->tc.checkpoint_async && !w->decided) {
+        printf("%s\n", checkpoint_writer_setup(w, 3 * r->model.padded * sizeof(float), STATE_CHUNK_FLOATS, &process_exiting).c_str());
+        if (w->snapshot) std::atexit(on_process_exit);
+    }
     GpuState io(&r->model, &r->ctx, &r->comm, r->tc.zero);
     io.step = r->step;
     r->saved_step = r->step;
@@ -166,7 +177,7 @@ void save_checkpoint(Run* r) {
     char waited[64] = "";
     if (t1 - t0 >= 10) snprintf(waited, sizeof waited, " after waiting %.2f s for the previous write", (t1 - t0) / 1e3);
     const std::string after = waited;
-    checkpoint_writer_start(w, r->ctx.device, n, STATE_CHUNK_FLOATS,
+    checkpoint_writer_start(w, r->ctx.device, r->model.padded, STATE_CHUNK_FLOATS,
         [=](StateIO& s, std::string* e) { return checkpoint_write(out, st, s, keep, e, options); },
         [=] {
             printf("checkpoint: %s/step_%08d (%.2f GB: %.2f s to snapshot on the GPU%s%s, %.2f s to write and sync in the background)\n",
@@ -493,7 +504,7 @@ void print_result(Run* r, const std::vector<float>& ms, const std::vector<StepRe
 // signal of the same kind ends the process at once (SA_RESETHAND). Under mpirun, signal a rank's
 // process: OpenMPI 4.1.6's mpirun does not pass SIGUSR1 on, and it sends SIGTERM too late for a
 // checkpoint unless given time (README, "Stopping a run cleanly").
-// The one mutable global of the trainer: a signal handler can reach nothing else.
+// One of the trainer's two mutable globals (with process_exiting): a signal handler can reach nothing else.
 static volatile sig_atomic_t stop_signal = 0;
 constexpr int EXIT_STOPPED = 4;
 static void on_stop_signal(int sig) { stop_signal = sig; }

@@ -35,11 +35,15 @@
 // HostState below: arrays already in host memory (the tests, the fuzzers, the tools).
 struct StateIO {
     size_t chunk = (size_t)1 << 60;
+    std::string error;                 // why a get() returned null: the failed write's line
     virtual ~StateIO() = default;
     // writing: floats [offset, offset + count) of array `which`, valid until the next call; null if
-    // they cannot be had (the write then fails; the implementation keeps why). The writer asks for
-    // array 0, then 1, then 2 (a ZeRO-1 GpuState gathers each once, collectively).
+    // they cannot be had (the write then fails with `error`). The writer asks for array 0, then 1,
+    // then 2 (a ZeRO-1 GpuState gathers each once, collectively).
     virtual const float* get(int which, size_t offset, size_t count) = 0;
+    // writing: true when the checkpoint must not be completed (not marked DONE) after all, e.g.
+    // the process is exiting under a background writer (llmc/checkpoint_writer.cuh)
+    virtual bool abandoned() const { return false; }
     // reading: the part [*lo, *hi) of array `which` this reader takes; the rest is skipped
     virtual void wanted(int which, size_t* lo, size_t* hi) { (void)which; *lo = 0; *hi = SIZE_MAX; }
     // reading: where floats [offset, offset + count) of array `which` go; put() then takes them
@@ -53,7 +57,10 @@ struct HostState : StateIO {
     float* out[3] = {};
     static HostState writing(const float* a, const float* b = nullptr, const float* c = nullptr) { HostState h; h.in[0] = a; h.in[1] = b; h.in[2] = c; return h; }
     static HostState reading(float* a, float* b = nullptr, float* c = nullptr) { HostState h; h.out[0] = a; h.out[1] = b; h.out[2] = c; return h; }
-    const float* get(int which, size_t offset, size_t) override { return in[which] + offset; }
+    const float* get(int which, size_t offset, size_t) override {
+        if (!in[which]) error = "checkpoint: array " + std::to_string(which) + " was not given";
+        return in[which] ? in[which] + offset : nullptr;
+    }
     float* buffer(int which, size_t offset, size_t) override { return out[which] + offset; }
 };
 
@@ -170,7 +177,7 @@ inline bool model_file_write(const std::string& path, const GPT2Config& cfg, Sta
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-        *err = path + ": write failed: " + strerror(errno);
+        *err = io.error.empty() ? path + ": write failed: " + strerror(errno) : io.error;
         unlink(tmp.c_str());
         return false;
     }
@@ -353,11 +360,17 @@ inline bool checkpoint_write(const std::string& out_dir, const TrainState& st, S
     const bool ok = model_file_write(tmp + "/model.bin", st.config, io, err) &&
                     write_synced(tmp + "/state.bin", state, err) &&
                     (options.empty() || write_synced(tmp + "/options.txt", options.data(), options.size(), err)) &&
+                    (!io.abandoned() || fail(err, tmp, "abandoned: the process is exiting")) &&   // every file is whole and closed here
                     write_synced(tmp + "/DONE", nullptr, 0, err) && fsync_path(tmp, err) &&
                     remove_checkpoint(final_dir, err) &&           // this step written before (a rerun)
                     (rename(tmp.c_str(), final_dir.c_str()) == 0 || fail_errno(err, tmp, "cannot rename to " + final_dir)) &&
                     fsync_path(out_dir, err);
-    if (!ok) { std::string ignored; remove_tree(tmp, &ignored); return false; }
+    if (!ok) {
+        if (!io.error.empty()) *err = io.error;   // the source's own words, not the write's errno
+        std::string ignored;
+        remove_tree(tmp, &ignored);
+        return false;
+    }
     if (keep_last <= 0) return true;
     std::vector<std::pair<long long, std::string>> found;   // the complete ones, oldest first
     if (!list_complete(out_dir, &found, err)) return false;

@@ -4,7 +4,8 @@
 // waits on the disk: d48's 18.7 GB took 14-25 s on an H200 machine's, during which every GPU of
 // the run would stand still (the other ranks in the next step's all-reduce). The state only has
 // to be CAPTURED at the step; it can be written later. So the state is copied into a snapshot on
-// rank 0's GPU (device to device: milliseconds; ZeRO-1 gathers its shards into it, a collective),
+// rank 0's GPU (device to device: milliseconds; ZeRO-1 all-gathers the shards straight into it,
+// a collective),
 // and a writer thread streams the snapshot into the files through one pinned buffer, on a CUDA
 // stream of its own, while the compute stream runs the next steps. The files, their crash safety
 // (llmc/checkpoint.h) and --resume are unchanged: a process killed during a background write
@@ -22,7 +23,6 @@
 #include <thread>
 #include "common.cuh"
 #include "checkpoint.h"
-#include "gpt2.cuh"
 
 // The snapshot's arrays as the checkpoint writer reads them (StateIO): device memory, copied a
 // piece at a time into one pinned buffer on the writer's own stream. A CUDA error here fails the
@@ -33,8 +33,10 @@ struct SnapshotState : StateIO {
     const float* arrays[3] = {};
     float* pinned = nullptr;
     cudaStream_t stream = nullptr;
-    std::string error;
+    const std::atomic<bool>* exiting = nullptr;   // set when the process has begun to exit (CheckpointWriter)
+    bool abandoned() const override { return exiting && *exiting; }
     const float* get(int which, size_t offset, size_t count) override {
+        if (abandoned()) { error = "checkpoint: abandoned: the process is exiting"; return nullptr; }
         cudaError_t e = cudaMemcpyAsync(pinned, arrays[which] + offset, count * sizeof(float), cudaMemcpyDeviceToHost, stream);
         if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
         if (e == cudaSuccess) return pinned;
@@ -46,20 +48,25 @@ struct SnapshotState : StateIO {
 
 struct CheckpointWriter {
     bool decided = false;            // the first checkpoint decided whether a snapshot fits
-    float* snapshot = nullptr;       // (3, total) fp32 on rank 0's GPU; null: writes in the foreground
+    float* snapshot = nullptr;       // (3, padded) fp32 on rank 0's GPU; null: writes in the foreground
     float* pinned = nullptr;         // (chunk) the host side of the writer's copies
     cudaStream_t stream = nullptr;   // the writer's copies; non-blocking: it never waits on the compute stream
     std::thread thread;
     std::atomic<bool> finished{false};
     std::string error;               // a failed write's line (read once the thread has ended)
+    // Set (by the trainer's atexit handler) once the process has begun to exit(), e.g. on an error
+    // of the main thread while a write is in progress: exit() tears down CUDA and the stdio
+    // buffers under the writer, so the writer then stops and never marks that checkpoint DONE.
+    const std::atomic<bool>* exiting = nullptr;
 };
 
 constexpr size_t CHECKPOINT_SNAPSHOT_MARGIN = (size_t)2 << 30;   // left free for the libraries (NCCL, cuBLASLt)
 
 // At the first checkpoint (rank 0): a snapshot of `bytes` if the GPU has that much free beyond the
 // margin. Returns the line that says which way checkpoints are written.
-inline std::string checkpoint_writer_setup(CheckpointWriter* w, size_t bytes, size_t chunk_floats) {
+inline std::string checkpoint_writer_setup(CheckpointWriter* w, size_t bytes, size_t chunk_floats, const std::atomic<bool>* exiting) {
     w->decided = true;
+    w->exiting = exiting;
     size_t free_b, total_b;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
     char line[256];
@@ -92,22 +99,24 @@ inline bool checkpoint_writer_poll(CheckpointWriter* w, std::string* err) {
     return !w->finished || checkpoint_writer_wait(w, err);
 }
 
-// Starts writing the snapshot (already taken) in the background: `write` is given the snapshot's
-// StateIO and returns false with its line on failure; `done` is called after a good write, on the
-// writer's thread (rank 0's line). The previous write must have been waited for.
+// Starts writing the snapshot (already taken; its arrays `stride` floats apart) in the background:
+// `write` is given the snapshot's StateIO and returns false with its line on failure; `done` is
+// called after a good write, on the writer's thread (rank 0's line). The previous write must have
+// been waited for.
 template <class Write, class Done>
-void checkpoint_writer_start(CheckpointWriter* w, int device, size_t total, size_t chunk_floats, Write write, Done done) {
-    w->thread = std::thread([w, device, total, chunk_floats, write, done]() {
+void checkpoint_writer_start(CheckpointWriter* w, int device, size_t stride, size_t chunk_floats, Write write, Done done) {
+    w->thread = std::thread([w, device, stride, chunk_floats, write, done]() {
         SnapshotState io;
         io.chunk = chunk_floats;
-        for (int which = 0; which < 3; which++) io.arrays[which] = w->snapshot + which * total;
+        for (int which = 0; which < 3; which++) io.arrays[which] = w->snapshot + which * stride;
         io.pinned = w->pinned;
         io.stream = w->stream;
+        io.exiting = w->exiting;
         std::string err;
         const cudaError_t e = cudaSetDevice(device);   // the current device is per thread
         if (e != cudaSuccess) w->error = std::string("checkpoint: selecting the GPU for the writer: ") + cudaGetErrorString(e);
         else if (write(io, &err)) done();
-        else w->error = io.error.empty() ? err : io.error;   // a failed copy's own words, not the write's errno
+        else w->error = err;
         w->finished = true;
     });
 }

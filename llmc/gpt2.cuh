@@ -211,7 +211,8 @@ constexpr size_t STATE_CHUNK_FLOATS = (size_t)16 << 20;
 //   Saving: in ZeRO-1 on several GPUs each rank holds a shard of every array, so before the writer
 //   reads an array it is all-gathered into one full device buffer, a collective: rank 0 gathers
 //   on the writer's first get() of each array, and the other ranks call follow(), which joins
-//   the same three gathers (waiting while rank 0 writes the previous array).
+//   the same three gathers (waiting while rank 0 writes the previous array). snapshot() makes
+//   the same three gathers, into a snapshot (llmc/checkpoint_writer.cuh) instead.
 //   Reading (a resume, a model file): array 0 goes whole into a temporary fp32 device buffer that
 //   commit_weights() casts into the floatX weights and this rank's master shard; of arrays 1 and 2
 //   only this rank's shard [shard_lo, shard_hi) is read.
@@ -221,7 +222,8 @@ struct GpuState : StateIO {
     int step = 0;                     // for the watchdog's line, should a gather hang
     float* pinned = nullptr;          // (chunk) the host side of every copy
     float* full = nullptr;            // (padded) saving with ZeRO-1: the gathered array; reading: the fp32 weights
-    int gathered = -1;                // the array `full` holds when saving
+    int gathered = -1;                // the array gathered last when saving (ZeRO-1)
+    const float* gathered_at = nullptr;   // where it was gathered to
     double gpu_s = 0;                 // time in gathers and copies (the checkpoint line's "from the GPU")
 
     // comm: may be null when zero_stage is 0 (no collective then)
@@ -240,24 +242,27 @@ struct GpuState : StateIO {
         if (!full) cudaCheck(cudaMalloc(&full, m->padded * sizeof(float)));
         return full;
     }
-    // saving: array `which` whole on this GPU (ZeRO-1: gathered, collectively, once per array)
-    const float* array(int which) {
+    // saving: array `which` whole on this GPU: its own without ZeRO-1; with it, all-gathered
+    // (collectively, each array once, in order 0, 1, 2) into `into` (padded floats; null: `full`)
+    const float* array(int which, float* into = nullptr) {
         const float* own[3] = {m->master, m->adam_m, m->adam_v};
         if (!zero) return own[which];
         if (gathered != which) {
             if (which != gathered + 1) comm_fail(comm, "checkpoint: the optimizer state gathered out of order");
+            if (!into) into = device_full();
             const long long t0 = steady_ms();
             comm_watch(comm, step, "checkpoint (gathering the optimizer state)");
 #ifdef USE_NCCL
-            comm_nccl_check(comm, ncclAllGather(own[which], device_full(), m->shard, ncclFloat, comm->nccl, ctx->stream),
+            comm_nccl_check(comm, ncclAllGather(own[which], into, m->shard, ncclFloat, comm->nccl, ctx->stream),
                             "gathering the optimizer shards (ZeRO-1)");
 #endif
             cudaCheck(cudaStreamSynchronize(ctx->stream));
             comm_unwatch(comm);
             gathered = which;
+            gathered_at = into;
             gpu_s += (steady_ms() - t0) / 1e3;
         }
-        return full;
+        return gathered_at;
     }
     // the ranks that do not write: the same collectives as the writer's gets (none without ZeRO-1)
     void follow() { if (zero) for (int which = 0; which < 3; which++) array(which); }
@@ -268,13 +273,14 @@ struct GpuState : StateIO {
         gpu_s += (steady_ms() - t0) / 1e3;
         return pinned;
     }
-    // the whole state, this rank's view of it, into dst (3 * layout.total floats on this GPU:
-    // master, m, v), or nowhere when dst is null (a rank that does not write). Collective in ZeRO-1.
+    // the whole state into dst (on this GPU: 3 arrays of `padded` floats, master, m, v): ZeRO-1
+    // gathers each straight into its place (collective: the other ranks follow()); without it,
+    // a device-to-device copy of this rank's own arrays
     void snapshot(float* dst) {
-        const size_t n = m->layout.total;
         for (int which = 0; which < 3; which++) {
-            const float* src = array(which);
-            if (dst) cudaCheck(cudaMemcpyAsync(dst + which * n, src, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream));
+            float* to = dst + which * m->padded;
+            const float* src = array(which, to);
+            if (src != to) cudaCheck(cudaMemcpyAsync(to, src, m->layout.total * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream));
         }
         cudaCheck(cudaStreamSynchronize(ctx->stream));
     }

@@ -123,7 +123,7 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"bench-steps", 0, OPT_INT, &c->bench_steps, "--bench: timed steps", 1, 1e6},
         {"bench-profile", 0, OPT_FLAG, &c->bench_profile, "--bench: profile only the last step (ncu --profile-from-start off)"},
         {"peak-tflops", 0, OPT_FLOAT, &c->peak_tflops, "the GPU's peak TFLOP/s that MFU is measured against (0: the datasheet's dense 16-bit tensor-core rate, or fp32's in FP32 builds, for the GPUs llmc/timing.h knows)", 0, 1e6},
-        {"debug-exit-after", 0, OPT_INT, &c->debug_exit_after, "testing: exit abruptly (no cleanup, code 137) after N steps", 0, 1e9},
+        {"debug-exit-after", 0, OPT_INT, &c->debug_exit_after, "testing: exit abruptly (no cleanup, code 137) after N steps, once a checkpoint due then is written", 0, 1e9},
         {"debug-nan", 0, OPT_STRING, &c->debug_nan, "testing: RANK:STEP puts a NaN into RANK's gradients from step STEP on"},
         {"debug-bad-batch", 0, OPT_INT, &c->debug_bad_batch, "testing: step N trains on random tokens on every rank (a loss spike; 0: none)", 0, 1e9},
     };

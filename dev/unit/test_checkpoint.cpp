@@ -118,10 +118,12 @@ struct StagedState : StateIO {
     std::vector<int> order;           // array of each get(), in call order
     size_t put_floats = 0;
     int fail_array = -1;              // get() of this array returns null (a source that failed)
+    bool abandon = false;             // abandoned(): the process is exiting
+    bool abandoned() const override { return abandon; }
     explicit StagedState(size_t c) : stage(c) { chunk = c; }
     const float* get(int which, size_t offset, size_t count) override {
         if (count > chunk) abort();
-        if (which == fail_array) return nullptr;
+        if (which == fail_array) { error = "staged: array " + std::to_string(which) + " cannot be had"; return nullptr; }
         order.push_back(which);
         memcpy(stage.data(), in[which] + offset, count * sizeof(float));
         return stage.data();
@@ -169,9 +171,18 @@ static void test_streamed(const Fixture& fx, const std::string& ck) {
     bad.in[0] = fx.master.data(); bad.in[1] = fx.m.data(); bad.in[2] = fx.v.data();
     bad.fail_array = 2;   // Adam v cannot be had: state.bin fails after model.bin was written
     std::string found;
-    CHECK(!checkpoint_write(fx.root + "/failed", example_state(1000), bad, 0, &err) && err.find(fx.root + "/failed/step_00001000.tmp/state.bin") == 0 &&
+    CHECK(!checkpoint_write(fx.root + "/failed", example_state(1000), bad, 0, &err) && err == "staged: array 2 cannot be had" &&
           !exists(fx.root + "/failed/step_00001000.tmp") && !checkpoint_find_latest(fx.root + "/failed", &found, &err),
-          "a source that fails mid-write: an error naming the file, no checkpoint, no .tmp left");
+          "a source that fails mid-write: its own error line, no checkpoint, no .tmp left");
+    StagedState quit(7);
+    quit.in[0] = fx.master.data(); quit.in[1] = fx.m.data(); quit.in[2] = fx.v.data();
+    quit.abandon = true;
+    CHECK(!checkpoint_write(fx.root + "/quit", example_state(1000), quit, 0, &err) &&
+          err == fx.root + "/quit/step_00001000.tmp: abandoned: the process is exiting" && !exists(fx.root + "/quit/step_00001000.tmp") &&
+          !checkpoint_find_latest(fx.root + "/quit", &found, &err), "a write abandoned (the process exiting): never marked DONE, nothing left");
+    HostState partial = HostState::writing(fx.master.data());   // m and v not given
+    CHECK(!checkpoint_write(fx.root + "/partial", example_state(1000), partial, 0, &err) && err == "checkpoint: array 1 was not given",
+          "a HostState without Adam's arrays: a clean error, not a null dereference");
 }
 
 // Whether the checkpoint ck (example_state(1000)) fits this run's data, GPU count and precision.
