@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
-#include <atomic>
 #include <csignal>
 #include <unistd.h>  // access()
 #include <cuda_profiler_api.h>
@@ -132,12 +131,15 @@ TrainState train_state(const Run* r) {
     return st;
 }
 
-// Set when the process begins to exit() (an atexit handler, which like a signal handler can reach
-// nothing but a global): a background checkpoint write then stops without completing its
-// checkpoint (CheckpointWriter::exiting). Registered at the first background write, after the CUDA
-// runtime's own exit handlers, so that it runs before them.
-static std::atomic<bool> process_exiting{false};
-static void on_process_exit() { process_exiting = true; }
+// exit() during a background checkpoint write (an error of the main thread, e.g. a bad token in
+// the data: comm_fail) waits for the write first: the checkpoint taken before the error is kept,
+// and the writer is done with CUDA and stdio before exit() tears them down. An exit handler, like
+// a signal handler, reaches nothing but a global. It is registered at the first background write,
+// after the CUDA runtime's own exit handlers, so it runs before them.
+static CheckpointWriter* exit_writer = nullptr;
+static void finish_write_on_exit() {
+    if (exit_writer && exit_writer->thread.joinable()) exit_writer->thread.join();
+}
 
 // Checkpoint: every rank takes part (ZeRO-1 gathers the optimizer shards); rank 0 writes. Where
 // its GPU has room, rank 0 copies the state into a snapshot there and writes it in the background
@@ -152,8 +154,8 @@ void save_checkpoint(Run* r) {
     CheckpointWriter* w = &r->writer;
     const bool rank0 = r->comm.rank == 0;
     if (rank0 && r->tc.checkpoint_async && !w->decided) {
-        printf("%s\n", checkpoint_writer_setup(w, 3 * r->model.padded * sizeof(float), STATE_CHUNK_FLOATS, &process_exiting).c_str());
-        if (w->snapshot) std::atexit(on_process_exit);
+        printf("%s\n", checkpoint_writer_setup(w, 3 * r->model.padded * sizeof(float), STATE_CHUNK_FLOATS).c_str());
+        if (w->snapshot) { exit_writer = w; std::atexit(finish_write_on_exit); }
     }
     GpuState io(&r->model, &r->ctx, &r->comm, r->tc.zero);
     io.step = r->step;
@@ -504,7 +506,7 @@ void print_result(Run* r, const std::vector<float>& ms, const std::vector<StepRe
 // signal of the same kind ends the process at once (SA_RESETHAND). Under mpirun, signal a rank's
 // process: OpenMPI 4.1.6's mpirun does not pass SIGUSR1 on, and it sends SIGTERM too late for a
 // checkpoint unless given time (README, "Stopping a run cleanly").
-// One of the trainer's two mutable globals (with process_exiting): a signal handler can reach nothing else.
+// One of the trainer's two mutable globals (with exit_writer): a signal handler can reach nothing else.
 static volatile sig_atomic_t stop_signal = 0;
 constexpr int EXIT_STOPPED = 4;
 static void on_stop_signal(int sig) { stop_signal = sig; }

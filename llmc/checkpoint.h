@@ -41,9 +41,6 @@ struct StateIO {
     // they cannot be had (the write then fails with `error`). The writer asks for array 0, then 1,
     // then 2 (a ZeRO-1 GpuState gathers each once, collectively).
     virtual const float* get(int which, size_t offset, size_t count) = 0;
-    // writing: true when the checkpoint must not be completed (not marked DONE) after all, e.g.
-    // the process is exiting under a background writer (llmc/checkpoint_writer.cuh)
-    virtual bool abandoned() const { return false; }
     // reading: the part [*lo, *hi) of array `which` this reader takes; the rest is skipped
     virtual void wanted(int which, size_t* lo, size_t* hi) { (void)which; *lo = 0; *hi = SIZE_MAX; }
     // reading: where floats [offset, offset + count) of array `which` go; put() then takes them
@@ -360,7 +357,6 @@ inline bool checkpoint_write(const std::string& out_dir, const TrainState& st, S
     const bool ok = model_file_write(tmp + "/model.bin", st.config, io, err) &&
                     write_synced(tmp + "/state.bin", state, err) &&
                     (options.empty() || write_synced(tmp + "/options.txt", options.data(), options.size(), err)) &&
-                    (!io.abandoned() || fail(err, tmp, "abandoned: the process is exiting")) &&   // every file is whole and closed here
                     write_synced(tmp + "/DONE", nullptr, 0, err) && fsync_path(tmp, err) &&
                     remove_checkpoint(final_dir, err) &&           // this step written before (a rerun)
                     (rename(tmp.c_str(), final_dir.c_str()) == 0 || fail_errno(err, tmp, "cannot rename to " + final_dir)) &&

@@ -15,8 +15,10 @@
 // made only where the GPU has that much free at the first checkpoint, with a margin for the
 // libraries; otherwise the run writes in the foreground (GpuState streaming, the run waits).
 // One write at a time: the next checkpoint first waits for the previous write, and the run
-// waits for the last one before it ends. A failed write (a full disk) ends the run at the next
-// step with its line, as a foreground write would.
+// waits for the last one before it ends, also when it ends on an error of its own (exit(): the
+// trainer's exit handler waits for the write, so the checkpoint taken before the error is kept,
+// and CUDA and stdio are torn down only after the writer is done with them). A failed write (a
+// full disk) ends the run at the next step with its line, as a foreground write would.
 #pragma once
 #include <atomic>
 #include <string>
@@ -33,10 +35,7 @@ struct SnapshotState : StateIO {
     const float* arrays[3] = {};
     float* pinned = nullptr;
     cudaStream_t stream = nullptr;
-    const std::atomic<bool>* exiting = nullptr;   // set when the process has begun to exit (CheckpointWriter)
-    bool abandoned() const override { return exiting && *exiting; }
     const float* get(int which, size_t offset, size_t count) override {
-        if (abandoned()) { error = "checkpoint: abandoned: the process is exiting"; return nullptr; }
         cudaError_t e = cudaMemcpyAsync(pinned, arrays[which] + offset, count * sizeof(float), cudaMemcpyDeviceToHost, stream);
         if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
         if (e == cudaSuccess) return pinned;
@@ -54,19 +53,14 @@ struct CheckpointWriter {
     std::thread thread;
     std::atomic<bool> finished{false};
     std::string error;               // a failed write's line (read once the thread has ended)
-    // Set (by the trainer's atexit handler) once the process has begun to exit(), e.g. on an error
-    // of the main thread while a write is in progress: exit() tears down CUDA and the stdio
-    // buffers under the writer, so the writer then stops and never marks that checkpoint DONE.
-    const std::atomic<bool>* exiting = nullptr;
 };
 
 constexpr size_t CHECKPOINT_SNAPSHOT_MARGIN = (size_t)2 << 30;   // left free for the libraries (NCCL, cuBLASLt)
 
 // At the first checkpoint (rank 0): a snapshot of `bytes` if the GPU has that much free beyond the
 // margin. Returns the line that says which way checkpoints are written.
-inline std::string checkpoint_writer_setup(CheckpointWriter* w, size_t bytes, size_t chunk_floats, const std::atomic<bool>* exiting) {
+inline std::string checkpoint_writer_setup(CheckpointWriter* w, size_t bytes, size_t chunk_floats) {
     w->decided = true;
-    w->exiting = exiting;
     size_t free_b, total_b;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
     char line[256];
@@ -111,7 +105,6 @@ void checkpoint_writer_start(CheckpointWriter* w, int device, size_t stride, siz
         for (int which = 0; which < 3; which++) io.arrays[which] = w->snapshot + which * stride;
         io.pinned = w->pinned;
         io.stream = w->stream;
-        io.exiting = w->exiting;
         std::string err;
         const cudaError_t e = cudaSetDevice(device);   // the current device is per thread
         if (e != cudaSuccess) w->error = std::string("checkpoint: selecting the GPU for the writer: ") + cudaGetErrorString(e);

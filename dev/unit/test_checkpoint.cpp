@@ -118,8 +118,6 @@ struct StagedState : StateIO {
     std::vector<int> order;           // array of each get(), in call order
     size_t put_floats = 0;
     int fail_array = -1;              // get() of this array returns null (a source that failed)
-    bool abandon = false;             // abandoned(): the process is exiting
-    bool abandoned() const override { return abandon; }
     explicit StagedState(size_t c) : stage(c) { chunk = c; }
     const float* get(int which, size_t offset, size_t count) override {
         if (count > chunk) abort();
@@ -174,12 +172,6 @@ static void test_streamed(const Fixture& fx, const std::string& ck) {
     CHECK(!checkpoint_write(fx.root + "/failed", example_state(1000), bad, 0, &err) && err == "staged: array 2 cannot be had" &&
           !exists(fx.root + "/failed/step_00001000.tmp") && !checkpoint_find_latest(fx.root + "/failed", &found, &err),
           "a source that fails mid-write: its own error line, no checkpoint, no .tmp left");
-    StagedState quit(7);
-    quit.in[0] = fx.master.data(); quit.in[1] = fx.m.data(); quit.in[2] = fx.v.data();
-    quit.abandon = true;
-    CHECK(!checkpoint_write(fx.root + "/quit", example_state(1000), quit, 0, &err) &&
-          err == fx.root + "/quit/step_00001000.tmp: abandoned: the process is exiting" && !exists(fx.root + "/quit/step_00001000.tmp") &&
-          !checkpoint_find_latest(fx.root + "/quit", &found, &err), "a write abandoned (the process exiting): never marked DONE, nothing left");
     HostState partial = HostState::writing(fx.master.data());   // m and v not given
     CHECK(!checkpoint_write(fx.root + "/partial", example_state(1000), partial, 0, &err) && err == "checkpoint: array 1 was not given",
           "a HostState without Adam's arrays: a clean error, not a null dereference");
