@@ -671,6 +671,7 @@ int main(int argc, char** argv) {
     const int rc = run_loop(&r);
     wait_for_checkpoint(&r);
     checkpoint_writer_free(&r.writer);
+    exit_writer = nullptr;   // r ends with main, before the exit handlers run
     r.log.close();
     if (r.reduce) grad_reducer_free(&r.reducer);
     gpt2_free(&r.model);
