@@ -8,6 +8,10 @@
 #   ckpt   one GPU: a run (a small GPT-2, 200 steps) with a checkpoint every 2 steps is SIGKILLed at
 #          random moments 20 times and resumed each time; the losses of the finished run must
 #          equal, bit for bit, those of a run never interrupted (the runs' log.jsonl: exact floats).
+#   error  one GPU: a token outside the vocabulary in step 12's batch ends a d12 run (exit 1, one
+#          line) while the step-10 checkpoint is being written in the background: the exit waits
+#          for the write, so step_00000010 must be complete and --resume continue from it; the
+#          same with --checkpoint-async 0 (the write done before step 11).
 # Each result line goes to stdout and $OUT/faults_summary.txt as it comes; logs in $OUT/faults.tar.gz
 # (from $FAULTS_LOGS, default /tmp/faults, emptied first). On a 1-GPU machine the two ranks of
 # `kill` and `nan` share the GPU, each a host of its own to NCCL (dev/device/own_host.sh: sockets
@@ -19,7 +23,7 @@ LOGS=${FAULTS_LOGS:-/tmp/faults}; rm -rf "$LOGS"; mkdir -p "$LOGS"
 trap 'tar czf "$OUT/faults.tar.gz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")" 2>/dev/null' EXIT
 note() { echo "$*" | tee -a "$OUT/faults_summary.txt"; }
 export NCCL_NVLS_ENABLE=0
-sections=${*:-kill nan ckpt}
+sections=${*:-kill nan ckpt error}
 has() { [[ " $sections " == *" $1 "* ]]; }
 summary=()
 BIN=build/bf16/train_gpt2cu
@@ -144,4 +148,18 @@ PY
     note "resume positions: $resumes resumes, $off not continuing at their checkpoint's step + 1: $([ $resumes -gt 0 ] && [ $off -eq 0 ] && echo OK || echo FAIL)"
     note "checkpoint kills: $kills SIGKILLs ($mid during a write: .tmp present), $(grep -c '^resumed from' "$LOGS/ckpt_b.log") resumes ($(grep -h '^resumed from' "$LOGS/ckpt_b.log" | awk '{print $NF}' | tr '\n' ' ')); losses vs uninterrupted (log.jsonl): $(python3 dev/compare_losses.py runs/ck_a/log.jsonl runs/ck_b/log.jsonl --tol 0)"
     rm -rf runs/ck_a runs/ck_b
+fi
+if has error; then
+    rm -rf runs/err_bg runs/err_fg; cp dev_data/tinyshakespeare_train.bin /tmp/faults_bad.bin
+    # d12, B=8, T=1024: 8192 tokens a step, so position 8192*11 + 100 is in step 12's batch
+    python3 -c "import struct; f = open('/tmp/faults_bad.bin', 'r+b'); f.seek(1024 + 2 * (8192 * 11 + 100)); f.write(struct.pack('<H', 65535))"
+    for mode in bg fg; do
+        $BIN -e d12 -b 8 -t 1024 -g 0 -x 40 -n 10 -i /tmp/faults_bad.bin -o runs/err_$mode --checkpoint-async $([ $mode = bg ] && echo 1 || echo 0) \
+            > "$LOGS/error_$mode.log" 2>&1; rc=$?
+        $BIN -o runs/err_$mode --resume -x 10 > "$LOGS/error_${mode}_resume.log" 2>&1
+        at=$(sed -n 's/^resumed from .* at step \([0-9]*\)$/\1/p' "$LOGS/error_${mode}_resume.log")
+        ok=$([ $rc -eq 1 ] && [ -f runs/err_$mode/step_00000010/DONE ] && [ "$at" = 10 ] && echo OK || echo FAIL)
+        note "error during a $([ $mode = bg ] && echo background || echo foreground) checkpoint write: rc=$rc (1), $(grep -m1 'error:' "$LOGS/error_$mode.log" | cut -c1-150); run directory: $(ls runs/err_$mode | tr '\n' ' '); --resume from step ${at:-none}: $ok"
+    done
+    rm -rf runs/err_bg runs/err_fg /tmp/faults_bad.bin
 fi
