@@ -167,6 +167,7 @@ while [ $# -gt 0 ]; do case $1 in -x) x=$2; shift;; -o) out=$2; shift;; --resume
     --bench-steps) x=$(( $2 + 2 )); shift;; esac; shift; done
 rank=${RANK:-${OMPI_COMM_WORLD_RANK:-0}}; world=${WORLD_SIZE:-1}
 say() { [ "$rank" = 0 ] && echo "$@"; }
+say "stand-in: $(grep SigIgn /proc/$$/status 2>/dev/null)"   # for a failure's report: was SIGINT (bit 1) ignored from the start?
 stopfile=${out:-/tmp}/stop_request.$$; [ -n "$out" ] && { mkdir -p "$out"; stopfile=$out/stop_request; }
 # a second signal: the default action (bash runs a trap between commands, hence the short sleeps)
 on() { if [ -f "$stopfile" ]; then trap - "$1"; kill -"$1" $$; fi; echo "$1" > "$stopfile"; }
@@ -207,8 +208,11 @@ check(re.search(r"resumed rc=0 .*100 losses vs straight: OK 100 steps", summary_
       "stop_signal.sh one: the resumed run compared with the straight one, all 100 steps", out + err)
 check(re.search(r"^two SIGINTs: rc=130 .*stop line: '', left in the run directory: log.jsonl (step_\d+.tmp )?stop_request $",
                 summary_line("two SIGINTs")), "stop_signal.sh twice: the second SIGINT ends the process (130) during the checkpoint", out + err)
+bench_log = os.path.join(root, "out/sig_bench.log")
 check(re.search(r"^--bench, SIGINT: rc=4, stopping after .*; RESULT precision=bf16 steps=\d+$", summary_line("--bench, SIGINT")),
-      "stop_signal.sh bench: exit 4 and the RESULT line", out + err)
+      "stop_signal.sh bench: exit 4 and the RESULT line",
+      out + err + ("\nsig_bench.log: " + " | ".join(open(bench_log).read().splitlines()[:3] + open(bench_log).read().splitlines()[-3:])
+                   if os.path.exists(bench_log) else ""))
 check(re.search(r"^2 ranks, SIGUSR1 to rank 1 only: rc 4 / 4; rank 0 \(which got none\): stopping after step", summary_line("2 ranks")),
       "stop_signal.sh ranks: both ranks stop, rank 0 prints the line", out + err)
 check(re.search(r"resumed rc 0 / 0; 100 losses vs a straight 2-rank run: OK 100 steps", summary_line("   resumed rc 0 / 0")),
