@@ -25,6 +25,7 @@
 #include <thread>
 #include "common.cuh"
 #include "checkpoint.h"
+#include "gpt2.cuh"   // copy_to_host
 
 // The snapshot's arrays as the checkpoint writer reads them (StateIO): device memory, copied a
 // piece at a time into one pinned buffer on the writer's own stream. A CUDA error here fails the
@@ -36,8 +37,7 @@ struct SnapshotState : StateIO {
     float* pinned = nullptr;
     cudaStream_t stream = nullptr;
     const float* get(int which, size_t offset, size_t count) override {
-        cudaError_t e = cudaMemcpyAsync(pinned, arrays[which] + offset, count * sizeof(float), cudaMemcpyDeviceToHost, stream);
-        if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+        const cudaError_t e = copy_to_host(pinned, arrays[which] + offset, count, stream);
         if (e == cudaSuccess) return pinned;
         error = std::string("checkpoint: copying the snapshot from the GPU: ") + cudaGetErrorString(e);
         return nullptr;

@@ -192,10 +192,11 @@ inline void gpt2_init_random(GPT2* m, Context* ctx, uint64_t seed) {
     cudaCheck(cudaFree(w));
 }
 
-// count floats from the GPU into pinned host memory, on `stream`, waited for.
-inline void copy_to_host(float* pinned, const float* src, size_t count, cudaStream_t stream) {
-    cudaCheck(cudaMemcpyAsync(pinned, src, count * sizeof(float), cudaMemcpyDeviceToHost, stream));
-    cudaCheck(cudaStreamSynchronize(stream));
+// count floats from the GPU into pinned host memory, on `stream`, waited for. Returns the CUDA
+// error rather than ending the process: the background writer's thread must not exit().
+inline cudaError_t copy_to_host(float* pinned, const float* src, size_t count, cudaStream_t stream) {
+    const cudaError_t e = cudaMemcpyAsync(pinned, src, count * sizeof(float), cudaMemcpyDeviceToHost, stream);
+    return e != cudaSuccess ? e : cudaStreamSynchronize(stream);
 }
 
 // The pieces a checkpoint's state passes through host memory in: 16M floats, 64 MB.
@@ -269,7 +270,7 @@ struct GpuState : StateIO {
     const float* get(int which, size_t offset, size_t count) override {
         const float* src = array(which);
         const long long t0 = steady_ms();
-        copy_to_host(host(), src + offset, count, ctx->stream);
+        cudaCheck(copy_to_host(host(), src + offset, count, ctx->stream));
         gpu_s += (steady_ms() - t0) / 1e3;
         return pinned;
     }
