@@ -8,8 +8,9 @@
 //          backward, in chunks of tokens (the (B,T,Vp) logits never exist whole)
 //   backward in reverse; each finished block's gradients are announced (the multi-GPU seam)
 //   update: global norm -> step decision (clip, fp16 overflow skip) -> AdamW on fp32 master weights
-// This file is the training RUN around those steps: options, setup (data, GPUs, model, GEMM
-// algorithms, resume), the loop (steps, validation, samples, checkpoints, logs), and main.
+// This file is the training RUN around those steps: setup (the order of it; its pieces, with the
+// Run struct, are in llmc/run_setup.cuh), checkpoints and resume, the loop (steps, validation,
+// samples, logs), stop signals, and main.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,7 +21,6 @@
 #include <numeric>
 #include <random>
 #include <csignal>
-#include <unistd.h>  // access()
 #include <cuda_profiler_api.h>
 #include "llmc/common.cuh"
 #include "llmc/gpt2.cuh"
@@ -34,92 +34,14 @@
 #include "llmc/logger.h"
 #include "llmc/report.h"
 #include "llmc/run_options.h"
+#include "llmc/run_setup.cuh"
 #include "llmc/sampler.h"
 #include "llmc/timing.h"
 #include "llmc/tokenizer.h"
 #include "llmc/train_config.h"
 
 // ----------------------------------------------------------------------------------------------
-// A training run: what main sets up, and the phases of the loop.
-struct Run {
-    TrainConfig tc;
-    Comm comm;
-    Context ctx;
-    GPT2 model;
-    GradReducer reducer;
-    bool reduce = false;             // several GPUs: the reducer is in use
-    DataLoader train, val;
-    ChoiceSet choices;               // --hellaswag's examples (none: empty)
-    int choice_T = 0;                // the rows they are evaluated in (choices_row_length: the longest example, rounded up to 64)
-    TokenizerDecoder tok;            // rank 0's, for printing samples
-    int sample_eot = -1;             // <|endoftext|>, where samples start; -1: no samples
-    Logger log;
-    LossScaler scaler;
-    GpuPeak peak;                    // what MFU is measured against, per GPU (flops 0: unknown)
-    uint64_t sample_rng = 0;
-    int step = 0, steps = 0, accum = 1;
-    int saved_step = -1;             // the step of the last checkpoint taken (written, or being written in the background)
-    CheckpointWriter writer;         // rank 0's background checkpoint writes (llmc/checkpoint_writer.cuh)
-    std::string resume_dir;          // --resume: the newest complete checkpoint, found once in setup ("": none); resume() loads
-                                     // it, weights included, so build_model reads no weights then
-    StartupTimes startup;            // main's start to the first step, phase by phase (rank 0 prints them)
-};
-
-// The model's shape: from a descriptor (*fresh: a new model), else from a model file's header;
-// false + one line if this build's kernels cannot run it or --seq-len exceeds it.
-bool model_config(const TrainConfig& tc, GPT2Config* cfg, bool* fresh, std::string* err) {
-    *fresh = config_from_descriptor(tc.model, cfg);
-    if (!*fresh && !model_file_read_header(tc.model, cfg, err)) {
-        if (access(tc.model.c_str(), F_OK) != 0)  // a mistyped descriptor, most likely: name both readings
-            *err = "option --model: '" + tc.model + "' is neither d12, d24, d36, d48 nor an existing model file";
-        return false;
-    }
-    const std::string what = "model " + tc.model + ": ";
-    if (!attention_supports(cfg->channels, cfg->num_heads)) {
-        *err = what + "head size " + std::to_string(cfg->channels) + "/" + std::to_string(cfg->num_heads) +
-               " is not supported by this build's attention (needs " + attention_head_sizes() + ")";
-        return false;
-    }
-    if (!layernorm_supports(cfg->channels)) {
-        *err = what + "width C=" + std::to_string(cfg->channels) + " is not supported by the LayerNorm kernels (a multiple of " +
-               std::to_string(x128::size) + ", at most " + std::to_string(layernorm_max_channels()) + ")";
-        return false;
-    }
-    if (cfg->padded_vocab_size > 65535) {   // the data's token ids are 16-bit; the embedding backward's grid needs it too
-        *err = what + "padded vocabulary " + std::to_string(cfg->padded_vocab_size) + " exceeds 65535";
-        return false;
-    }
-    if (tc.T > cfg->max_seq_len) {
-        *err = "option --seq-len: " + std::to_string(tc.T) + " exceeds the model's maximum sequence length " + std::to_string(cfg->max_seq_len);
-        return false;
-    }
-    return true;
-}
-
-// Does the run fit in its GPU's free memory? Checked before allocating (gpt2_memory_check), so
-// that a micro-batch too large is one line, not a CUDA error at a cudaMalloc.
-bool check_memory(const Run* r, const GPT2Config& cfg, std::string* err) {
-    const TrainConfig& tc = r->tc;
-    size_t free_b, total_b;
-    cudaCheck(cudaMemGetInfo(&free_b, &total_b));
-    const std::string gpu = "GPU " + std::to_string(r->ctx.device) + " (" + r->ctx.props.name + ")";
-    return gpt2_memory_check(cfg, tc.B, tc.T, r->comm.world, tc.zero, tc.recompute, free_b, total_b, gpu, err);
-}
-
-// The model of shape `cfg` (model_config): a descriptor builds a fresh one (`fresh`), anything
-// else is read as a model file.
-bool build_model(Run* r, const GPT2Config& cfg, bool fresh, std::string* err) {
-    const TrainConfig& tc = r->tc;
-    if (!check_memory(r, cfg, err)) return false;
-    gpt2_build(&r->model, cfg, tc.B, tc.T, r->comm.rank, r->comm.world, tc.zero, tc.recompute);
-    // on several GPUs too: only the last micro-step's backward (the one that issues the
-    // reductions) runs without a graph (gpt2_train_step)
-    r->model.use_graphs = tc.cuda_graphs != 0;
-    if (!r->resume_dir.empty()) return true;   // its model.bin is read once, by resume(), with the optimizer state
-    if (fresh) { gpt2_init_random(&r->model, &r->ctx, tc.seed); return true; }
-    return gpt2_init_from_file(&r->model, &r->ctx, tc.model, err);
-}
-
+// The run's state besides the weights, as a checkpoint keeps it (llmc/checkpoint.h).
 TrainState train_state(const Run* r) {
     TrainState st{};
     st.step = r->step; st.adam_t = r->model.adam_t; st.spike = r->model.spike;
@@ -196,15 +118,6 @@ void wait_for_checkpoint(Run* r, bool poll = false) {
         comm_fail(&r->comm, err);
 }
 
-// The run's options (llmc/run_options.h): the command line's, or on --resume the run's own merged
-// with it. false + one line in *err on a problem; *help for --help.
-bool configure(Run* r, int argc, const char* const* argv, bool* help, std::string* err) {
-    std::string note;
-    if (!configure_run(&r->tc, r->comm.world, PRECISION_CODE, argc, argv, help, &note, err)) return false;
-    if (!note.empty() && r->comm.rank == 0) printf("%s\n", note.c_str());
-    return true;
-}
-
 // --resume: the newest complete checkpoint in --out, bit for bit where the run left off.
 // With no complete checkpoint at all (the run was killed before its first one finished), the run
 // starts from step 0, so a requeue script can always pass --resume; a checkpoint that exists but
@@ -225,160 +138,6 @@ bool resume(Run* r, std::string* err) {
     if (!dataloader_restore(&r->train, st.loader, err)) return false;
     if (r->comm.rank == 0) printf("resumed from %s at step %d\n", dir.c_str(), st.step);
     return true;
-}
-
-// The GEMM algorithms (--gemm-tune, --gemm-algos). Rank 0 takes its choices from a file (the
-// --gemm-algos file, else <out>/gemm_algos.txt when a run directory holds one: always on --resume)
-// or times them (gpt2_tune_gemms); every rank then adopts rank 0's, so all ranks, and a resumed
-// run, compute with the same algorithms. A tuned run with --out keeps its choices there.
-bool choose_gemm_algorithms(Run* r, std::string* err) {
-    const TrainConfig& tc = r->tc;
-    const std::string kept = tc.out.empty() ? "" : tc.out + "/gemm_algos.txt";
-    // a resumed run reuses its kept choices, tuned or not now (every rank reads --out on --resume)
-    const bool reuse = tc.resume && !kept.empty() && file_exists(kept);
-    if (!tc.gemm_tune && tc.gemm_algos.empty() && !reuse) return true;
-    Context* ctx = &r->ctx;
-    const bool rank0 = r->comm.rank == 0;
-    std::string from;  // the file this rank took its choices from ("" = none: timed, or untimed); only rank 0 reads <out>/gemm_algos.txt
-    if (!tc.gemm_algos.empty()) {  // every rank checks the named file, so a bad one fails them all alike
-        std::string text, why;
-        std::map<MatmulKey, int> pinned;
-        if (!read_text_file(tc.gemm_algos, &text, err)) { *err = "option --gemm-algos: " + *err; return false; }
-        if (!matmul_choices_parse(ctx, text, &pinned, &why)) { *err = "option --gemm-algos: " + tc.gemm_algos + ": " + why; return false; }
-        ctx->plans->pinned = pinned;
-        from = tc.gemm_algos;
-    } else if (rank0 && !kept.empty() && file_exists(kept)) {
-        std::string text, why;
-        if (read_text_file(kept, &text, &why) && matmul_choices_parse(ctx, text, &ctx->plans->pinned, &why)) from = kept;
-        else printf("note: %s not used (%s)%s\n", kept.c_str(), why.c_str(), tc.gemm_tune ? ": timing the GEMM algorithms again" : "");
-    }
-    comm_watch(&r->comm, 0, "choosing GEMM algorithms (rank 0's choices to every rank)");
-    const double t0 = steady_ms();
-    ctx->plans->report = rank0 && tc.gemm_tune == 2;
-    // pinned shapes are not timed; the other ranks time nothing when rank 0 has its choices from a file
-    std::vector<float> rank0_file = {rank0 && !from.empty() ? 1.0f : 0.0f};
-    comm_sum_host_floats(&r->comm, &rank0_file, ctx->stream);
-    // the timing is local work (~35 s for --gemm-tune 2), not a wait on peers: no deadline over it
-    comm_unwatch(&r->comm);
-    gpt2_tune_gemms(&r->model, ctx, (uint32_t)tc.seed + 17, rank0 || rank0_file[0] == 0.0f ? tc.gemm_tune : 0);
-    comm_watch(&r->comm, 0, "choosing GEMM algorithms (rank 0's choices to every rank)");
-    // rank 0's choices to every rank: a sum to which the others add zeros, once every rank knows
-    // that all have the same number of plans (the same model makes the same calls): the sums of n
-    // and of n^2 are world*n and world*n^2 only when every rank's n is the same
-    std::vector<int> mine = matmul_choices(ctx);
-    const size_t n = mine.size();
-    std::vector<float> count = {(float)n, (float)n * (float)n};
-    comm_sum_host_floats(&r->comm, &count, ctx->stream);
-    if (count[0] != (float)n * r->comm.world || count[1] != (float)n * (float)n * r->comm.world) {
-        comm_unwatch(&r->comm);
-        *err = "GEMM algorithms: the ranks made different matmul calls";
-        return false;
-    }
-    std::vector<float> h(n, 0.0f);
-    if (rank0) for (size_t i = 0; i < n; i++) h[i] = (float)mine[i];
-    comm_sum_host_floats(&r->comm, &h, ctx->stream);
-    comm_unwatch(&r->comm);
-    std::vector<int> chosen(n);
-    int differ = 0;
-    for (size_t i = 0; i < n; i++) { chosen[i] = (int)h[i]; differ += chosen[i] != 0; }
-    matmul_set_choices(ctx, chosen);
-    if (rank0) {
-        printf("GEMM algorithms: %zu shapes, %d not cuBLASLt's first choice (%s, %.1f s)\n", n, differ,
-               !from.empty() ? ("from " + from).c_str() : tc.gemm_tune ? "timed" : "untimed", (steady_ms() - t0) / 1e3);
-        if (from.empty() && tc.gemm_tune && !kept.empty() && !write_text_file_atomic(kept, matmul_choices_text(ctx), err)) return false;
-    }
-    return true;
-}
-
-// --hellaswag: every rank reads the examples (the file must be where all ranks see it) and
-// checks that one example's K rows fit a forward pass of B*T tokens.
-bool open_choices(Run* r, const GPT2Config& cfg, std::string* err) {
-    const TrainConfig& tc = r->tc;
-    if (!choices_read(tc.hellaswag, cfg.vocab_size, &r->choices, err)) { *err = "option --hellaswag: " + *err; return false; }
-    const ChoiceSet& s = r->choices;
-    const std::string what = "option --hellaswag: " + tc.hellaswag + ": ";
-    if (s.longest > (size_t)tc.T) {
-        *err = what + "the longest example (context + ending) is " + std::to_string(s.longest) + " tokens, more than --seq-len " + std::to_string(tc.T);
-        return false;
-    }
-    r->choice_T = choices_row_length(s, tc.B, tc.T);
-    if (r->choice_T == 0) {
-        *err = what + "one example is " + std::to_string(s.K) + " rows of " + std::to_string(s.longest) + " tokens, more than B*T = " +
-               std::to_string((size_t)tc.B * tc.T) + " (raise -b)";
-        return false;
-    }
-    if (r->comm.rank == 0)
-        printf("hellaswag: %zu examples of %d endings from %s, rows of %d tokens, %zu examples per forward pass\n", s.examples.size(), s.K,
-               tc.hellaswag.c_str(), r->choice_T, (size_t)tc.B * tc.T / r->choice_T / s.K);
-    return true;
-}
-
-// The training, validation and --hellaswag data of a run that trains or evaluates (not --bench),
-// and the check that --out does not already hold another run.
-bool open_data(Run* r, const GPT2Config& cfg, std::string* err) {
-    const TrainConfig& tc = r->tc;
-    if (!tc.eval_only && !dataloader_open(&r->train, tc.train, tc.B, tc.T, r->comm.rank, r->comm.world, r->accum, cfg.vocab_size, tc.shuffle, tc.seed, err)) {
-        *err = "option --train: " + *err;
-        if (tc.train == TrainConfig().train && !file_exists(tc.train)) *err += " (prepare the default dataset with: make data)";
-        return false;
-    }
-    if (!tc.eval_only && tc.max_steps < 0 && dataloader_steps_per_epoch(&r->train) > (size_t)INT32_MAX) {
-        *err = tc.train + ": one epoch is " + std::to_string(dataloader_steps_per_epoch(&r->train)) + " steps, more than 2^31-1: set --max-steps";
-        return false;
-    }
-    // validation batches of B rows, or fewer where the validation data is small
-    int val_rows;
-    if (!dataloader_rows_that_fit(tc.val, tc.B, tc.T, r->comm.world, 1, &val_rows, err) ||
-        !dataloader_open(&r->val, tc.val, std::max(val_rows, 1), tc.T, r->comm.rank, r->comm.world, 1, cfg.vocab_size, false, 0, err)) {
-        *err = "option --val: " + *err;
-        return false;
-    }
-    // a validation loss on tokens the model trains on measures nothing (glob_files: canonical, sorted)
-    if (!tc.eval_only) {
-        const std::vector<std::string> train = glob_files(tc.train);
-        for (const std::string& v : glob_files(tc.val))
-            if (std::binary_search(train.begin(), train.end(), v)) { *err = "option --val: " + v + " is also one of --train's files"; return false; }
-    }
-    if (val_rows < tc.B && r->comm.rank == 0)
-        printf("note: validation batches of %d rows of %d tokens per GPU: %s is too small for %d\n", val_rows, tc.T, tc.val.c_str(), tc.B);
-    if (!tc.hellaswag.empty() && !open_choices(r, cfg, err)) return false;
-    std::string latest, none;
-    if (!tc.out.empty() && !tc.resume && (file_exists(tc.out + "/log.jsonl") || checkpoint_find_latest(tc.out, &latest, &none))) {
-        *err = tc.out + ": already holds a run (log.jsonl or checkpoints); use --resume to continue it, or another --out";
-        return false;
-    }
-    return true;
-}
-
-// Where samples start (<|endoftext|>), or -1 for no samples: rank 0 reads the decoder and tells
-// every rank (collective), since every rank draws the samples.
-void share_sample_start(Run* r) {
-    const TrainConfig& tc = r->tc;
-    const bool rank0 = r->comm.rank == 0;
-    std::vector<float> eot = {-1.0f};
-    if (!tc.bench && tc.sample_len > 0 && rank0) {
-        std::string terr;
-        if (r->tok.load(tc.tokenizer, &terr)) eot[0] = (float)r->tok.eot();
-        else printf("note: no samples: %s (make data writes it)\n", terr.c_str());
-    }
-    if (!rank0) eot[0] = 0.0f;  // the sum is rank 0's value
-    comm_watch(&r->comm, 0, "startup (where samples start, rank 0's to every rank)");
-    comm_sum_host_floats(&r->comm, &eot, r->ctx.stream);
-    comm_unwatch(&r->comm);
-    r->sample_eot = (int)eot[0];
-}
-
-// The run's first lines (rank 0): model, precision, GPUs, batch, and the memory per GPU.
-void print_run(const Run* r) {
-    const TrainConfig& tc = r->tc;
-    const GPT2* m = &r->model;
-    const GPT2Memory mem = gpt2_memory(m->cfg, tc.B, tc.T, r->comm.world, tc.zero, tc.recompute);
-    printf("GPT-2 L=%d NH=%d C=%d (%zu parameters), %s, %d GPU(s) via %s%s, B=%d T=%d, %lld tokens/step (accumulation %d), %s\n"
-           "memory per GPU: weights+grads %.2f GB, optimizer (fp32 master, m, v) %.2f GB%s, activations %.2f GB (recompute %d)\n",
-           m->cfg.num_layers, m->cfg.num_heads, m->cfg.channels, m->layout.total, PRECISION_NAME, r->comm.world,
-           r->comm.launcher.c_str(), tc.zero ? ", ZeRO-1" : "", tc.B, tc.T, tc.total_batch, r->accum, r->ctx.props.name,
-           mem.weights_grads / 1e9, mem.optimizer / 1e9, tc.zero ? " (this rank's shard)" : "", mem.activations / 1e9, tc.recompute);
-    printf("%s\n", peak_text(r->peak, r->ctx.props.name, r->ctx.props.major, r->ctx.props.minor, sizeof(floatX) == 4).c_str());
 }
 
 // Everything before the first step. false + one line in *err on any problem.
