@@ -409,8 +409,8 @@ inline bool checkpoint_read_state(const std::string& ckpt_dir, TrainState* st, s
     if (!plausible(s.config)) return fail(err, path, "header holds an impossible config (" + describe(s.config) + ")");
     for (const RunningStats& r : {s.spike.loss, s.spike.norm})
         if (r.count < 0 || !std::isfinite(r.level) || !std::isfinite(r.spread2) || r.spread2 < 0)
-            return fail(err, path, "header holds impossible spike-guard statistics (count " + std::to_string(r.count) + ", level " +
-                                   std::to_string(r.level) + ", spread^2 " + std::to_string(r.spread2) + ")");
+            return fail(err, path, "header holds impossible spike-guard statistics (count " + std::to_string(r.count) +   // %g: a
+                                   text_printf(", level %.6g, spread^2 %.6g)", r.level, r.spread2));           // 1e300 is not 300 digits
     // counters that only grow from 0 (AdamW's skips no step it did not count), a loss scale the
     // scaler can reach ([1, 2^24]; 1 without fp16), a known precision and a run of >= 1 GPU
     if (s.step < 0 || s.adam_t < 0 || s.adam_t > s.step || !(s.loss_scale >= 1.0f && s.loss_scale <= 16777216.0f) ||

@@ -306,6 +306,17 @@ static void test_rejects_corrupt_header_or_model(const Fixture& fx, const std::s
     d = broken(out3, "spike_count");
     poke(d + "/state.bin", 4L * (spike_at + 4), -5);
     rejects("negative spike-guard count", d, st, d + "/state.bin", "impossible spike-guard statistics (count -5", n);
+    d = broken(out3, "spike_huge");                               // a count of -5 beside a level of ~1e300:
+    poke(d + "/state.bin", 4L * (spike_at + 4), -5);
+    poke(d + "/state.bin", 4L * (spike_at + 1), 0x7e4fffff);        // the loss level's high half
+    {
+        TrainState s{};
+        std::string e;
+        std::vector<float> a(n), b(n), c(n);
+        const bool refused = !checkpoint_read(d, st, &s, a.data(), b.data(), c.data(), &e);
+        CHECK(refused && e.size() < 300 && e.find("level 2.67877e+300,") != std::string::npos,
+              "impossible spike-guard statistics with a huge level: a short line ('" + e + "')");
+    }
     d = broken(out3, "spike_nan");
     poke(d + "/state.bin", 4L * (spike_at + 6), 0x7ff80000);   // the norm level's high half: a NaN
     rejects("a NaN spike-guard level", d, st, d + "/state.bin", "impossible spike-guard statistics", n);
