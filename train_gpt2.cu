@@ -236,8 +236,17 @@ void after_step(Run* r, bool last) {
     if (!tc.out.empty() && due(tc.checkpoint_every)) save_checkpoint(r);
 }
 
-// The RESULT line (llmc/report.h) over the timed steps, which rank 0 prints. Collective: the
-// per-rank phase times are summed over the ranks (each adds its own into a table of zeros).
+// What the RESULT line says about the run besides its times; device_mem_gb: rank 0's GPU now.
+RunShape run_shape(const Run* r, double flops_tok, double peak) {
+    size_t free_b, total_b;
+    cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+    return RunShape{PRECISION_NAME, r->model.cfg.num_layers, r->model.cfg.channels, r->comm.world, r->tc.zero, r->tc.B, r->tc.T, r->accum,
+                    r->tc.total_batch, flops_tok, peak, (total_b - free_b) / 1e9};
+}
+
+// The RESULT line (llmc/report.h) over the timed steps, which rank 0 prints last, after the
+// communication's summary (several GPUs). Collective: the per-rank phase times are summed over the
+// ranks (each adds its own into a table of zeros).
 void print_result(Run* r, const std::vector<float>& ms, const std::vector<StepResult>& timed, double flops_tok, double peak) {
     const int n = r->comm.world;
     std::string per_rank;
@@ -249,11 +258,11 @@ void print_result(Run* r, const std::vector<float>& ms, const std::vector<StepRe
         per_rank = rank_phase_fields(h, n);
     }
     if (r->comm.rank != 0) return;
-    size_t free_b, total_b;
-    cudaCheck(cudaMemGetInfo(&free_b, &total_b));
-    const RunShape shape{PRECISION_NAME, r->model.cfg.num_layers, r->model.cfg.channels, n, r->tc.zero, r->tc.B, r->tc.T, r->accum,
-                         r->tc.total_batch, flops_tok, peak, (total_b - free_b) / 1e9};
-    printf("%s\n", result_line(shape, summarize_steps(ms, timed), per_rank).c_str());
+    const RunShape shape = run_shape(r, flops_tok, peak);
+    const StepTimes times = summarize_steps(ms, timed);
+    const std::string comm = comm_summary_text(shape, times);   // on several GPUs: where the communication went
+    if (!comm.empty()) printf("%s\n", comm.c_str());
+    printf("%s\n", result_line(shape, times, per_rank).c_str());
 }
 
 // Stopping on request. SIGTERM (a scheduler's preemption, `kill`), SIGINT (Ctrl-C) and SIGUSR1
@@ -387,6 +396,11 @@ int run_loop(Run* r) {
             fflush(stdout);
             r->log.line(step_json(rep, s));
             if (s.skipped) printf("%s\n", skip_text(r->step, s, before, tc.skip_loss_z, tc.skip_norm_z).c_str());
+            // a long run on several GPUs says early where its communication goes (the end says it again)
+            if (!tc.bench && r->comm.world > 1 && timed.size() == 10 && r->step + 10 <= r->steps) {
+                const std::string comm = comm_summary_text(run_shape(r, flops_tok, peak), summarize_steps(timed_ms, timed));
+                printf("over steps %d-%d: %s\n", r->step - 9, r->step, comm.c_str());
+            }
         }
         // every rank has the same StepResult (the flags, the loss and the norm are global), so all stop together
         bad_in_a_row = bad_streak(bad_in_a_row, s.skip_reason);

@@ -193,6 +193,55 @@ inline std::string result_line(const RunShape& r, const StepTimes& t, const std:
                        t.bwd_other, r.device_mem_gb, per_rank.c_str());
 }
 
+// ----------------------------------------------------------------------------------------------
+// Where the communication went, in words, after the RESULT line of a run on several GPUs: the
+// seed of this project is "2 GPUs are barely faster than 1", and the answer is in these numbers.
+
+// A step with more tokens: how much of it the gradient reduction would leave exposed. A step
+// reduces the same gradients once, under the last micro-step's backward, however many micro-steps
+// come before it; so with k micro-steps in place of `accum` the exposed time stays as measured and
+// only the compute grows: k * (forward + backward per micro-step) + update + exposed. An estimate:
+// it ignores that the reduction's kernels also slow the backward they overlap (interference).
+inline double exposed_pct_at(const StepTimes& t, int accum, double k) {
+    const double micro = (t.fwd + t.bwd) / accum, step = k * micro + t.opt + t.exposed;
+    return step > 0 ? 100.0 * t.exposed / step : 0;
+}
+
+// The suggestion: the smallest power-of-two multiple of the step's tokens (so still a multiple of
+// B*T*GPUs, as -d must be) whose estimate is at most target_pct (reaches), else the largest one
+// within max_tokens; total_batch 0 when twice the step's tokens is already beyond max_tokens.
+struct MoreTokens { long long total_batch = 0; int accum = 0; double pct = 0; bool reaches = false; };
+inline MoreTokens more_tokens_for(const RunShape& r, const StepTimes& t, double target_pct, long long max_tokens) {
+    MoreTokens m;
+    for (long long f = 2; r.total_batch * f <= max_tokens; f *= 2) {
+        m = {r.total_batch * f, (int)(r.accum * f), exposed_pct_at(t, r.accum, (double)r.accum * f), false};
+        if (m.pct <= target_pct) { m.reaches = true; break; }
+    }
+    return m;
+}
+
+// The lines (empty on one GPU): the bytes each step reduces, the time on the wire and its bus
+// bandwidth, what of it the backward did not hide; and, where that is more than 5 % of the step,
+// how many tokens per step (-d) would bring it to 2 % or less.
+inline std::string comm_summary_text(const RunShape& r, const StepTimes& t) {
+    if (r.gpus <= 1) return "";
+    const double step = t.fwd + t.bwd + t.opt + t.exposed, pct = step > 0 ? 100.0 * t.exposed / step : 0;
+    std::string s = text_printf("communication: %.0f MB of gradients reduced per step in %.2f ms (%.1f GB/s bus bandwidth); "
+                                "%.2f ms of it not hidden under the backward: %.1f %% of the step",
+                                t.comm_bytes / 1e6, t.comm_ms, bus_bandwidth_gbs(t.comm_bytes, t.comm_ms, r.gpus, r.zero != 0),
+                                t.exposed, pct);
+    constexpr long long max_tokens = 4LL << 20;   // 8 x GPT-2's 524288-token batch
+    const MoreTokens m = more_tokens_for(r, t, 2.0, max_tokens);
+    if (pct <= 5 || m.total_batch == 0) return s;
+    s += text_printf("\nhint: each step reduces the same %.0f MB however many tokens it holds", t.comm_bytes / 1e6);
+    if (!m.reaches)
+        return s + text_printf("; even -d %lld would leave about %.1f %% of the step exposed: the link is the limit (an estimate)",
+                               m.total_batch, m.pct);
+    return s + text_printf(", so more tokens per step hide it: -d %lld (%d micro-steps of %dx%d per GPU) would leave about %.1f %% "
+                           "exposed (an estimate; a larger batch also changes the optimization: GPT-2 used 524288 tokens)",
+                           m.total_batch, m.accum, r.B, r.T, m.pct);
+}
+
 // Each rank's mean forward, other backward and last backward per micro-step (ms): on several GPUs
 // every step waits for the slowest rank, and these say which one it is and in which phase (a rank
 // ahead of its peer may show the wait in its last backward, under which its reductions wait for

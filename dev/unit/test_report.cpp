@@ -1,7 +1,8 @@
 // What the trainer prints and logs (llmc/report.h): the step line as users read it, every log.jsonl
 // object parsed back as JSON (inf/nan as null, text escaped), the skip and stop messages, and the
 // RESULT line's keys (in the order dev/scaling.py and the device scripts read them) and values
-// recomputed from the timed steps: median, mean, phase means, bus bandwidth, per-rank phases.
+// recomputed from the timed steps: median, mean, phase means, bus bandwidth, per-rank phases; the
+// communication summary and its hint (how many tokens per step would hide the reduction).
 #include "llmc/report.h"
 #include "dev/unit/check.h"
 
@@ -231,6 +232,54 @@ static void test_result_line(const std::string& per_rank) {
           "result_line: one GPU, unknown peak: no per-rank fields, mfu=nan, no bus bandwidth");
 }
 
+// the communication summary on several GPUs: the measured line, and the hint of how many tokens
+// per step would hide an exposed reduction (an estimate that keeps the exposed time as measured)
+static void test_comm_summary() {
+    StepTimes t;
+    t.fwd = 40; t.bwd = 80; t.opt = 5; t.exposed = 125; t.comm_ms = 130; t.comm_bytes = 249e6;   // accum 1: 120 ms of compute
+    const RunShape two{"bf16", 12, 768, 2, 0, 4, 1024, 1, 8192, 6.0 * 124e6, 0, 10};
+    RunShape one = two;
+    one.gpus = 1;
+    CHECK(comm_summary_text(one, t).empty(), "comm_summary_text: nothing on one GPU");
+    CHECK(near(exposed_pct_at(t, 1, 1), 50, 1e-12) && near(exposed_pct_at(t, 1, 64), 100.0 * 125 / (64 * 120 + 130), 1e-12),
+          "exposed_pct_at: the exposed time kept, the compute times k");
+    // 125 / (120 k + 130) <= 2 % needs k >= 51: the next power of two is 64 micro-steps, 524288 tokens
+    CHECK(comm_summary_text(two, t) ==
+              "communication: 249 MB of gradients reduced per step in 130.00 ms (1.9 GB/s bus bandwidth); 125.00 ms of it not hidden "
+              "under the backward: 50.0 % of the step\n"
+              "hint: each step reduces the same 249 MB however many tokens it holds, so more tokens per step hide it: -d 524288 "
+              "(64 micro-steps of 4x1024 per GPU) would leave about 1.6 % exposed (an estimate; a larger batch also changes the "
+              "optimization: GPT-2 used 524288 tokens)",
+          "comm_summary_text: 50 % exposed: the smallest power-of-two -d that leaves <= 2 %: " + comm_summary_text(two, t));
+    RunShape accum4 = two;   // the same compute per micro-step, measured with 4 micro-steps: the same answer
+    accum4.accum = 4; accum4.total_batch = 32768;
+    StepTimes t4 = t;
+    t4.fwd *= 4; t4.bwd *= 4;
+    const MoreTokens m4 = more_tokens_for(accum4, t4, 2.0, 4LL << 20);
+    CHECK(m4.reaches && m4.total_batch == 524288 && m4.accum == 64, "more_tokens_for: measured at accum 4, the compute per micro-step is a quarter");
+    StepTimes slow = t;
+    slow.exposed = 10000;   // even 512 micro-steps leave 10000 / (61440 + 10005) = 14 %
+    const std::string s = comm_summary_text(two, slow);
+    CHECK(s.find("hint: ") != std::string::npos && s.find("; even -d 4194304 would leave about 14.0 % of the step exposed: the link is the limit (an estimate)") != std::string::npos,
+          "comm_summary_text: the largest step within 4194304 tokens, and that the link is the limit: " + s);
+    StepTimes hidden = t;
+    hidden.exposed = 5;     // 5 / 130 = 3.8 %: no hint
+    const std::string h = comm_summary_text(two, hidden);
+    CHECK(h.find("3.8 % of the step") != std::string::npos && h.find('\n') == std::string::npos, "comm_summary_text: <= 5 % exposed: no hint: " + h);
+    RunShape big = two;     // already at 4194304 tokens: no larger step to suggest
+    big.total_batch = 4LL << 20; big.accum = 512;
+    StepTimes tb = t;
+    tb.fwd *= 512; tb.bwd *= 512; tb.exposed = 20000;
+    CHECK(comm_summary_text(big, tb).find('\n') == std::string::npos && more_tokens_for(big, tb, 2.0, 4LL << 20).total_batch == 0,
+          "comm_summary_text: a step at the largest size: no hint");
+    RunShape four = two, zero = two;   // 4 GPUs: an all-reduce's bus bandwidth is 1.5 x the algorithm's, ZeRO-1's reduce 1 x
+    four.gpus = zero.gpus = 4;
+    zero.zero = 1;
+    CHECK(comm_summary_text(four, hidden).find("(2.9 GB/s bus bandwidth)") != std::string::npos &&
+              comm_summary_text(zero, hidden).find("(1.9 GB/s bus bandwidth)") != std::string::npos,
+          "comm_summary_text: the bus bandwidth of DDP's all-reduce and of ZeRO-1's reduce on 4 GPUs");
+}
+
 // MFU's peak: the datasheet row for the part (variants of one compute capability told apart by
 // the words of the name), fp32's in FP32 builds, none for an unknown GPU; the banner's line.
 static void test_gpu_peak() {
@@ -292,5 +341,6 @@ int main() {
     test_bus_bandwidth();
     const std::string per_rank = test_rank_phase_fields();
     test_result_line(per_rank);
+    test_comm_summary();
     return check_finish();
 }
