@@ -165,9 +165,10 @@ def jsonl_examples(path, vocab_dir):
     """The examples of a JSON Lines file as data/tokenize --hellaswag encodes them, with tiktoken:
     context = ctx, ending = " " + ending, nothing else; blank lines skipped."""
     try:
-        from tokenizer_fixture import gpt2_encoding  # tiktoken: imported only for --jsonl
+        import tiktoken  # noqa: F401  (gpt2_encoding's; imported only for --jsonl)
     except ImportError as e:
         raise ValueError(f"--jsonl needs tiktoken ({e})")
+    from tokenizer_fixture import gpt2_encoding
     enc = gpt2_encoding(vocab_dir)
     out = []
     with open(path, "rb") as f:

@@ -192,6 +192,8 @@ def print_results(args, cfg, accum, world, n_params, times, loss):
 def main():
     args = parse_args()
     cfg, accum = check_args(args)
+    from reference import need
+    need("dev/torch_bench.py", "torch", "PyTorch")  # the arguments are checked: now the run needs it
     rank, world, dev = setup_device(args.ddp)  # the process group exists before the model
     model = build_model(cfg, args.dtype, dev)
     n_params = sum(v.numel() for v in model.parameters())

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include "options.h"   // printable
 
 // One distinct matmul call shape (column-major, as cuBLASLt sees it), the pointers' alignment,
 // the leading dimensions of A, B and D (their row counts when stored densely) and D's data type
@@ -46,7 +47,7 @@ inline bool gemm_choices_parse(const std::string& header, const std::string& tex
     std::string first, line;
     std::getline(in, first);
     if (first != header) {
-        *why = "written for '" + first.substr(0, 120) + "', this is '" + header + "'";
+        *why = "written for '" + printable(first, 120) + "', this is '" + header + "'";   // a file's bytes, quoted: control bytes escaped
         return false;
     }
     for (int n = 2; std::getline(in, line); n++) {

@@ -25,8 +25,11 @@ import tempfile
 import warnings
 
 import numpy as np
-import torch
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:   # one line, as every tool of dev/ says what it misses
+    sys.exit(f"dev/cuda/sdpa_check.py needs PyTorch (pip install torch): {e}")
 
 HS = 64
 TOL = {"fp16": 2e-3, "bf16": 1e-2}

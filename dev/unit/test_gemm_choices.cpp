@@ -27,6 +27,10 @@ int main() {
     rejects("gemm-algorithms v2 cublaslt=130100 gpu=NVIDIA_H100", text, "written for 'gemm-algorithms v2 cublaslt=130100 gpu=NVIDIA_H200'",
             "another GPU's file");
     rejects(header, "", "written for ''", "empty file");
+    // the fuzzer's find: the file's first line was quoted raw (a NUL, a \r of a CRLF file, an escape
+    // sequence went to the terminal); now escaped and cut
+    rejects(header, std::string("\0\x1b[2J", 5) + "\r\n", "written for '\\x00\\x1b[2J\\x0d', this is '", "control bytes in the header quoted escaped");
+    rejects(header, std::string(500, 'h') + "\n", "written for '" + std::string(120, 'h') + "...', this is '", "a long header cut at 120 bytes");
     rejects(header, "gemm-algorithms v1 cublaslt=130100 gpu=NVIDIA_H200\n2304 65536 768 1 0 2 1 256 0 0 0 3\n",
             "written for 'gemm-algorithms v1 cublaslt=130100 gpu=NVIDIA_H200'", "a v1 file (before leading dimensions and D's type were keys)");
     rejects(header, header + "\n1 2 3\n", "line 2 is not 15 key fields and a choice in [0, 16)", "short line");

@@ -144,6 +144,12 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(bad, "w") as f:
         f.write('["text"]\n')
     refused("a line that is not an object", (bad, "--jsonl", "-o", os.path.join(tmp, "r3")), "(not a JSON object)", tmp)
+    with open(bad, "w") as f:
+        f.write('{"text": "fine"}\n{"text": null}\n')
+    refused("a null text", (bad, "--jsonl", "-o", os.path.join(tmp, "r3n")), 'bad.jsonl:2: no string field "text"', tmp)
+    with open(bad, "w") as f:
+        f.write('{"text": "fine"}\n{"text": "half a pair \\ud800 here"}\n')
+    refused("a lone surrogate escape", (bad, "--jsonl", "-o", os.path.join(tmp, "r3s")), "bad.jsonl:2: not JSON", tmp)
     with open(os.path.join(tmp, "bad.txt"), "wb") as f:
         f.write(b"ok text \xff\xfe not UTF-8")
     refused("invalid UTF-8 in a text file", (texts[0], os.path.join(tmp, "bad.txt"), "-o", os.path.join(tmp, "r4")), "bad.txt: invalid UTF-8", tmp)

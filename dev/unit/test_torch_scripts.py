@@ -1,5 +1,6 @@
 """Unit test of the PyTorch scripts' command lines without PyTorch (dev/reference.py,
-train_reference.py, convert_hf.py, precision_power.py; numpy only, no GPU): --help works; bad
+train_reference.py, convert_hf.py, precision_power.py, torch_bench.py, cuda/sdpa_check.py,
+cuda/sdpa_bench.py; numpy only, no GPU; and tokenizer_fixture.py without tiktoken): --help works; bad
 arguments and inputs are refused before PyTorch is needed; a run that needs PyTorch (or, for
 convert_hf.py, transformers) is one line naming the script and the package, exit 1, nothing
 written. torch and transformers are blocked in the scripts' interpreter (None in sys.modules), so
@@ -102,4 +103,22 @@ with tempfile.TemporaryDirectory() as tmp:
     # precision_power.py: no input files; a run is one line
     rc, out, err = run("precision_power.py", ["--seconds", "1"])
     check(one_line(rc, out, err, needs("precision_power.py")), f"precision_power.py without PyTorch: one line ({err.strip()})")
+
+    # torch_bench.py: --help and its arguments without PyTorch; a run is one line
+    rc, out, err = run("torch_bench.py", ["--help"])
+    check(rc == 0 and out.startswith("usage:") and not err, f"torch_bench.py --help without PyTorch: usage, exit 0 ({err.strip()[-200:]})")
+    rc, out, err = run("torch_bench.py", ["-b", "4", "-t", "64", "-d", "1000"])
+    check(one_line(rc, out, err, "torch_bench: -d 1000 is not a multiple"), f"torch_bench.py, bad -d without PyTorch: one line ({err.strip()})")
+    rc, out, err = run("torch_bench.py", ["-b", "4", "-t", "64"])
+    check(one_line(rc, out, err, needs("torch_bench.py")), f"torch_bench.py without PyTorch: one line ({err.strip()})")
+
+    # the attention's PyTorch tools (GPU-machine only): one line without PyTorch
+    for script in ("cuda/sdpa_check.py", "cuda/sdpa_bench.py"):
+        rc, out, err = run(script, ["--quick"])
+        check(one_line(rc, out, err, needs(script)), f"{script} without PyTorch: one line ({err.strip()})")
+
+    # tokenizer_fixture.py without tiktoken: one line, nothing written (--compare writes nothing anyway)
+    rc, out, err = run("tokenizer_fixture.py", ["--compare", os.path.join(tmp, "none.txt")], blocked="tiktoken")
+    check(one_line(rc, out, err, needs("tokenizer_fixture.py", "tiktoken", "tiktoken")),
+          f"tokenizer_fixture.py without tiktoken: one line ({err.strip()})")
 finish()
