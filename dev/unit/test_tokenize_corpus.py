@@ -135,21 +135,16 @@ with tempfile.TemporaryDirectory() as tmp:
         f.write("\n  \n")
     # refusals
     bad = os.path.join(tmp, "bad.jsonl")
-    with open(bad, "w") as f:
-        f.write('{"text": "fine"}\n{"text": "cut\n')
-    refused("a line that is not JSON", (bad, "--jsonl", "-o", os.path.join(tmp, "r1")), "bad.jsonl:2: not JSON", tmp)
-    with open(bad, "w") as f:
-        f.write('{"text": "fine"}\n{"body": "x"}\n')
-    refused("a line without the field", (bad, "--jsonl", "-o", os.path.join(tmp, "r2")), 'bad.jsonl:2: no string field "text"', tmp)
-    with open(bad, "w") as f:
-        f.write('["text"]\n')
-    refused("a line that is not an object", (bad, "--jsonl", "-o", os.path.join(tmp, "r3")), "(not a JSON object)", tmp)
-    with open(bad, "w") as f:
-        f.write('{"text": "fine"}\n{"text": null}\n')
-    refused("a null text", (bad, "--jsonl", "-o", os.path.join(tmp, "r3n")), 'bad.jsonl:2: no string field "text"', tmp)
-    with open(bad, "w") as f:
-        f.write('{"text": "fine"}\n{"text": "half a pair \\ud800 here"}\n')
-    refused("a lone surrogate escape", (bad, "--jsonl", "-o", os.path.join(tmp, "r3s")), "bad.jsonl:2: not JSON", tmp)
+    # JSON Lines that data/tokenize --jsonl refuses: what the file holds, the error it must name
+    bad_lines = [("a line that is not JSON", '{"text": "fine"}\n{"text": "cut\n', "bad.jsonl:2: not JSON"),
+                 ("a line without the field", '{"text": "fine"}\n{"body": "x"}\n', 'bad.jsonl:2: no string field "text"'),
+                 ("a line that is not an object", '["text"]\n', "(not a JSON object)"),
+                 ("a null text", '{"text": "fine"}\n{"text": null}\n', 'bad.jsonl:2: no string field "text"'),
+                 ("a lone surrogate escape", '{"text": "fine"}\n{"text": "half a pair \\ud800 here"}\n', "bad.jsonl:2: not JSON")]
+    for i, (name, text, pattern) in enumerate(bad_lines):
+        with open(bad, "w") as f:
+            f.write(text)
+        refused(name, (bad, "--jsonl", "-o", os.path.join(tmp, f"r_jsonl{i}")), pattern, tmp)
     with open(os.path.join(tmp, "bad.txt"), "wb") as f:
         f.write(b"ok text \xff\xfe not UTF-8")
     refused("invalid UTF-8 in a text file", (texts[0], os.path.join(tmp, "bad.txt"), "-o", os.path.join(tmp, "r4")), "bad.txt: invalid UTF-8", tmp)
