@@ -7,7 +7,7 @@
 //   LN_f - lm-head matmul (tied wte) - fused classifier (softmax + loss + dlogits) - lm-head
 //          backward, in chunks of tokens (the (B,T,Vp) logits never exist whole)
 //   backward in reverse; each finished block's gradients are announced (the multi-GPU seam)
-//   update: global norm -> step decision (clip, fp16 overflow skip) -> AdamW on fp32 master weights
+//   update: global norm -> step decision (clip; skip on inf/nan or a spike) -> AdamW on fp32 master weights
 // This file is the training RUN around those steps: setup (the order of it; its pieces, with the
 // Run struct, are in llmc/run_setup.cuh), checkpoints and resume, the loop (steps, validation,
 // samples, logs), stop signals, and main.
@@ -53,14 +53,30 @@ TrainState train_state(const Run* r) {
     return st;
 }
 
-// exit() during a background checkpoint write (an error of the main thread, e.g. a bad token in
-// the data: comm_fail) waits for the write first: the checkpoint taken before the error is kept,
-// and the writer is done with CUDA and stdio before exit() tears them down. An exit handler, like
-// a signal handler, reaches nothing but a global. It is registered at the first background write,
-// after the CUDA runtime's own exit handlers, so it runs before them.
-static CheckpointWriter* exit_writer = nullptr;
+// A failure during a background checkpoint write waits for the write first, so the checkpoint
+// taken before the failure is kept (llmc/checkpoint_writer.cuh): exit() from the main thread (an
+// error: a bad token in the data, a CUDA error) through an exit handler, which joins the writer,
+// so it is also done with CUDA and stdio before exit() tears them down; and comm_fail and the
+// watchdog (a peer died or hangs), which end the process without exit handlers (MPI_Abort,
+// _exit), through Comm::before_exit, which waits for the write's end, at most
+// CHECKPOINT_EXIT_WAIT_S. Exit handlers, like signal handlers, reach nothing but globals. The exit
+// handler is registered at the first background write, after the CUDA runtime's own, so it runs
+// before them.
+static std::atomic<CheckpointWriter*> exit_writer{nullptr};
+constexpr double CHECKPOINT_EXIT_WAIT_S = 300;
 static void finish_write_on_exit() {
-    if (exit_writer && exit_writer->thread.joinable()) exit_writer->thread.join();
+    CheckpointWriter* w = exit_writer;
+    if (w && w->thread.joinable()) w->thread.join();
+}
+static void finish_write_before_failing() {   // any thread
+    const CheckpointWriter* w = exit_writer;
+    if (!w || !w->in_flight) return;
+    printf("note: waiting for the background checkpoint write to end before exiting (at most %.0f s)\n", CHECKPOINT_EXIT_WAIT_S);
+    fflush(stdout);
+    if (!checkpoint_writer_drain(w, CHECKPOINT_EXIT_WAIT_S))
+        printf("note: the checkpoint write had not ended after %.0f s: it is left incomplete (--resume takes the one before)\n",
+               CHECKPOINT_EXIT_WAIT_S);
+    fflush(stdout);
 }
 
 // Checkpoint: every rank takes part (ZeRO-1 gathers the optimizer shards); rank 0 writes. Where
@@ -77,7 +93,11 @@ void save_checkpoint(Run* r) {
     const bool rank0 = r->comm.rank == 0;
     if (rank0 && r->tc.checkpoint_async && !w->decided) {
         printf("%s\n", checkpoint_writer_setup(w, 3 * r->model.padded * sizeof(float), STATE_CHUNK_FLOATS).c_str());
-        if (w->snapshot) { exit_writer = w; std::atexit(finish_write_on_exit); }
+        if (w->snapshot) {
+            exit_writer = w;
+            std::atexit(finish_write_on_exit);
+            r->comm.before_exit = finish_write_before_failing;
+        }
     }
     GpuState io(&r->model, &r->ctx, &r->comm, r->tc.zero);
     io.step = r->step;

@@ -211,7 +211,7 @@ static_assert(std::numeric_limits<double>::is_iec559 && sizeof(double) == 8, "do
 
 struct TrainState {                 // everything besides the weights needed to continue bit-identically
     int32_t step;                   // optimizer steps completed
-    int32_t adam_t;                 // AdamW's step count (skipped fp16 steps don't count)
+    int32_t adam_t;                 // AdamW's step count (skipped steps don't count: non-finite gradients or a spike)
     float loss_scale; int32_t scaler_clean_steps;   // the fp16 loss scaler
     DataLoaderState loader;
     uint64_t sample_rng;            // state of the text-sampling RNG

@@ -15,12 +15,16 @@
 // made only where the GPU has that much free at the first checkpoint, with a margin for the
 // libraries; otherwise the run writes in the foreground (GpuState streaming, the run waits).
 // One write at a time: the next checkpoint first waits for the previous write, and the run
-// waits for the last one before it ends, also when it ends on an error of its own (exit(): the
-// trainer's exit handler waits for the write, so the checkpoint taken before the error is kept,
-// and CUDA and stdio are torn down only after the writer is done with them). A failed write (a
-// full disk) ends the run at the next step with its line, as a foreground write would.
+// waits for the last one before it ends, also when it ends on a failure: an error of its own
+// (comm_fail, and any exit(): the trainer's exit handler joins the writer, so CUDA and stdio are
+// torn down only after it is done with them) or a peer that died or hangs (the watchdog, before
+// its _exit). So the checkpoint taken before the failure is kept. Not when the process is killed:
+// a SIGKILL, or mpirun ending the job because another rank failed (MPI_Abort); that write is left
+// a .tmp, and --resume takes the one before. A failed write (a full disk) ends the run at the next
+// step with its line, as a foreground write would.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 #include "common.cuh"
@@ -51,6 +55,7 @@ struct CheckpointWriter {
     float* pinned = nullptr;         // (chunk) the host side of the writer's copies
     cudaStream_t stream = nullptr;   // the writer's copies; non-blocking: it never waits on the compute stream
     std::thread thread;
+    std::atomic<bool> in_flight{false};   // from checkpoint_writer_start until the write has ended (any thread may read it)
     std::atomic<bool> finished{false};
     std::string error;               // a failed write's line (read once the thread has ended)
 };
@@ -99,6 +104,7 @@ inline bool checkpoint_writer_poll(CheckpointWriter* w, std::string* err) {
 // been waited for.
 template <class Write, class Done>
 void checkpoint_writer_start(CheckpointWriter* w, int device, size_t stride, size_t chunk_floats, Write write, Done done) {
+    w->in_flight = true;
     w->thread = std::thread([w, device, stride, chunk_floats, write, done]() {
         SnapshotState io;
         io.chunk = chunk_floats;
@@ -111,7 +117,20 @@ void checkpoint_writer_start(CheckpointWriter* w, int device, size_t stride, siz
         else if (write(io, &err)) done();
         else w->error = err;
         w->finished = true;
+        w->in_flight = false;
     });
+}
+
+// Any thread: waits until the write in progress, if any, has ended, for at most max_s seconds;
+// false if it had not ended by then. It only watches the flag: joining is the main thread's, which
+// may be doing so at the same time (a failure seen by the watchdog while the main thread waits).
+inline bool checkpoint_writer_drain(const CheckpointWriter* w, double max_s) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(max_s);
+    while (w->in_flight) {
+        if (std::chrono::steady_clock::now() > until) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
 }
 
 // After the last wait.

@@ -61,6 +61,10 @@ struct Comm {
     ncclComm_t nccl = nullptr;
 #endif
     Watchdog* watchdog = nullptr;     // world > 1 only
+    // Run by comm_fail and by the watchdog before they end the process on a failure: any thread may
+    // call it (train_gpt2.cu: waits for rank 0's background checkpoint write, so the checkpoint
+    // taken before the failure is kept). Set once; null: nothing to do.
+    std::atomic<void (*)()> before_exit{nullptr};
 };
 
 // Reads a launcher's rank, world size and local rank from the environment; false + one line in
@@ -110,6 +114,7 @@ inline bool comm_launch(Comm* c, int* argc, char*** argv, std::string* err) {
 // Every rank exits with this: MPI ranks must not outlive a failed one (mpirun would wait).
 [[noreturn]] inline void comm_fail(const Comm* c, const std::string& msg) {
     fprintf(stderr, "rank %d: error: %s\n", c->rank, msg.c_str());
+    if (void (*f)() = c->before_exit.load()) f();   // before MPI_Abort, which ends the job without exit handlers
 #ifdef USE_MPI
     if (c->launcher == "mpi") MPI_Abort(MPI_COMM_WORLD, 1);
 #endif
@@ -165,6 +170,7 @@ constexpr int WATCHDOG_EXIT_CODE = 3;
     fprintf(stderr, "rank %d: error: step %d, %s: %s%s%s; exiting\n", w->comm->rank, w->step.load(),
             w->phase.load(), why.c_str(), where.empty() ? "" : "; unfinished: ", where.c_str());
     fflush(stderr);
+    if (void (*f)() = w->comm->before_exit.load()) f();   // _exit runs no exit handler
     _exit(WATCHDOG_EXIT_CODE);
 }
 

@@ -184,14 +184,15 @@ inline void run_graph(Context* ctx, cudaGraphExec_t* exec, bool capture, const s
     cudaCheck(cudaGraphLaunch(*exec, ctx->stream));
 }
 
-// One optimizer step over `accum` micro-batches: next_batch(i) must fill inputs/targets (B*T
-// each, host) for micro-step i. The loss is the mean over all accum*B*T tokens of all ranks.
+// One optimizer step over `accum` micro-batches: next_batch(i, &inputs, &targets) must point
+// inputs and targets at host arrays of B*T tokens each for micro-step i (copied to the GPU before
+// the next call). The loss is the mean over all accum*B*T tokens of all ranks.
 // With a reducer (several GPUs) the last micro-step's backward hands it every finished range.
 // A skipped step (non-finite gradients, or a spike: rules.spike) leaves the weights, Adam's state
 // and step count as they were; only non-finite gradients lower the FP16 loss scale.
-// stop_vote: 1 when this rank's caller wants to stop (a signal); read once the step's work is
-// issued and summed over the ranks in the loss's all-reduce, so every rank gets the same
-// StepResult::stop_votes and can stop after the same step, at no extra collective.
+// *stop_vote: nonzero when this rank's caller wants to stop (the signal's number); read once the
+// step's work is issued and summed over the ranks in the loss's all-reduce, so every rank gets the
+// same StepResult::stop_votes and can stop after the same step, at no extra collective.
 StepResult gpt2_train_step(GPT2* m, Context* ctx, int accum, const std::function<void(int, int**, int**)>& next_batch,
                            const AdamWHyper& h, LossScaler* scaler, const UpdateRules& rules, const Comm* comm = nullptr,
                            GradReducer* reducer = nullptr, const volatile sig_atomic_t* stop_vote = nullptr) {

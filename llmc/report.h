@@ -93,8 +93,8 @@ inline std::string val_json(int step, double loss) {
     return "{\"type\":\"eval\",\"step\":" + std::to_string(step) + ",\"val_loss\":" + json_number(loss, "%.9g") + "}";
 }
 
-// --hellaswag: accuracy (argmax of the summed completion loss), normalized accuracy (of the mean
-// per token), the mean completion loss per token, over `examples` examples in `seconds`.
+// --hellaswag: accuracy (right when the ending with the lowest summed completion loss is the
+// label), normalized accuracy (the lowest mean loss per token), the mean completion loss per token, over `examples` examples in `seconds`.
 struct ChoiceScores { double acc, acc_norm, loss, examples, seconds; };
 inline std::string hellaswag_text(int step, const ChoiceScores& c) {
     return text_printf("step %d: hellaswag acc %.6f acc_norm %.6f completion loss %.6f (%.0f examples, %.2f s)", step, c.acc,
@@ -194,8 +194,9 @@ inline std::string result_line(const RunShape& r, const StepTimes& t, const std:
 }
 
 // ----------------------------------------------------------------------------------------------
-// Where the communication went, in words, after the RESULT line of a run on several GPUs: the
-// seed of this project is "2 GPUs are barely faster than 1", and the answer is in these numbers.
+// Where the communication went, in words, on several GPUs: before the RESULT line, and once after
+// the first ten timed steps of a long training run. The seed of this project is "2 GPUs are barely
+// faster than 1", and the answer is in these numbers.
 
 // A step with more tokens: how much of it the gradient reduction would leave exposed. A step
 // reduces the same gradients once, under the last micro-step's backward, however many micro-steps

@@ -1,7 +1,7 @@
-// A training run's state (Run) and the pieces of its setup that train_gpt2.cu's setup() calls in
-// order: the options, the model's shape and memory, the model, the data (training, validation,
-// --hellaswag), the GEMM algorithms, where samples start, and the run's first lines. Everything
-// here runs once, before the first step; the step loop, checkpoints and stop signals stay in
+// A training run's state (Run) and the pieces of its setup: the options (configure, which main
+// calls), then, in the order train_gpt2.cu's setup() calls them, the model's shape, the data
+// (training, validation, --hellaswag), the memory check and the model, where samples start, the
+// run's first lines, and the GEMM algorithms. Everything here runs once, before the first step; the step loop, checkpoints and stop signals stay in
 // train_gpt2.cu.
 #pragma once
 #include <algorithm>

@@ -11,7 +11,12 @@
 #   error  one GPU: a token outside the vocabulary in step 12's batch ends a d12 run (exit 1, one
 #          line) while the step-10 checkpoint is being written in the background: the exit waits
 #          for the write, so step_00000010 must be complete and --resume continue from it; the
-#          same with --checkpoint-async 0 (the write done before step 11).
+#          same with --checkpoint-async 0 (the write done before step 11), and under mpirun -np 1
+#          (comm_fail waits for the write before MPI_Abort).
+#   peer   2 ranks (env launch): rank 1 SIGKILLed 0.1 s after rank 0 printed step 10, while rank
+#          0 writes the step-10 checkpoint in the background: rank 0's watchdog sees the dead
+#          peer, says it waits for the write, and exits (code 3) only after it, so
+#          step_00000010 must be complete and a 2-rank --resume continue from it.
 # Each result line goes to stdout and $OUT/faults_summary.txt as it comes; logs in $OUT/faults.tar.gz
 # (from $FAULTS_LOGS, default /tmp/faults, emptied first). On a 1-GPU machine the two ranks of
 # `kill` and `nan` share the GPU, each a host of its own to NCCL (dev/device/own_host.sh: sockets
@@ -23,7 +28,7 @@ LOGS=${FAULTS_LOGS:-/tmp/faults}; rm -rf "$LOGS"; mkdir -p "$LOGS"
 trap 'tar czf "$OUT/faults.tar.gz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")" 2>/dev/null' EXIT
 note() { echo "$*" | tee -a "$OUT/faults_summary.txt"; }
 export NCCL_NVLS_ENABLE=0
-sections=${*:-kill nan ckpt error}
+sections=${*:-kill nan ckpt error peer}
 has() { [[ " $sections " == *" $1 "* ]]; }
 summary=()
 BIN=build/bf16/train_gpt2cu
@@ -153,13 +158,40 @@ if has error; then
     rm -rf runs/err_bg runs/err_fg; cp dev_data/tinyshakespeare_train.bin /tmp/faults_bad.bin
     # d12, B=8, T=1024: 8192 tokens a step, so position 8192*11 + 100 is in step 12's batch
     python3 -c "import struct; f = open('/tmp/faults_bad.bin', 'r+b'); f.seek(1024 + 2 * (8192 * 11 + 100)); f.write(struct.pack('<H', 65535))"
-    for mode in bg fg; do
-        $BIN -e d12 -b 8 -t 1024 -g 0 -x 40 -n 10 -i /tmp/faults_bad.bin -o runs/err_$mode --checkpoint-async $([ $mode = bg ] && echo 1 || echo 0) \
+    for mode in bg fg mpi; do
+        launch=""; [ $mode = mpi ] && launch="mpirun --allow-run-as-root -np 1 --bind-to none"
+        $launch $BIN -e d12 -b 8 -t 1024 -g 0 -x 40 -n 10 -i /tmp/faults_bad.bin -o runs/err_$mode --checkpoint-async $([ $mode = fg ] && echo 0 || echo 1) \
             > "$LOGS/error_$mode.log" 2>&1; rc=$?
         $BIN -o runs/err_$mode --resume -x 10 > "$LOGS/error_${mode}_resume.log" 2>&1
         at=$(sed -n 's/^resumed from .* at step \([0-9]*\)$/\1/p' "$LOGS/error_${mode}_resume.log")
         ok=$([ $rc -eq 1 ] && [ -f runs/err_$mode/step_00000010/DONE ] && [ "$at" = 10 ] && echo OK || echo FAIL)
-        note "error during a $([ $mode = bg ] && echo background || echo foreground) checkpoint write: rc=$rc (1), $(grep -m1 'error:' "$LOGS/error_$mode.log" | cut -c1-150); run directory: $(ls runs/err_$mode | tr '\n' ' '); --resume from step ${at:-none}: $ok"
+        what=$([ $mode = bg ] && echo "a background" || { [ $mode = fg ] && echo "a foreground" || echo "a background (mpirun -np 1)"; })
+        note "error during $what checkpoint write: rc=$rc (1), $(grep -m1 'error:' "$LOGS/error_$mode.log" | cut -c1-150); run directory: $(ls runs/err_$mode | tr '\n' ' '); --resume from step ${at:-none}: $ok"
     done
-    rm -rf runs/err_bg runs/err_fg /tmp/faults_bad.bin
+    rm -rf runs/err_bg runs/err_fg runs/err_mpi /tmp/faults_bad.bin
+fi
+if has peer; then
+    rm -rf runs/peer; log="$LOGS/peer"
+    for r in 0 1; do
+        MASTER_ADDR=127.0.0.1 MASTER_PORT=29650 RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r $RUN $BIN -e d12 -b 8 -t 1024 -g 0 -x 40 -n 10 \
+            --nccl-timeout $TIMEOUT -o runs/peer > "$log.r$r" 2>&1 &
+        eval "pid$r=$!"
+    done
+    wait_for_line "$log.r0" "^step   10/" 120 "$pid0"
+    sleep 0.1
+    kill -9 "$pid1"
+    dt=$(wait_gone "$pid0" $(( TIMEOUT + 330 )))
+    [ "$dt" = HANG ] && kill -9 "$pid0"
+    wait "$pid0" 2>/dev/null; rc=$?
+    waited=$(grep -c '^note: waiting for the background checkpoint write' "$log.r0")
+    order=$(grep -E 'error:|^note: waiting|^checkpoint: runs/peer/step_00000010' "$log.r0" | cut -c1-60 | tr '\n' '|')
+    for r in 0 1; do
+        MASTER_ADDR=127.0.0.1 MASTER_PORT=29651 RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r $RUN $BIN -o runs/peer --resume -x 12 > "$log.resume.r$r" 2>&1 &
+        eval "rpid$r=$!"
+    done
+    wait "$rpid0"; wait "$rpid1"
+    at=$(sed -n 's/^resumed from .* at step \([0-9]*\)$/\1/p' "$log.resume.r0")
+    ok=$([ "$rc" = 3 ] && [ "$waited" = 1 ] && [ -f runs/peer/step_00000010/DONE ] && [ "$at" = 10 ] && echo OK || echo FAIL)
+    note "peer killed during rank 0's background checkpoint write: rank 0 gone after ${dt}s rc=$rc (3), waited for the write: $waited (1); rank 0's lines in order: $order run directory: $(ls runs/peer | tr '\n' ' '); 2-rank --resume from step ${at:-none}: $ok"
+    rm -rf runs/peer
 fi
