@@ -1,26 +1,31 @@
-"""Plots loss curves (the learning rate, and HellaSwag accuracy when logged) of one or more training
-runs into a PNG.
+"""Plots loss curves (the step time, the learning rate, and HellaSwag accuracy when logged) of one
+or more training runs into a PNG.
 
   python3 dev/plot.py RUN_DIR_OR_LOG [MORE ...] -o curves.png
 
 Each input is a run directory (its log.jsonl is read), a log.jsonl, or the trainer's plain
 stdout log. log.jsonl holds one JSON object per line:
-  {"type":"step","step":N,"loss":L,"norm":G,"lr":R,"skipped":K,...}   one per optimizer step
+  {"type":"step","step":N,"loss":L,"norm":G,"lr":R,"skipped":K,"ms":T,"exposed_comm_ms":E,...}
+                                                                       one per optimizer step
   {"type":"eval","step":N,"val_loss":V}                                one per evaluation
   {"type":"hellaswag","step":N,"acc":A,"acc_norm":B,...}               with --hellaswag
   {"type":"sample",...}, {"type":"startup",...}                        (ignored)
-From a stdout log the lines `step   12/100 | loss 3.21 | norm ... | lr 6.00e-04 ...` (with
-"(skipped)" in them for a skipped step),
+From a stdout log the lines `step   12/100 | loss 3.21 | norm ... | lr 6.00e-04 ... | 101.80 ms
+(fwd ... exposed comm 0.21 ...` (with "(skipped)" in them for a skipped step),
 `step 100: val loss 3.05` and `step 100: hellaswag acc 0.29 acc_norm 0.30 ...` are read. Top
 panel: train loss (lines) and val loss (markers) per run, the steps that were skipped (inf/nan
 gradients, or the spike guard's --skip-loss-z / --skip-norm-z) as crosses; then, when any run has
-them, HellaSwag's acc_norm (solid) and acc (dotted); last: the learning rate.
+them, HellaSwag's acc_norm (solid) and acc (dotted); then, when the logs have step times, the
+time per step (solid) and its exposed communication (dotted: the wait for the gradient
+reductions that backward did not hide, 0 on one GPU), cut at twice the slowest run's median so
+the first step and checkpoint steps do not flatten the rest; last: the learning rate.
 """
 import argparse, json, math, os, re, sys
 
 STEP_RE = re.compile(r"^step\s+(\d+)/\d+ \| loss (\S+) \| norm (\S+) \| lr (\S+)")
 VAL_RE = re.compile(r"^step\s+(\d+): val loss (\S+)")
 HS_RE = re.compile(r"^step\s+(\d+): hellaswag acc (\S+) acc_norm (\S+)")
+TIME_RE = re.compile(r"\| (\S+) ms \(fwd \S+ bwd \S+ exposed comm (\S+) ")
 
 
 class PlotError(Exception):
@@ -44,10 +49,11 @@ def resolve(path):
 
 def read_run(path):
     """Returns {"step": [(step, loss, lr)], "eval": [(step, val_loss)], "hellaswag": [(step, acc,
-    acc_norm)], "skipped": [(step, loss)]} from either log format."""
+    acc_norm)], "time": [(step, ms, exposed_comm_ms)], "skipped": [(step, loss)]} from either log
+    format ("time" empty for logs without step times)."""
     with open(path, errors="replace") as f:
         lines = f.read().splitlines()
-    run = {"step": [], "eval": [], "hellaswag": []}
+    run = {"step": [], "eval": [], "hellaswag": [], "time": []}
     skipped = {}                                    # step -> its (latest) record was a skipped step
     first = next((l.strip() for l in lines if l.strip()), "")
     if first.startswith("{"):                       # JSONL
@@ -66,6 +72,8 @@ def read_run(path):
                     loss = math.nan if rec["loss"] is None else float(rec["loss"])
                     run["step"].append((int(rec["step"]), loss, float(rec.get("lr", math.nan))))
                     skipped[int(rec["step"])] = bool(rec.get("skipped", 0))
+                    if rec.get("ms") is not None and rec.get("exposed_comm_ms") is not None:
+                        run["time"].append((int(rec["step"]), float(rec["ms"]), float(rec["exposed_comm_ms"])))
                 elif kind == "eval":
                     run["eval"].append((int(rec["step"]), float(rec["val_loss"])))
                 elif kind == "hellaswag":
@@ -78,6 +86,9 @@ def read_run(path):
             if m:
                 run["step"].append((int(m.group(1)), float(m.group(2)), float(m.group(4))))
                 skipped[int(m.group(1))] = "(skipped)" in line
+                t = TIME_RE.search(line)
+                if t:
+                    run["time"].append((int(m.group(1)), float(t.group(1)), float(t.group(2))))
             m = VAL_RE.match(line)
             if m:
                 run["eval"].append((int(m.group(1)), float(m.group(2))))
@@ -87,7 +98,7 @@ def read_run(path):
     # a resumed run appends to log.jsonl and may repeat steps: the later record of a step wins
     for key in run:
         run[key] = sorted({r[0]: r for r in run[key]}.values())
-    if not any(run.values()):
+    if not any(run[k] for k in ("step", "eval", "hellaswag")):
         raise PlotError(f"{path}: no step, eval or hellaswag records (not a trainer log?)")
     # a skipped step's cross sits at its loss, or at the last finite loss before it when that was inf/nan
     run["skipped"], last = [], math.nan
@@ -98,14 +109,24 @@ def read_run(path):
     return run
 
 
+def median_ms(run):
+    """The run's median step time (the upper median of an even count, as the trainer's)."""
+    ms = sorted(t[1] for t in run["time"])
+    return ms[len(ms) // 2]
+
+
 def plot(runs, out, title=None, logy=False):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     hs = any(run["hellaswag"] for _, run in runs)
-    fig, axes = plt.subplots(3 if hs else 2, 1, figsize=(10, 9 if hs else 7), sharex=True,
-                             gridspec_kw={"height_ratios": [3, 1.5, 1] if hs else [3, 1]})
+    times = any(run["time"] for _, run in runs)
+    ratios = [3] + ([1.5] if hs else []) + ([1.5] if times else []) + [1]
+    fig, axes = plt.subplots(len(ratios), 1, figsize=(10, 4 + 2 * len(ratios) - 1), sharex=True,
+                             gridspec_kw={"height_ratios": ratios})
     ax_loss, ax_lr = axes[0], axes[-1]
+    ax_hs = axes[1] if hs else None
+    ax_time = axes[-2] if times else None
     for i, (label, run) in enumerate(runs):
         color = f"C{i % 10}"
         if run["step"]:
@@ -120,8 +141,12 @@ def plot(runs, out, title=None, logy=False):
             ax_loss.plot(steps, vals, "o--", color=color, ms=5, lw=0.8, label=f"{label} val")
         if run["hellaswag"]:
             steps, acc, acc_norm = zip(*run["hellaswag"])
-            axes[1].plot(steps, acc_norm, "o-", color=color, ms=4, lw=1.2, label=f"{label} acc_norm")
-            axes[1].plot(steps, acc, "o:", color=color, ms=3, lw=0.8, label=f"{label} acc")
+            ax_hs.plot(steps, acc_norm, "o-", color=color, ms=4, lw=1.2, label=f"{label} acc_norm")
+            ax_hs.plot(steps, acc, "o:", color=color, ms=3, lw=0.8, label=f"{label} acc")
+        if run["time"]:
+            steps, ms, exposed = zip(*run["time"])
+            ax_time.plot(steps, ms, color=color, lw=1.0, label=f"{label} step")
+            ax_time.plot(steps, exposed, ":", color=color, lw=1.0, label=f"{label} exposed comm")
     ax_loss.set_ylabel("loss")
     if logy:
         ax_loss.set_yscale("log")
@@ -130,9 +155,14 @@ def plot(runs, out, title=None, logy=False):
     if title:
         ax_loss.set_title(title)
     if hs:
-        axes[1].set_ylabel("HellaSwag")
-        axes[1].grid(alpha=0.3)
-        axes[1].legend(fontsize=8)
+        ax_hs.set_ylabel("HellaSwag")
+        ax_hs.grid(alpha=0.3)
+        ax_hs.legend(fontsize=8)
+    if times:
+        ax_time.set_ylim(0, 2 * max(median_ms(run) for _, run in runs if run["time"]))
+        ax_time.set_ylabel("ms per step")
+        ax_time.grid(alpha=0.3)
+        ax_time.legend(fontsize=8)
     ax_lr.set_ylabel("learning rate")
     ax_lr.set_xlabel("step")
     ax_lr.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
@@ -159,7 +189,9 @@ def main():
             runs.append((label, run))
             last = f"last loss {run['step'][-1][1]:.4f} at step {run['step'][-1][0]}" if run["step"] else "no steps"
             skips = f", {len(run['skipped'])} skipped" if run["skipped"] else ""
-            print(f"{label}: {len(run['step'])} steps{skips}, {len(run['eval'])} evals, {len(run['hellaswag'])} hellaswag, {last}")
+            exposed = sorted(t[2] for t in run["time"])
+            time = f", median step {median_ms(run):.2f} ms (exposed comm {exposed[len(exposed) // 2]:.2f})" if run["time"] else ""
+            print(f"{label}: {len(run['step'])} steps{skips}, {len(run['eval'])} evals, {len(run['hellaswag'])} hellaswag, {last}{time}")
         plot(runs, args.out, args.title, args.logy)
     except (PlotError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
