@@ -9,8 +9,9 @@
 //                   PREFIX_val.bin, then PREFIX_train_000000.bin, _000001, ... of shard_tokens each,
 //                   the last one taking the tail (shard_tokens to 2*shard_tokens - 1 tokens, or all
 //                   of train when it is shorter), at most 999,999 of them;
-//                   it refuses a prefix that already has shards (a glob would mix two corpora) and
-//                   removes what it wrote when the run fails.
+//                   existing() names a shard the prefix already has (the caller refuses it: a glob
+//                   would mix two corpora) and remove_written() removes what it wrote (the caller
+//                   calls it when the run fails).
 // Documents are never split to encode them (BPE depends on the neighbouring text); the stream
 // is cut between shards wherever a shard is full, as llm.c's data scripts do.
 #pragma once

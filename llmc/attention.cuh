@@ -95,7 +95,8 @@ __global__ void softmax_causal_backward_kernel(floatX* datt, const floatX* att, 
 // ----------------------------------------------------------------------------------------------
 // Launchers
 
-// Scratch of the reference (shared by all layers): q, k, v, y and their gradients, one dscores matrix.
+// Scratch of the reference (shared by all layers): q, k, v, then y (forward) or dy, dq, dk, dv
+// (backward): 7 x (B,T,C), plus one (B,NH,T,T) scores matrix.
 inline size_t attention_reference_scratch_elems(int B, int T, int C, int NH) { return 7 * (size_t)B * T * C + (size_t)B * NH * T * T; }
 
 // out (B,T,C), att (B,NH,T,T) <- causal self-attention of qkv (B,T,3C).

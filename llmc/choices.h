@@ -99,9 +99,9 @@ inline bool choices_read(const std::string& path, int vocab_size, ChoiceSet* s, 
     else if (h[1] != CHOICES_VERSION) problem = "unsupported version " + std::to_string(h[1]);
     else if (h[2] < 1 || h[3] < 2 || h[3] > CHOICES_MAX_K || h[5] < 0)
         problem = "bad header (" + std::to_string(h[2]) + " examples of " + std::to_string(h[3]) + " endings)";
-    else if ((size_t)h[2] * (2 + 2 * (size_t)h[3]) > (size_t)h[5])  // each example: label, K+1 lengths, >= K+1 tokens
+    else if ((size_t)h[2] * (3 + 2 * (size_t)h[3]) > (size_t)h[5])  // each example: label, K+1 lengths, >= K+1 tokens (none empty)
         problem = "bad header: " + std::to_string(h[2]) + " examples of " + std::to_string(h[3]) + " endings need at least " +
-                  std::to_string((size_t)h[2] * (2 + 2 * (size_t)h[3])) + " uint16, the body holds " + std::to_string(h[5]);
+                  std::to_string((size_t)h[2] * (3 + 2 * (size_t)h[3])) + " uint16, the body holds " + std::to_string(h[5]);
     else if (size != SHARD_HEADER_BYTES + (size_t)h[5] * sizeof(uint16_t))
         problem = "size mismatch: the header says " + std::to_string(h[5]) + " uint16 after it, the file holds " +
                   std::to_string((size - SHARD_HEADER_BYTES) / sizeof(uint16_t));

@@ -111,7 +111,9 @@ inline bool comm_launch(Comm* c, int* argc, char*** argv, std::string* err) {
     return true;
 }
 
-// Every rank exits with this: MPI ranks must not outlive a failed one (mpirun would wait).
+// A failing rank exits through this. Under mpirun it aborts the whole job (MPI ranks must not
+// outlive a failed one: mpirun would wait); with the env-var launch it ends this process, and the
+// other ranks end through their own watchdog (a closed connection, or --nccl-timeout).
 [[noreturn]] inline void comm_fail(const Comm* c, const std::string& msg) {
     fprintf(stderr, "rank %d: error: %s\n", c->rank, msg.c_str());
     if (void (*f)() = c->before_exit.load()) f();   // before MPI_Abort, which ends the job without exit handlers
@@ -215,7 +217,7 @@ inline void watchdog_stop(Comm* c) {
 #ifdef USE_NCCL
 // The training loop's NCCL calls: a failure (a peer's closed connection shows here when NCCL
 // notices it while a collective is issued) is one line naming the rank, what was issued and
-// NCCL's own reason, and ends every rank (comm_fail). If the watchdog is already ending the
+// NCCL's own reason, and ends this process (comm_fail: under mpirun the whole job). If the watchdog is already ending the
 // process, this thread only waits for it: one error line, and the watchdog's exit code.
 inline void comm_nccl_check(const Comm* c, ncclResult_t s, const char* what) {
     if (s == ncclSuccess) return;

@@ -32,7 +32,7 @@
 //
 // Measured (H200, dev/cuda/attention.cu, B=64 T=1024 NH=12, effective TFLOP/s with the causal
 // FLOP count): forward 211 (bf16) / 214 (fp16), backward 166 / 167 (delta 0.08 ms, dkdv 0.92 ms,
-// dq 0.56 ms); the 64-row, 16-rows-per-warp version before this one: 182 / 136. Every kernel
+// dq 0.56 ms); the 64-row, 16-rows-per-warp version before this one: 182 / 136. Every mma kernel
 // uses ~242-255 registers per thread, so an SM holds 2 blocks = 8 warps, and those few warps
 // cannot hide the mma -> softmax -> mma dependency inside each tile: the tensor cores idle while
 // a warp does its exponentials. (Re-reading the Q fragments from shared memory to fit 3 blocks per

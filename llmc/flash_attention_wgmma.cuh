@@ -13,7 +13,8 @@
 // default on Hopper: the Makefile then defines USE_WGMMA); other builds use the mma.sync kernels.
 // Checked by dev/cuda/attention_check like every attention path (float64 CPU reference, the cuBLAS
 // reference at B=1..4, T up to 2048, NH 12/25, bitwise-deterministic backward) and against the
-// mma.sync kernels directly: dQ, dK, dV come out bit for bit the same (same products, same order).
+// mma.sync kernels directly: the same products and roundings to floatX, the summation order may
+// differ (delta's too), so dQ, dK, dV agree within 2e-3 (fp16) / 1e-2 (bf16).
 // Measured on H200s, 2026-12-01 (B=64, T=1024, NH=12, TFLOP/s, bf16): forward 339-348 (321-328
 // before exp2_poly and the row sums by MMA; mma.sync 214), dQ with delta 394-399 (mma.sync dQ
 // alone 266-270), dK/dV 360-370 (218-220); B=8: forward 261-279, dQ 332-334, dK/dV 320-321. At the same 64K tokens and T=16384 (B=4): 415 / 475 / 469
@@ -48,7 +49,7 @@
 //   tile (a fifth of the softmax's instructions), and the softmax, not the tensor cores, is what
 //   the products wait for; the 8 extra columns cost 6 % more tensor work. The sums are then those
 //   of P as rounded for P V (so out = sum(P V) / sum(P) with the same P; lse differs from an fp32
-//   sum by at most floatX's rounding, 2^-9 in bf16). Measured (bf16, 3 alternating rounds, one
+//   sum by at most floatX's rounding, 2^-8 in bf16, 2^-11 in fp16). Measured (bf16, 3 alternating rounds, one
 //   call): forward B=64 327-330 -> 340-345 TFLOP/s, B=8 259-263 -> 271-276, T=16384 404 -> 419.
 //   S_{j+1} = Q K_{j+1}^T and O += P_j V_j are issued back to back, as FA3's "pipelining within
 //   a warpgroup" does, and the source waits for the second only after the softmax of S_{j+1}. But
@@ -77,12 +78,12 @@
 // of the two consumer warpgroups' products (named barriers, as FA3): equal at T=1024, -4 % at
 // T=16384; a tree-shaped max/sum in the softmax (more ILP): -12 % at T=16384; a 4-step P V for the
 // first consumer's diagonal tile (its queries see only the tile's first 64 keys): no gain; a third
-// consumer warpgroup (FA3's 192-query items for head size 64; branch c3-on-split): at 512 threads
+// consumer warpgroup (FA3's 192-query items for head size 64; dev/perf_log.md, 2026-12-01): at 512 threads
 // ptxas gives each thread 128 registers, too few for this pipelined consumer, and a serial one
 // (S, softmax, P V in turn) ran 316 TFLOP/s at B=64 and 213 at B=8 against this kernel's 324 / 258;
-// 64-key tiles (half the diagonal's waste, branch wip/forward-bk64): 292 against 330 at B=64, the
+// 64-key tiles (half the diagonal's waste): 292 against 330 at B=64, the
 // per-tile costs besides the products being paid twice as often; issuing the next tile's S before
-// O's update, to write an item's output under it (branch wip/forward-epilogue-under-s): 308-311
+// O's update, to write an item's output under it: 308-311
 // against 330-332, T=16384 384 against 420 (the in-item loop gets slower).
 #pragma once
 #include "common.cuh"
@@ -160,8 +161,7 @@ __device__ inline int next_item(int w) {  // this CTA's item after w (the first 
 // backward kernels do 1.5-2x more tensor work per exponential (3 or 4 products against 2), and
 // there the polynomial only costs: backward B=64 279.0 TFLOP/s with MUFU.EX2 alone, 276.5 with a
 // quarter in dQ, 272.6 with a quarter in dK/dV, 268.4 in both, 270.9 an eighth in both, 251.0 a half
-// (bf16, means of 3 alternating rounds, 2026-12-01, branch wip/backward-exp2-poly), so they keep
-// MUFU.EX2 (which also keeps them bit for bit equal to the mma.sync kernels).
+// (bf16, means of 3 alternating rounds, 2026-12-01, dev/perf_log.md), so they keep MUFU.EX2.
 __device__ __forceinline__ float exp2_poly(float x) {
     x = fmaxf(x, -126.0f);
     constexpr float ROUND = 12582912.0f;  // 1.5 * 2^23: the ulp of t is 1
@@ -257,7 +257,8 @@ __global__ void __launch_bounds__(THREADS, 1) forward_kernel(const __grid_consta
                 wgmma_m64n72k16_rs_tb(o, lsum, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], vd + 128 * kk);
         };
         // Online softmax of S for key tile k0.. of the rows q0 + row_off (+8), in place (S becomes
-        // unnormalized P, fp32). Returns alpha per row = exp(old max - new max), O's rescale factor.
+        // unnormalized P, fp32). Returns alpha per row = exp((old max - new max) / 8), O's rescale
+        // factor (the maxima are of raw scores; 8 = sqrt(head size)).
         auto softmax = [&](bool diagonal, int k0, int row_a, float (&alpha)[2]) {
             if (diagonal) {  // key > query -> -inf (exp2 gives exactly 0)
 #pragma unroll

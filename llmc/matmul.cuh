@@ -106,7 +106,7 @@ __global__ void gelu_forward_kernel(floatX* out, const floatX* inp, size_t n) {
 // +0.45 % tok/s against +1.05 % with 128-byte rows; dev/perf_log.md, 2026-12-01). An odd m
 // (C + 1) is no option: cuBLASLt's kernels for it are 4-5x slower.
 constexpr int ONES_ROWS = 8;
-inline int ones_ld(int C) {  // C + ONES_ROWS rounded up to 128 bytes: the GEMM reads that much of each row
+inline int ones_ld(int C) {  // the row stride: C + ONES_ROWS (what the GEMM reads of each row) rounded up to 128 bytes
     const int align = 128 / (int)sizeof(floatX);  // elements per 128 bytes
     return (C + ONES_ROWS + align - 1) / align * align;
 }
@@ -137,7 +137,7 @@ __global__ void wgrad_accumulate_kernel(floatX* dweight, floatX* dbias, const fl
 // reads 32 adjacent floats of a row: coalesced), then lane 0 adds the lane sums in lane order.
 // A fixed order (deterministic) with LANES times the threads of one-thread-per-column, which
 // walked all P rows alone at a handful of loads in flight.
-// Shared by every "sum these rows then accumulate into a gradient" step.
+// Used by bias_backward.
 constexpr int REDUCE_LANES = 16;
 __global__ void reduce_partials_accumulate_kernel(floatX* out, const float* partials, int P, int n) {
     __shared__ float lane_sums[REDUCE_LANES][33];

@@ -2,7 +2,7 @@
 // usage text cannot drift from what is accepted. Host-only; unit-tested on the CPU.
 //
 //   --name value   --name=value   -n value   (flags: --name / -n, no value)
-// Every error is one line: "option --lr: 'abc' is not a number", "unknown option '--foo'", ...
+// Every error is one line: "option --lr: 'abc' is not a number", "unknown option '--foo' (see --help)", ...
 #pragma once
 #include <algorithm>
 #include <cctype>

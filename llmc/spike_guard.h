@@ -34,9 +34,9 @@
 // 1-50's fall of the norm still made up most of the spread 100 steps later, and a batch of random
 // tokens that multiplied the norm by 5.7 scored z = 3.8; the loss of that batch scored 27.)
 // Every finite value enters the statistics, a skipped one too (as in llm.c): the level catches up
-// with a lasting change, which then stops being an outlier instead of being refused for ever. A
-// lasting jump of the loss by 1 (noise 0.02; window 128: 50 spreads) is skipped for ~15 steps, by
-// 2 (100 spreads) for ~23, by 10 for ~47. Such a streak ends by itself: with no update applied
+// with a lasting change, which then stops being an outlier instead of being refused for ever. At
+// --skip-loss-z 6, a lasting jump of the loss by 1 (noise 0.02; window 128: 50 spreads) is skipped
+// for ~15 steps, by 2 (100 spreads) for ~23, by 10 for ~47. Such a streak ends by itself: with no update applied
 // the loss stops moving, and the level catches up. So spike skips do not count towards the
 // trainer's --max-bad-steps (which is for inf/nan gradients; bad_streak below), nor do they end
 // a streak of those. What the guard cannot tell from a spike: noise that suddenly grows by

@@ -28,7 +28,8 @@ struct TrainConfig {
     // batch
     int B = 8, T = 1024;
     long long total_batch = 0;                      // tokens per step over all GPUs; 0: B*T*GPUs
-    bool total_batch_derived = false;               // it was 0 (kept as 0; on --resume it is B*T*GPUs of the run's start)
+    bool total_batch_derived = false;               // it was 0 (kept as 0; on --resume: the kept -b x T x the resuming
+                                                    // run's GPUs, which are the start's once a checkpoint exists)
     // optimization
     LRSchedule sched;
     int max_steps = -1;                             // -1: one epoch of the training data

@@ -172,7 +172,7 @@ __device__ inline void wgmma_m64n64k16_rs_tb(float (&d)[32], uint32_t a0, uint32
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "n"(1));
 }
 
-// The same with N = 72: d (64 x 64) and d2 (64 x 8, columns 64..71: d2[e] at row g + 8*(e/2),
+// The same with N = 72: d (64 x 64) and d2 (64 x 8, columns 64..71: d2[e] at row 16w + g + 8*(e/2),
 // column 64 + 2t + (e&1)) += A * B, B (16 x 72) MN-major as two 64-wide atoms, the second LBO
 // bytes after the first (the descriptor's bits 16-29).
 __device__ inline void wgmma_m64n72k16_rs_tb(float (&d)[32], float (&d2)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
@@ -197,7 +197,7 @@ __device__ inline void wgmma_m64n64k16_ss(float (&d)[32], uint64_t desc_a, uint6
 // ---------------------------------------------------------------------------------------------
 // The pieces both kernels share.
 
-// An fp32 accumulator fragment (64 rows x N/4 columns, chunk i = columns 8i..8i+7 at acc[4i + e])
+// An fp32 accumulator fragment (64 rows x 2N columns, chunk i = columns 8i..8i+7 at acc[4i + e])
 // as floatX A operands of the next product over those columns: k-step kk covers chunks 2kk (a0:
 // row g, a1: row g+8) and 2kk+1 (a2: row g, a3: row g+8), exactly the mma.m16n8k16 A layout, so
 // P and dS go from one product to the next without touching shared memory.
