@@ -113,8 +113,9 @@ __device__ inline void store_cs(floatX* p, const float (&d)[K]) {
 // Dynamic shared memory: 2 * WARPS floats (the reductions), then the row's first `cached` chunks
 // (classifier_cached_chunks(): normally all ceil(V / K) chunks that hold columns < V).
 // Thread t owns chunks t, t + THREADS, t + 2*THREADS, ...: a warp's 32 chunks are 512 contiguous
-// bytes (coalesced in global memory, conflict-free in shared memory), and a thread only ever
-// reads the chunks it copied itself, so no barrier is needed between the copy and the sweeps.
+// bytes (coalesced in global memory, conflict-free in shared memory), and in the three sweeps a
+// thread reads only the chunks it copied itself, so they need no barrier after the copy; thread
+// 0's read of the target's logit comes after the reductions' __syncthreads.
 // Deterministic: every sum is over a fixed set in a fixed order.
 __global__ void __launch_bounds__(THREADS, 2)
     cross_entropy_dlogits_kernel(floatX* logits, float* losses, const int* targets, float dloss, int V, int Vp,

@@ -12,12 +12,12 @@
 #include "common.cuh"
 #include "matmul.cuh"  // bias_backward, where the bias sums do not fit layernorm_backward's registers
 
-constexpr int LN_WARPS = 4;  // rows per block of the forward kernels (one warp per row)
+constexpr int LN_WARPS = 4;  // rows per block of layernorm_forward_kernel (one warp per row)
 
 // ----------------------------------------------------------------------------------------------
 // Kernels
 
-// out (N,C) with rows ld_out apart, mean (N), rstd (N) <- LN of x (N,C). Not in place. Writes only
+// out (N,C) with rows ld_out apart, mean (N), rstd (N) <- LN of inp (N,C). Not in place. Writes only
 // columns [0,C) of out's rows (a ones column after them stays: matmul.cuh). One warp per row; the
 // row is staged in shared memory so the three passes (mean, variance, normalize) read DRAM once.
 // Dynamic shared memory: LN_WARPS * C * sizeof(floatX).
@@ -64,7 +64,9 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
 //   - lane l of a warp owns the same columns of EVERY row it visits: chunk j (0..NCH-1) is columns
 //     (j*32 + l)*V .. +V-1, V = x128::size. So each row is read with coalesced 16-byte loads and
 //     the lane's column sums for its NCH*V columns live in REGISTERS for the whole kernel: no
-//     shared memory traffic per row, no atomics. (Accumulating them in shared memory costs a
+//     shared memory traffic per row, no atomics. (That holds up to NCH = 7 in 16-bit, C <= 1792,
+//     and 10 in fp32, C <= 1280, which cover GPT-2's widths but fp32's 1600: ptxas spills part of
+//     wider rows' sums to local memory, and those run above the floor.) (Accumulating them in shared memory costs a
 //     read-modify-write per element per row: measured, the PROJ_BIAS sums that way cost 0.016 ms
 //     per call at C=768 in 16-bit, in registers 0.001-0.003 ms, dev/perf_log.md.)
 //   - the row's dout, inp and dinp are all loaded into registers before any arithmetic: 3 row
@@ -76,14 +78,15 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
 //     (0, 1, 2, ...), and the block writes one partial row. Every sum has a fixed order for a given
 //     grid, so results are bitwise reproducible run to run; layernorm_params_accumulate_kernel
 //     adds the partial rows, also in a fixed order.
-// NCH = ceil(C / (32 V)) is a template parameter: per-lane arrays indexed by compile-time
+// NCH, the smallest of 1..8, 10, 13, 16 that is >= ceil(C / (32 V)) (the launcher's dispatch;
+// columns past C are guarded), is a template parameter: per-lane arrays indexed by compile-time
 // constants stay in registers (a runtime-sized loop would put them in local memory). WARPS per
 // block and MIN_BLOCKS (the blocks per SM the launch bounds cut the registers for) are chosen by
 // the launcher from the register estimate (ln_bwd_registers).
 // Dynamic shared memory: NSETS * C floats.
 constexpr int LN_BWD_WARPS = 8;
-// Registers per thread are ~NSETS*NCH*V (the fp32 sums) + 12*NCH (three x128 per chunk) + ~50
-// (the row's statistics, addresses, temporaries).
+// Registers per thread are ~NSETS*NCH*V (the fp32 sums) + 12*NCH (three x128 per chunk) + 30-80
+// (the row's statistics, addresses, temporaries; ptxas, 2026-12-03).
 constexpr int ln_bwd_registers(int nch, int nsets) { return nsets * nch * x128::size + 12 * nch; }
 constexpr int ln_bwd_min_blocks(int nch) { return ln_bwd_registers(nch, 2) <= 96 ? 2 : 1; }
 
@@ -233,6 +236,9 @@ inline void layernorm_apply(Context* ctx, floatX* out, const floatX* inp, const 
     launchCheck();
 }
 
+// One instantiation of the backward: dinp (N,C) += its gradient, the partial rows (blocks, NSETS*C)
+// fp32 into `partials` (ctx->scratch); one resident wave of blocks, at most as many as partials
+// has rows for. Returns the block count (the rows layernorm_params_accumulate_kernel adds).
 template <int NCH, bool PROJ_BIAS, int MIN_BLOCKS, int WARPS>
 inline int layernorm_backward_launch_kernel(Context* ctx, floatX* dinp, float* partials, const floatX* dout,
                                             const floatX* inp, const floatX* w, const float* mean, const float* rstd,
@@ -273,8 +279,8 @@ inline bool layernorm_backward_launch(Context* ctx, bool proj_bias, floatX* dinp
 }
 
 // The widths the LayerNorm kernels take: a multiple of x128::size, at most 16 * 32 * x128::size
-// (4096 in 16-bit, 2048 in fp32; the backward's register-held chunks set the limit, and the
-// forward's shared memory fits it). The trainer checks a model against this before building it.
+// (4096 in 16-bit, 2048 in fp32: the largest NCH instantiated, 16, sets the limit, and the
+// forward's shared memory fits it; widths past 1792 / 1280 spill, see the backward's comment). The trainer checks a model against this before building it.
 inline bool layernorm_supports(int C) { return C > 0 && C % x128::size == 0 && C <= 16 * 32 * x128::size; }
 inline int layernorm_max_channels() { return 16 * 32 * x128::size; }
 
