@@ -222,7 +222,8 @@ inline MoreTokens more_tokens_for(const RunShape& r, const StepTimes& t, double 
 }
 
 // The lines (empty on one GPU): the bytes each step reduces, the time on the wire and its bus
-// bandwidth, what of it the backward did not hide; and, where that is more than 5 % of the step,
+// bandwidth, what of it the backward did not hide, with several micro-steps how much longer the
+// backward it overlaps took than the others; and, where the exposed part is more than 5 % of the step,
 // how many tokens per step (-d) would bring it to 2 % or less.
 inline std::string comm_summary_text(const RunShape& r, const StepTimes& t) {
     if (r.gpus <= 1) return "";
@@ -231,6 +232,8 @@ inline std::string comm_summary_text(const RunShape& r, const StepTimes& t) {
                                 "%.2f ms of it not hidden under the backward: %.1f %% of the step",
                                 t.comm_bytes / 1e6, t.comm_ms, bus_bandwidth_gbs(t.comm_bytes, t.comm_ms, r.gpus, r.zero != 0),
                                 t.exposed, pct);
+    if (r.accum > 1)   // what the hidden part costs: the reduction's kernels share the SMs with that backward
+        s += text_printf("; the backward it overlaps took %.2f ms more than the others (interference)", t.bwd_last - t.bwd_other);
     constexpr long long max_tokens = 4LL << 20;   // 8 x GPT-2's 524288-token batch
     const MoreTokens m = more_tokens_for(r, t, 2.0, max_tokens);
     if (pct <= 5 || m.total_batch == 0) return s;

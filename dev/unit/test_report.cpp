@@ -257,6 +257,10 @@ static void test_comm_summary() {
     t4.fwd *= 4; t4.bwd *= 4;
     const MoreTokens m4 = more_tokens_for(accum4, t4, 2.0, 4LL << 20);
     CHECK(m4.reaches && m4.total_batch == 524288 && m4.accum == 64, "more_tokens_for: measured at accum 4, the compute per micro-step is a quarter");
+    t4.bwd_last = 23.5; t4.bwd_other = 20;
+    CHECK(comm_summary_text(accum4, t4).find("; the backward it overlaps took 3.50 ms more than the others (interference)\n") != std::string::npos &&
+              comm_summary_text(two, t).find("interference") == std::string::npos,
+          "comm_summary_text: with several micro-steps, the interference (last backward - the others'); none with one");
     StepTimes slow = t;
     slow.exposed = 10000;   // even 512 micro-steps leave 10000 / (61440 + 10005) = 14 %
     const std::string s = comm_summary_text(two, slow);
