@@ -265,23 +265,24 @@ RunShape run_shape(const Run* r, double flops_tok, double peak) {
 }
 
 // The RESULT line (llmc/report.h) over the timed steps, which rank 0 prints last, after the
-// communication's summary (several GPUs). Collective: the per-rank phase times are summed over the
+// communication's summary and which rank the others wait for (several GPUs). Collective: the per-rank phase times are summed over the
 // ranks (each adds its own into a table of zeros).
 void print_result(Run* r, const std::vector<float>& ms, const std::vector<StepResult>& timed, double flops_tok, double peak) {
     const int n = r->comm.world;
-    std::string per_rank;
+    std::string per_rank, balance;
     if (n > 1) {
         std::vector<float> h = rank_phase_slots(timed, r->accum, n, r->comm.rank);
         comm_watch(&r->comm, r->step, "the per-rank phase times (end of the run)");
         comm_sum_host_floats(&r->comm, &h, r->ctx.stream);
         comm_unwatch(&r->comm);
         per_rank = rank_phase_fields(h, n);
+        balance = rank_balance_text(h, n);
     }
     if (r->comm.rank != 0) return;
     const RunShape shape = run_shape(r, flops_tok, peak);
     const StepTimes times = summarize_steps(ms, timed);
     const std::string comm = comm_summary_text(shape, times);   // on several GPUs: where the communication went
-    if (!comm.empty()) printf("%s\n", comm.c_str());
+    if (!comm.empty()) printf("%s\n%s\n", comm.c_str(), balance.c_str());
     printf("%s\n", result_line(shape, times, per_rank).c_str());
 }
 

@@ -270,3 +270,22 @@ inline std::string rank_phase_fields(const std::vector<float>& h, int world) {
     }
     return out;
 }
+
+// Which rank the others wait for, from the filled table: each rank's compute per micro-step, the
+// forward plus the backward passes that no reduction overlaps (with one micro-step there are
+// none: the forward alone), slowest against fastest. A synchronous step runs at the slowest
+// rank's pace, so a spread of p % costs the others about that much; on machines whose GPUs
+// differ under their power limit this, not the link, is what separates N GPUs from N x one.
+inline std::string rank_balance_text(const std::vector<float>& h, int world) {
+    if (world <= 1) return "";
+    const bool other = h[world] > 0;   // bwd_other_ms: -1 per step with one micro-step
+    int fast = 0, slow = 0;
+    auto compute = [&](int i) { return h[i] + (other ? h[world + i] : 0.0f); };
+    for (int i = 1; i < world; i++) {
+        if (compute(i) < compute(fast)) fast = i;
+        if (compute(i) > compute(slow)) slow = i;
+    }
+    return text_printf("ranks: %s per micro-step %.2f ms (rank %d, the fastest) to %.2f ms (rank %d, the slowest, +%.1f %%): every step "
+                       "waits for the slowest", other ? "forward + the backward no reduction overlaps" : "forward",
+                       compute(fast), fast, compute(slow), slow, compute(fast) > 0 ? 100.0 * (compute(slow) / compute(fast) - 1) : 0.0);
+}
