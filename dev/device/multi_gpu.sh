@@ -72,7 +72,7 @@ if has bench; then
             f="$OUT/bench_${N}gpu_p2poff${p2p}_zero$z.log"
             NCCL_P2P_DISABLE=$p2p $MPI $bin $args --zero $z > "$f" 2>&1
             summary+=("$N GPU P2P_DISABLE=$p2p zero=$z: $(grep ^RESULT "$f" || tail -n 3 "$f")")
-            summary+=("  $(grep -h -E '^communication|^hint' "$f" | tr '\n' ' ')")   # the run's own words on it
+            summary+=("  $(grep -h -E '^communication|^hint|^ranks' "$f" | tr '\n' ' ')")   # the run's own words on it
         done
     done
 fi
