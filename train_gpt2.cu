@@ -276,7 +276,7 @@ void print_result(Run* r, const std::vector<float>& ms, const std::vector<StepRe
         comm_sum_host_floats(&r->comm, &h, r->ctx.stream);
         comm_unwatch(&r->comm);
         per_rank = rank_phase_fields(h, n);
-        balance = rank_balance_text(h, n);
+        balance = rank_balance_text(h, n, r->accum);
     }
     if (r->comm.rank != 0) return;
     const RunShape shape = run_shape(r, flops_tok, peak);

@@ -109,10 +109,15 @@ def read_run(path):
     return run
 
 
+def median(values):
+    """The upper median of an even count, as the trainer's."""
+    values = sorted(values)
+    return values[len(values) // 2]
+
+
 def median_ms(run):
-    """The run's median step time (the upper median of an even count, as the trainer's)."""
-    ms = sorted(t[1] for t in run["time"])
-    return ms[len(ms) // 2]
+    """The run's median step time."""
+    return median(t[1] for t in run["time"])
 
 
 def plot(runs, out, title=None, logy=False):
@@ -189,8 +194,8 @@ def main():
             runs.append((label, run))
             last = f"last loss {run['step'][-1][1]:.4f} at step {run['step'][-1][0]}" if run["step"] else "no steps"
             skips = f", {len(run['skipped'])} skipped" if run["skipped"] else ""
-            exposed = sorted(t[2] for t in run["time"])
-            time = f", median step {median_ms(run):.2f} ms (exposed comm {exposed[len(exposed) // 2]:.2f})" if run["time"] else ""
+            exposed = median(t[2] for t in run["time"]) if run["time"] else 0
+            time = f", median step {median_ms(run):.2f} ms (exposed comm {exposed:.2f})" if run["time"] else ""
             print(f"{label}: {len(run['step'])} steps{skips}, {len(run['eval'])} evals, {len(run['hellaswag'])} hellaswag, {last}{time}")
         plot(runs, args.out, args.title, args.logy)
     except (PlotError, OSError) as e:

@@ -8,11 +8,13 @@ tiktoken is built from the LOCAL vocabulary files (no download), then:
       runs `data/tokenize --ids FILE` and reports "identical: N tokens" or the first difference
 Vocabulary: $GPT2_VOCAB_DIR, else ../shared/data/gpt2. Run from the repository root.
 """
-import importlib
 import os
 import struct
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference import need  # noqa: E402
 
 VOCAB = os.environ.get("GPT2_VOCAB_DIR") or "../shared/data/gpt2"
 SHAKESPEARE = "../shared/data/tinyshakespeare.txt"
@@ -42,11 +44,8 @@ TEST_TEXT = (
 def gpt2_encoding(vocab_dir=VOCAB):
     """tiktoken's gpt2 encoding from the local vocabulary files (tiktoken would download them).
     Without tiktoken: one line naming it, exit 1."""
-    try:
-        tiktoken = importlib.import_module("tiktoken")
-        importlib.import_module("tiktoken.load")
-    except ImportError as e:
-        sys.exit(f"dev/tokenizer_fixture.py needs tiktoken (pip install tiktoken): {e}")
+    tiktoken = need("dev/tokenizer_fixture.py", "tiktoken", "tiktoken")
+    import tiktoken.load  # noqa: F401  (a submodule of the one just found)
     ranks = tiktoken.load.data_gym_to_mergeable_bpe_ranks(
         os.path.join(vocab_dir, "vocab.bpe"), os.path.join(vocab_dir, "encoder.json"))
     return tiktoken.Encoding(name="gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,

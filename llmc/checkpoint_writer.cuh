@@ -56,7 +56,6 @@ struct CheckpointWriter {
     cudaStream_t stream = nullptr;   // the writer's copies; non-blocking: it never waits on the compute stream
     std::thread thread;
     std::atomic<bool> in_flight{false};   // from checkpoint_writer_start until the write has ended (any thread may read it)
-    std::atomic<bool> finished{false};
     std::string error;               // a failed write's line (read once the thread has ended)
 };
 
@@ -86,7 +85,6 @@ inline std::string checkpoint_writer_setup(CheckpointWriter* w, size_t bytes, si
 inline bool checkpoint_writer_wait(CheckpointWriter* w, std::string* err) {
     if (!w->thread.joinable()) return true;
     w->thread.join();
-    w->finished = false;
     if (w->error.empty()) return true;
     *err = w->error;
     w->error.clear();
@@ -95,7 +93,7 @@ inline bool checkpoint_writer_wait(CheckpointWriter* w, std::string* err) {
 
 // Polled after each step: false with the line of a background write that has ended in failure.
 inline bool checkpoint_writer_poll(CheckpointWriter* w, std::string* err) {
-    return !w->finished || checkpoint_writer_wait(w, err);
+    return w->in_flight || checkpoint_writer_wait(w, err);
 }
 
 // Starts writing the snapshot (already taken; its arrays `stride` floats apart) in the background:
@@ -116,7 +114,6 @@ void checkpoint_writer_start(CheckpointWriter* w, int device, size_t stride, siz
         if (e != cudaSuccess) w->error = std::string("checkpoint: selecting the GPU for the writer: ") + cudaGetErrorString(e);
         else if (write(io, &err)) done();
         else w->error = err;
-        w->finished = true;
         w->in_flight = false;
     });
 }

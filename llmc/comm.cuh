@@ -217,8 +217,9 @@ inline void watchdog_stop(Comm* c) {
 #ifdef USE_NCCL
 // The training loop's NCCL calls: a failure (a peer's closed connection shows here when NCCL
 // notices it while a collective is issued) is one line naming the rank, what was issued and
-// NCCL's own reason, and ends this process (comm_fail: under mpirun the whole job). If the watchdog is already ending the
-// process, this thread only waits for it: one error line, and the watchdog's exit code.
+// NCCL's own reason, and ends this process (comm_fail: under mpirun the whole job). If the
+// watchdog is already ending the process, this thread only waits for it: one error line, and the
+// watchdog's exit code.
 inline void comm_nccl_check(const Comm* c, ncclResult_t s, const char* what) {
     if (s == ncclSuccess) return;
     if (c->watchdog && c->watchdog->fired)

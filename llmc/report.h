@@ -94,7 +94,8 @@ inline std::string val_json(int step, double loss) {
 }
 
 // --hellaswag: accuracy (right when the ending with the lowest summed completion loss is the
-// label), normalized accuracy (the lowest mean loss per token), the mean completion loss per token, over `examples` examples in `seconds`.
+// label), normalized accuracy (the lowest mean loss per token), the mean completion loss per
+// token, over `examples` examples in `seconds`.
 struct ChoiceScores { double acc, acc_norm, loss, examples, seconds; };
 inline std::string hellaswag_text(int step, const ChoiceScores& c) {
     return text_printf("step %d: hellaswag acc %.6f acc_norm %.6f completion loss %.6f (%.0f examples, %.2f s)", step, c.acc,
@@ -227,16 +228,17 @@ inline MoreTokens more_tokens_for(const RunShape& r, const StepTimes& t, double 
 // how many tokens per step (-d) would bring it to 2 % or less.
 inline std::string comm_summary_text(const RunShape& r, const StepTimes& t) {
     if (r.gpus <= 1) return "";
-    const double step = t.fwd + t.bwd + t.opt + t.exposed, pct = step > 0 ? 100.0 * t.exposed / step : 0;
+    const double pct = exposed_pct_at(t, r.accum, r.accum);
     std::string s = text_printf("communication: %.0f MB of gradients reduced per step in %.2f ms (%.1f GB/s bus bandwidth); "
                                 "%.2f ms of it not hidden under the backward: %.1f %% of the step",
                                 t.comm_bytes / 1e6, t.comm_ms, bus_bandwidth_gbs(t.comm_bytes, t.comm_ms, r.gpus, r.zero != 0),
                                 t.exposed, pct);
     if (r.accum > 1)   // what the hidden part costs: the reduction's kernels share the SMs with that backward
         s += text_printf("; the backward it overlaps took %.2f ms more than the others (interference)", t.bwd_last - t.bwd_other);
+    if (pct <= 5) return s;
     constexpr long long max_tokens = 4LL << 20;   // 8 x GPT-2's 524288-token batch
     const MoreTokens m = more_tokens_for(r, t, 2.0, max_tokens);
-    if (pct <= 5 || m.total_batch == 0) return s;
+    if (m.total_batch == 0) return s;
     s += text_printf("\nhint: each step reduces the same %.0f MB however many tokens it holds", t.comm_bytes / 1e6);
     if (!m.reaches)
         return s + text_printf("; even -d %lld would leave about %.1f %% of the step exposed: the link is the limit (an estimate)",
@@ -271,14 +273,14 @@ inline std::string rank_phase_fields(const std::vector<float>& h, int world) {
     return out;
 }
 
-// Which rank the others wait for, from the filled table: each rank's compute per micro-step, the
-// forward plus the backward passes that no reduction overlaps (with one micro-step there are
-// none: the forward alone), slowest against fastest. A synchronous step runs at the slowest
+// Which rank the others wait for, from the filled table of a run of `accum` micro-steps per step:
+// each rank's compute per micro-step, the forward plus the backward passes that no reduction
+// overlaps (with one micro-step there are none: the forward alone), slowest against fastest. A synchronous step runs at the slowest
 // rank's pace, so a spread of p % costs the others about that much; on machines whose GPUs
 // differ under their power limit this, not the link, is what separates N GPUs from N x one.
-inline std::string rank_balance_text(const std::vector<float>& h, int world) {
+inline std::string rank_balance_text(const std::vector<float>& h, int world, int accum) {
     if (world <= 1) return "";
-    const bool other = h[world] > 0;   // bwd_other_ms: -1 per step with one micro-step
+    const bool other = accum > 1;
     int fast = 0, slow = 0;
     auto compute = [&](int i) { return h[i] + (other ? h[world + i] : 0.0f); };
     for (int i = 1; i < world; i++) {

@@ -9,13 +9,14 @@ Correctness of our kernels: attention.cu (CPU float64 and cuBLAS references) and
 Run on the GPU machine:  python3 dev/cuda/sdpa_bench.py [--dtype fp16|bf16] [--quick] [--sync-timing]
   --quick: only B=8 and B=64 at T=1024, NH=12 (the shapes of the GPT-2 small training step)."""
 import argparse
+import os
 import sys
 import time
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError as e:   # one line, as every tool of dev/ says what it misses
-    sys.exit(f"dev/cuda/sdpa_bench.py needs PyTorch (pip install torch): {e}")
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from reference import need  # noqa: E402  (one line where PyTorch is missing, as every tool of dev/)
+torch = need("dev/cuda/sdpa_bench.py", "torch", "PyTorch")
+import torch.nn.functional as F  # noqa: E402
 
 
 def bench(fn, reps, sync_each=False):

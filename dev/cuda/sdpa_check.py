@@ -25,11 +25,11 @@ import tempfile
 import warnings
 
 import numpy as np
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError as e:   # one line, as every tool of dev/ says what it misses
-    sys.exit(f"dev/cuda/sdpa_check.py needs PyTorch (pip install torch): {e}")
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from reference import need  # noqa: E402  (one line where PyTorch is missing, as every tool of dev/)
+torch = need("dev/cuda/sdpa_check.py", "torch", "PyTorch")
+import torch.nn.functional as F  # noqa: E402
 
 HS = 64
 TOL = {"fp16": 2e-3, "bf16": 1e-2}

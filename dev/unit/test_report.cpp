@@ -202,13 +202,13 @@ static std::string test_rank_phase_fields() {
     const std::string per_rank = rank_phase_fields(sum, 2);
     CHECK(per_rank == " rank_fwd_ms=2.875,5.000 rank_bwd_other_ms=5.000,10.000 rank_bwd_last_ms=7.500,30.000",
           "rank_phase_fields: forward per micro-step (11.5/4), other and last backward, rank by rank: " + per_rank);
-    CHECK(rank_balance_text(sum, 2) == "ranks: forward + the backward no reduction overlaps per micro-step 7.88 ms (rank 0, the fastest) to "
+    CHECK(rank_balance_text(sum, 2, 4) == "ranks: forward + the backward no reduction overlaps per micro-step 7.88 ms (rank 0, the fastest) to "
                                        "15.00 ms (rank 1, the slowest, +90.5 %): every step waits for the slowest",
-          "rank_balance_text: forward + other backward per rank, fastest to slowest: " + rank_balance_text(sum, 2));
-    CHECK(rank_balance_text({3, 2, 4, -1, -1, -1, 5, 6, 7}, 3) == "ranks: forward per micro-step 2.00 ms (rank 1, the fastest) to 4.00 ms "
+          "rank_balance_text: forward + other backward per rank, fastest to slowest: " + rank_balance_text(sum, 2, 4));
+    CHECK(rank_balance_text({3, 2, 4, -1, -1, -1, 5, 6, 7}, 3, 1) == "ranks: forward per micro-step 2.00 ms (rank 1, the fastest) to 4.00 ms "
                                                                  "(rank 2, the slowest, +100.0 %): every step waits for the slowest",
           "rank_balance_text: one micro-step (no other backward): the forward alone; any rank can be either end");
-    CHECK(rank_balance_text({1, -1, 2}, 1).empty(), "rank_balance_text: nothing on one GPU");
+    CHECK(rank_balance_text({1, -1, 2}, 1, 1).empty(), "rank_balance_text: nothing on one GPU");
     return per_rank;
 }
 
