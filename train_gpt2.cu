@@ -189,7 +189,8 @@ bool setup(Run* r, std::string* err) {
     GPT2* m = &r->model;
     r->reduce = r->comm.world > 1;
     if (r->reduce) {
-        grad_reducer_init(&r->reducer, &r->comm, &r->ctx, m->grads, m->layout.total, m->shard, tc.zero, tc.bucket_mb, m->cfg.num_layers + 3);
+        grad_reducer_init(&r->reducer, &r->comm, &r->ctx, m->grads, m->layout, m->shard, tc.zero, tc.bucket_mb, m->cfg.num_layers + 3,
+                          tc.grad_int8 != 0);
         comm_set_pending(&r->comm, [r] { return grad_reducer_pending(&r->reducer); });
     }
     r->scaler = LossScaler::make(USES_LOSS_SCALING);
@@ -261,7 +262,7 @@ RunShape run_shape(const Run* r, double flops_tok, double peak) {
     size_t free_b, total_b;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
     return RunShape{PRECISION_NAME, r->model.cfg.num_layers, r->model.cfg.channels, r->comm.world, r->tc.zero, r->tc.B, r->tc.T, r->accum,
-                    r->tc.total_batch, flops_tok, peak, (total_b - free_b) / 1e9};
+                    r->tc.total_batch, flops_tok, peak, (total_b - free_b) / 1e9, r->tc.grad_int8};
 }
 
 // The RESULT line (llmc/report.h) over the timed steps, which rank 0 prints last, after the

@@ -22,6 +22,8 @@
 //     keeps master weights and Adam state for it only. Each bucket is reduced (ncclReduce, in
 //     place, grouped) to the owners of its pieces; after AdamW on its shard each rank all-gathers
 //     the updated weights.
+//   --grad-int8 1: either of the two with the gradients sent as int8 (one fp32 scale per 128
+//     values; llmc/grad_compress.cuh): about half the bytes of bf16 on the link, summed by us in fp32.
 //
 // Faults (a dead or hung peer): NCCL collectives wait for every rank, forever. A watchdog thread
 // per rank (when world > 1) polls ncclCommGetAsyncError every 100 ms and watches a deadline the
@@ -47,6 +49,7 @@
 #include <mpi.h>
 #endif
 #include "common.cuh"
+#include "grad_compress.cuh"
 #include "model.h"
 #include "norm.cuh"
 #include "rendezvous.h"
@@ -334,11 +337,13 @@ struct GradReducer {
     size_t shard = 0;          // ZeRO-1: elements per rank (the buffer is padded to world * shard)
     int zero = 0;
     size_t bucket_elems = 0;
+    bool int8 = false;         // --grad-int8: send the gradients as int8 (llmc/grad_compress.cuh)
+    GradStaging staging;       // ... through these buffers
     size_t pend_lo = 0, pend_hi = 0;  // the bucket being filled: [pend_lo, pend_hi)
     std::vector<cudaEvent_t> ready_ev, start_ev, end_ev;  // one per bucket of a step
     std::atomic<int> buckets{0};  // issued this step (the watchdog's thread reads it: grad_reducer_pending)
     cudaEvent_t wait_begin = nullptr, wait_end = nullptr, flags_done = nullptr;
-    double bytes = 0;          // reduced this step
+    double bytes = 0;          // reduced this step (int8: the bytes of the int8 values and their scales)
     float* d_bad = nullptr;    // (world) 1 where that rank's own gradients held inf/nan, summed over ranks
     std::vector<float> bad;    // the same, on the host after the step
 
@@ -355,10 +360,16 @@ struct GradReducer {
     }
 };
 
-inline void grad_reducer_init(GradReducer* r, const Comm* comm, Context* ctx, floatX* grads, size_t total, size_t shard,
-                              int zero, double bucket_mb, int max_buckets) {
-    r->comm = comm; r->ctx = ctx; r->grads = grads; r->total = total; r->shard = shard; r->zero = zero;
+// layout: the gradient buffer's (its ranges are what backward announces); int8: --grad-int8.
+inline void grad_reducer_init(GradReducer* r, const Comm* comm, Context* ctx, floatX* grads, const ParamLayout& layout, size_t shard,
+                              int zero, double bucket_mb, int max_buckets, bool int8) {
+    r->comm = comm; r->ctx = ctx; r->grads = grads; r->total = layout.total; r->shard = shard; r->zero = zero;
     r->bucket_elems = (size_t)(bucket_mb * 1024 * 1024 / sizeof(floatX));
+    r->int8 = int8;
+    if (int8) {   // a bucket closes once it holds bucket_elems, so it is at most that plus one range, less one
+        const size_t max_range = std::max({layout.head_elems, layout.block_elems, layout.total - layout.tail_offset});
+        grad_staging_create(&r->staging, std::min(layout.total, r->bucket_elems + max_range), comm->world, zero ? shard : 0);
+    }
     for (auto* v : {&r->ready_ev, &r->start_ev, &r->end_ev}) {
         v->resize(max_buckets);
         for (auto& e : *v) cudaCheck(cudaEventCreate(&e));
@@ -375,6 +386,7 @@ inline void grad_reducer_free(GradReducer* r) {
     cudaCheck(cudaEventDestroy(r->wait_end));
     cudaCheck(cudaEventDestroy(r->flags_done));
     cudaCheck(cudaFree(r->d_bad));
+    if (r->int8) grad_staging_free(&r->staging);
 }
 
 inline void grad_reducer_begin_step(GradReducer* r) {
@@ -391,6 +403,53 @@ inline std::string grad_reducer_pending(const GradReducer* r) {
     return "";
 }
 
+#ifdef USE_NCCL
+// --grad-int8: bucket [lo, hi) reduced as int8 in two phases (llmc/grad_compress.cuh), on the
+// communication stream. Returns the bytes each rank handles (int8 values + scales), for the bus bandwidth.
+inline double grad_reduce_int8(GradReducer* r, size_t lo, size_t hi) {
+    const Comm* c = r->comm;
+    const int me = c->rank, W = c->world, sms = r->ctx->props.multiProcessorCount;
+    const GradStaging& g = r->staging;
+    const std::vector<GradPiece> pieces = grad_pieces(lo, hi, W, r->zero ? r->shard : 0);
+    const GradPiece* mine = nullptr;
+    double bytes = 0;
+    for (const GradPiece& p : pieces) {   // 1. what goes to the other owners, quantized
+        if (p.owner == me) mine = &p;
+        else quantize_groups(r->grads + p.a, p.b - p.a, g.send + p.staged, g.send_scales + p.staged / QGROUP, sms, c->stream);
+        bytes += p.slot * (1.0 + 4.0 / QGROUP);
+    }
+    const char* what = r->zero ? "issuing an int8 gradient reduce (ZeRO-1)" : "issuing an int8 gradient all-reduce";
+    comm_nccl_check(c, ncclGroupStart(), what);   // ... sent to them; each owner receives its piece from every rank
+    for (const GradPiece& p : pieces) {
+        if (p.a == p.b) continue;   // (every rank cuts the bucket alike, so both sides skip it)
+        if (p.owner != me) {
+            comm_nccl_check(c, ncclSend(g.send + p.staged, p.slot, ncclInt8, p.owner, c->nccl, c->stream), what);
+            comm_nccl_check(c, ncclSend(g.send_scales + p.staged / QGROUP, p.slot / QGROUP, ncclFloat, p.owner, c->nccl, c->stream), what);
+            continue;
+        }
+        for (int s = 0; s < W; s++) {
+            if (s == me) continue;
+            comm_nccl_check(c, ncclRecv(g.recv + s * p.slot, p.slot, ncclInt8, s, c->nccl, c->stream), what);
+            comm_nccl_check(c, ncclRecv(g.recv_scales + s * p.slot / QGROUP, p.slot / QGROUP, ncclFloat, s, c->nccl, c->stream), what);
+        }
+    }
+    comm_nccl_check(c, ncclGroupEnd(), what);
+    if (mine == nullptr) return bytes;
+    // 2. the owner's average: ZeRO-1 keeps it (its shard); DDP quantizes it into its slot of the
+    //    all-gather, and every rank (the owner too) takes the whole bucket from there
+    const size_t slot = mine->slot;
+    reduce_piece(r->grads + mine->a, g.recv, g.recv_scales, slot, mine->b - mine->a, W, me, r->zero ? r->grads + mine->a : nullptr,
+                 r->zero ? nullptr : g.recv + me * slot, r->zero ? nullptr : g.recv_scales + me * slot / QGROUP, sms, c->stream);
+    if (r->zero) return bytes;
+    comm_nccl_check(c, ncclGroupStart(), what);
+    comm_nccl_check(c, ncclAllGather(g.recv + me * slot, g.recv, slot, ncclInt8, c->nccl, c->stream), what);
+    comm_nccl_check(c, ncclAllGather(g.recv_scales + me * slot / QGROUP, g.recv_scales, slot / QGROUP, ncclFloat, c->nccl, c->stream), what);
+    comm_nccl_check(c, ncclGroupEnd(), what);
+    dequantize_groups(g.recv, g.recv_scales, hi - lo, r->grads + lo, sms, c->stream);
+    return bytes;
+}
+#endif
+
 // Issues the pending bucket on the communication stream, after what the compute stream has done so far.
 inline void grad_reducer_flush(GradReducer* r) {
     if (r->pend_hi == r->pend_lo) return;
@@ -401,25 +460,25 @@ inline void grad_reducer_flush(GradReducer* r) {
     cudaCheck(cudaStreamWaitEvent(r->comm->stream, r->ready_ev[i], 0));
     cudaCheck(cudaEventRecord(r->start_ev[i], r->comm->stream));
     nonfinite_flag(r->d_bad + r->comm->rank, r->grads + lo, hi - lo, r->ctx->props.multiProcessorCount, r->comm->stream);
+    double bytes = (double)(hi - lo) * sizeof(floatX);
 #ifdef USE_NCCL
-    if (r->zero == 0) {
+    if (r->int8) {
+        bytes = grad_reduce_int8(r, lo, hi);
+    } else if (r->zero == 0) {
         comm_nccl_check(r->comm, ncclAllReduce(r->grads + lo, r->grads + lo, hi - lo, NCCL_FLOATX, ncclAvg, r->comm->nccl, r->comm->stream),
                         "issuing a gradient all-reduce");
     } else {
         // each piece of the bucket goes to the rank that owns it, in place, averaged there
         comm_nccl_check(r->comm, ncclGroupStart(), "issuing a gradient reduce (ZeRO-1)");
-        for (size_t a = lo; a < hi;) {
-            const int owner = (int)(a / r->shard);
-            const size_t b = std::min(hi, (owner + 1) * r->shard);
-            comm_nccl_check(r->comm, ncclReduce(r->grads + a, r->grads + a, b - a, NCCL_FLOATX, ncclAvg, owner, r->comm->nccl, r->comm->stream),
+        for (const GradPiece& p : grad_pieces(lo, hi, r->comm->world, r->shard))
+            comm_nccl_check(r->comm, ncclReduce(r->grads + p.a, r->grads + p.a, p.b - p.a, NCCL_FLOATX, ncclAvg, p.owner, r->comm->nccl,
+                                                r->comm->stream),
                             "issuing a gradient reduce (ZeRO-1)");
-            a = b;
-        }
         comm_nccl_check(r->comm, ncclGroupEnd(), "issuing a gradient reduce (ZeRO-1)");
     }
 #endif
     cudaCheck(cudaEventRecord(r->end_ev[i], r->comm->stream));
-    r->bytes += (double)(hi - lo) * sizeof(floatX);
+    r->bytes += bytes;
     r->pend_lo = r->pend_hi = 0;
 }
 

@@ -180,6 +180,7 @@ struct RunShape {
     double flops_per_token;  // training FLOPs (flops_per_token in llmc/model.h)
     double peak_flops;       // of all GPUs together (0: unknown: mfu=nan)
     double device_mem_gb;    // in use on rank 0's GPU at the end
+    int grad_int8 = 0;       // --grad-int8: the gradients went over the link as int8 (comm bytes: those)
 };
 
 // "RESULT key=value ..." (one line, no newline); per_rank: rank_phase_fields' text ("" on one GPU).
@@ -187,11 +188,11 @@ inline std::string result_line(const RunShape& r, const StepTimes& t, const std:
     const double tok_s = r.total_batch / (t.median_ms / 1e3), mfu = mfu_percent(r.flops_per_token, tok_s, r.peak_flops);
     return text_printf("RESULT precision=%s model=L%dC%d gpus=%d zero=%d B=%d T=%d accum=%d total_batch=%lld steps=%zu median_ms=%.3f "
                        "tok_per_s=%.0f mean_ms=%.3f tok_per_s_mean=%.0f mfu=%.2f fwd_ms=%.3f bwd_ms=%.3f opt_ms=%.3f exposed_comm_ms=%.3f "
-                       "exposed_comm_pct=%.2f comm_ms=%.3f comm_mb=%.1f busbw_gbs=%.1f bwd_last_ms=%.3f bwd_other_ms=%.3f device_mem_gb=%.2f%s",
+                       "exposed_comm_pct=%.2f comm_ms=%.3f comm_mb=%.1f busbw_gbs=%.1f bwd_last_ms=%.3f bwd_other_ms=%.3f device_mem_gb=%.2f%s%s",
                        r.precision, r.layers, r.channels, r.gpus, r.zero, r.B, r.T, r.accum, r.total_batch, t.steps, t.median_ms, tok_s,
                        t.mean_ms, r.total_batch / (t.mean_ms / 1e3), mfu, t.fwd, t.bwd, t.opt, t.exposed, 100.0 * t.exposed / t.median_ms,
                        t.comm_ms, t.comm_bytes / 1e6, bus_bandwidth_gbs(t.comm_bytes, t.comm_ms, r.gpus, r.zero != 0), t.bwd_last,
-                       t.bwd_other, r.device_mem_gb, per_rank.c_str());
+                       t.bwd_other, r.device_mem_gb, r.grad_int8 ? " grad_int8=1" : "", per_rank.c_str());
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -229,9 +230,9 @@ inline MoreTokens more_tokens_for(const RunShape& r, const StepTimes& t, double 
 inline std::string comm_summary_text(const RunShape& r, const StepTimes& t) {
     if (r.gpus <= 1) return "";
     const double pct = exposed_pct_at(t, r.accum, r.accum);
-    std::string s = text_printf("communication: %.0f MB of gradients reduced per step in %.2f ms (%.1f GB/s bus bandwidth); "
+    std::string s = text_printf("communication: %.0f MB of gradients%s reduced per step in %.2f ms (%.1f GB/s bus bandwidth); "
                                 "%.2f ms of it not hidden under the backward: %.1f %% of the step",
-                                t.comm_bytes / 1e6, t.comm_ms, bus_bandwidth_gbs(t.comm_bytes, t.comm_ms, r.gpus, r.zero != 0),
+                                t.comm_bytes / 1e6, r.grad_int8 ? " (as int8, with their scales)" : "", t.comm_ms, bus_bandwidth_gbs(t.comm_bytes, t.comm_ms, r.gpus, r.zero != 0),
                                 t.exposed, pct);
     if (r.accum > 1)   // what the hidden part costs: the reduction's kernels share the SMs with that backward
         s += text_printf("; the backward it overlaps took %.2f ms more than the others (interference)", t.bwd_last - t.bwd_other);

@@ -18,12 +18,16 @@
 #      at `bench`'s settings, 1 GPU and N GPUs with and without P2P: the scaling of the peer;
 #   8. `spike`: the spike guard on N GPUs (see the section);
 #   9. `hellaswag`: --hellaswag --eval-only on N GPUs against dev/hellaswag_reference.py and 1 GPU;
-#  10. `resume`: checkpoints on N GPUs, DDP and ZeRO-1 (see the section).
+#  10. `resume`: checkpoints on N GPUs, DDP and ZeRO-1 (see the section);
+#  11. `int8`: --grad-int8 1 (the gradients sent as int8): equal's loss curves, DDP and ZeRO-1,
+#      against 1 GPU and against the same run without it; then (on real GPUs; with shared GPUs
+#      the seed's small step over sockets) step time and exposed communication with it and without.
 # Binaries prebuilt in build/<precision>/ (dev/device/build.sh); shards in dev_data (make data).
 # RANKS=N (more than the visible GPUs): N ranks sharing the GPUs, each a host of its own to NCCL
 # (dev/device/own_host.sh, sockets on loopback): the sections that check losses and exactness
-# (equal env graphs spike hellaswag resume) run as on N GPUs; the timed ones are refused (the ranks share
-# SMs and the wire is a socket), and `graphs` skips its speed part.
+# (equal env graphs spike hellaswag resume int8) run as on N GPUs; the timed ones are refused (the ranks share
+# SMs and the wire is a socket), `graphs` skips its speed part, and `int8` times only the seed's small
+# step over the sockets (a link that slow makes the bytes, not the GPU, the step's time).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -58,6 +62,31 @@ if has equal; then
         $MPI $bin $args --zero 1 > "$OUT/eq_${p}_${N}gpu_zero1.log" 2>&1
         for v in ${N}gpu ${N}gpu_zero1; do
             summary+=("equal $p 1gpu vs $v: $(python3 dev/compare_losses.py "$OUT/eq_${p}_1gpu.log" "$OUT/eq_${p}_$v.log")")
+        done
+    done
+fi
+if has int8; then
+    for p in ${PRECISIONS:-fp32 bf16}; do
+        bin=build/$p/train_gpt2cu
+        args="$equal_args -x 20"
+        [ -f "$OUT/eq_${p}_1gpu.log" ] || $bin $args > "$OUT/eq_${p}_1gpu.log" 2>&1
+        for z in 0 1; do
+            f="$OUT/eq_${p}_${N}gpu_int8_zero$z.log"
+            $MPI $bin $args --zero $z --grad-int8 1 > "$f" 2>&1
+            summary+=("int8 $p zero=$z: 1gpu vs ${N}gpu int8: $(python3 dev/compare_losses.py "$OUT/eq_${p}_1gpu.log" "$f")")
+            plain="$OUT/eq_${p}_${N}gpu$([ $z = 1 ] && echo _zero1).log"
+            [ -f "$plain" ] && summary+=("  ${N}gpu vs ${N}gpu int8: $(python3 dev/compare_losses.py "$plain" "$f")")
+        done
+    done
+    # the timing: GPT-2's batch on real GPUs, with and without P2P; the seed's step over shared sockets
+    targs=$bench_args; p2ps="0 1"
+    [ -n "$RUN" ] && { targs="--bench -b 4 -t 128 --bench-warmup 1 --bench-steps 4"; p2ps=0; }
+    for p2p in $p2ps; do
+        for i8 in 0 1; do
+            f="$OUT/int8_bench_p2poff${p2p}_int8$i8.log"
+            NCCL_P2P_DISABLE=$p2p $MPI build/${BENCH_PRECISION:-bf16}/train_gpt2cu $targs --grad-int8 $i8 > "$f" 2>&1
+            r=$(grep ^RESULT "$f" | grep -oE ' (median_ms|tok_per_s|exposed_comm_ms|exposed_comm_pct|comm_ms|comm_mb|busbw_gbs|bwd_last_ms|bwd_other_ms)=[^ ]*' | tr -d '\n')
+            summary+=("int8 bench P2P_DISABLE=$p2p grad-int8=$i8:${r:- $(tail -n 3 "$f")}")
         done
     done
 fi

@@ -289,6 +289,12 @@ static void test_comm_summary() {
     CHECK(comm_summary_text(four, hidden).find("(2.9 GB/s bus bandwidth)") != std::string::npos &&
               comm_summary_text(zero, hidden).find("(1.9 GB/s bus bandwidth)") != std::string::npos,
           "comm_summary_text: the bus bandwidth of DDP's all-reduce and of ZeRO-1's reduce on 4 GPUs");
+    RunShape i8 = two;      // --grad-int8: the bytes are the int8 values and scales, and the lines say so
+    i8.grad_int8 = 1;
+    CHECK(comm_summary_text(i8, hidden).find("communication: 249 MB of gradients (as int8, with their scales) reduced per step") == 0 &&
+              result_line(i8, hidden, " rank_fwd_ms=1,2").find(" device_mem_gb=10.00 grad_int8=1 rank_fwd_ms=1,2") != std::string::npos &&
+              result_line(two, hidden, "").find("grad_int8") == std::string::npos,
+          "comm_summary_text, result_line: --grad-int8 named (the RESULT field only when on)");
 }
 
 // MFU's peak: the datasheet row for the part (variants of one compute capability told apart by
