@@ -37,7 +37,11 @@ TYPES = {"ddp": ("DDP", {}, [], []), "ddp_nop2p": ("DDP, P2P off", {"NCCL_P2P_DI
          # every rank a node of its own to NCCL, which then uses its network transport, TCP sockets
          # (GPU -> host -> socket -> host -> GPU): what a node boundary over plain Ethernet-style
          # networking costs, measured on one machine (here the loopback device, no NIC limit)
-         "sockets": ("DDP, sockets", {}, [], [OWN_HOST])}
+         "sockets": ("DDP, sockets", {}, [], [OWN_HOST]),
+         # --grad-int8 1: the gradients sent as int8 + a scale per 128 values (llmc/grad_compress.cuh)
+         "ddp_int8": ("DDP int8", {}, ["--grad-int8", "1"], []),
+         "ddp_int8_nop2p": ("DDP int8, P2P off", {"NCCL_P2P_DISABLE": "1"}, ["--grad-int8", "1"], [])}
+INT8_BYTES = 1 + 4 / 128    # --grad-int8's bytes per gradient value on the wire
 
 
 # ---------------------------------------------------------------------------------------------
@@ -377,6 +381,12 @@ def add_ratios(r, base, fits, model, T):
     fit = fits.get((n, transport(r["type"])))
     if n == 1:
         pred_ms = base["step_ms"]
+    elif fit and "--grad-int8" in TYPES[r["type"]][2]:
+        # int8: fewer bytes per value in the same buckets, and two NCCL operations per bucket
+        # (the sends to the owners, the all-gather), each paying the latency
+        scale = INT8_BYTES / grad_bytes(r.get("precision"))
+        pred_ms, _ = predict_step_ms(one, n, r["accum"], 2 * fit[0], fit[1], bucket_mb=16.0 * scale,
+                                     ranges=model_ranges(model, T, r, bytes_per=INT8_BYTES))
     elif fit:
         pred_ms, _ = predict_step_ms(one, n, r["accum"], *fit, zero=r["type"] == "zero1", ranges=model_ranges(model, T, r))
     else:

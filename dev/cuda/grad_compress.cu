@@ -23,10 +23,23 @@ static std::vector<float> grad_like(size_t n) {
     }
     return v;
 }
+static std::string text_rel(double rel, double tol) {
+    char b[64];
+    snprintf(b, sizeof b, "rel_err=%.3e (tol %.1e)", rel, tol);
+    return b;
+}
 static double group_absmax(const std::vector<float>& v, size_t g) {
     double m = 0;
     for (size_t i = g * QGROUP; i < std::min(v.size(), (g + 1) * QGROUP); i++) m = std::max(m, std::fabs((double)v[i]));
     return m;
+}
+// ||got - ref|| / ||ref|| against tol. (check_close's per-value outlier test does not fit here: a
+// small value in a group of large ones errs by up to its group's step; the bound checks cover that.)
+static void check_rel_err(const std::string& name, const std::vector<float>& got, const std::vector<double>& ref, double tol) {
+    double se = 0, sr = 0;
+    for (size_t i = 0; i < ref.size(); i++) { se += (got[i] - ref[i]) * (got[i] - ref[i]); sr += ref[i] * ref[i]; }
+    const double rel = std::sqrt(se / sr);
+    check_true(name, rel <= tol, text_rel(rel, tol));
 }
 // The slack allowed on top of the rounding bound: fp32 arithmetic, and the final floatX rounding.
 static double out_rounding(double ref) { return std::fabs(ref) * tol_for(1e-6, 1.0 / 1024, 1.0 / 128) + 1e-30; }
@@ -153,8 +166,8 @@ static void check_ddp(Context* ctx) {
     std::vector<std::vector<float>> before(W);
     for (int r = 0; r < W; r++) before[r] = ranks[r].g;
     simulate(ctx, ranks, lo, hi, 0);
-    std::vector<std::vector<unsigned char>> bits(W);
-    for (int r = 0; r < W; r++) bits[r] = bytes_of(ranks[r].d_g, total * sizeof(floatX));
+    std::vector<std::vector<unsigned char>> bits(W);   // the bucket's bytes on each rank
+    for (int r = 0; r < W; r++) bits[r] = bytes_of(ranks[r].d_g + lo, n * sizeof(floatX));
     check_true("DDP: every rank holds the same bits", bits[1] == bits[0] && bits[2] == bits[0], "3 ranks, 290000 values");
     const std::vector<float> got = from_device(ranks[0].d_g, total);
     const std::vector<GradPiece> pieces = grad_pieces(lo, hi, W, 0);
@@ -174,11 +187,11 @@ static void check_ddp(Context* ctx) {
         if ((i < lo || i >= hi) && got[i] != before[0][i]) outside++;
     check_true("DDP: within two roundings of the exact mean", over == 0, std::to_string(over) + " values over the bound");
     check_true("DDP: values outside the bucket untouched", outside == 0, std::to_string(outside) + " changed");
-    check_close("DDP: reduced bucket vs exact mean", std::vector<float>(got.begin() + lo, got.begin() + hi), ref, tol_for(2e-2, 2e-2, 2e-2));
+    check_rel_err("DDP: reduced bucket vs exact mean", std::vector<float>(got.begin() + lo, got.begin() + hi), ref, 2e-2);
     // determinism: the same inputs again give the same bits
     for (int r = 0; r < W; r++) upload(ranks[r].d_g, ranks[r].g = before[r]);
     simulate(ctx, ranks, lo, hi, 0);
-    check_true("DDP: a second run repeats the bits", bytes_of(ranks[0].d_g, total * sizeof(floatX)) == bits[0], "rank 0");
+    check_true("DDP: a second run repeats the bits", bytes_of(ranks[0].d_g + lo, n * sizeof(floatX)) == bits[0], "rank 0");
     free_ranks(ranks);
 }
 
@@ -208,7 +221,7 @@ static void check_zero1(Context* ctx) {
     }
     check_true("ZeRO-1: each owner's shard within one rounding of the exact mean", over == 0, std::to_string(over) + " values over the bound");
     check_true("ZeRO-1: values outside the owner's part of the bucket untouched", changed == 0, std::to_string(changed) + " changed");
-    check_close("ZeRO-1: owners' shards vs exact mean", got_all, ref_all, tol_for(1e-2, 1e-2, 1.5e-2));
+    check_rel_err("ZeRO-1: owners' shards vs exact mean", got_all, ref_all, 1.5e-2);
     free_ranks(ranks);
 }
 

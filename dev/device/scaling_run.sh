@@ -6,7 +6,7 @@
 #      NCCL's socket transport: one process per GPU, each a node of its own, own_host.sh);
 #   2. `equal`: 1 vs N GPUs loss curves, 20 steps, same global batch (multi_gpu.sh equal, BF16, DDP and ZeRO-1);
 #   3. `scaling`: the scaling table (dev/scaling.py: 1, 2, 4, ... GPUs; DDP, DDP without P2P, ZeRO-1,
-#      DDP over sockets (TYPES, default all four); the
+#      DDP over sockets, DDP without P2P with --grad-int8 (TYPES, default these five); the
 #      524288-token global batch and the seed's 4 sequences per GPU; blocks BLOCKS, default
 #      1024,128,512 in that order; STEPS timed steps per row), with the predictor;
 #   4. `race`: a stream-race stress test: N-GPU runs, identical or reducing in other buckets (DDP and
@@ -51,7 +51,7 @@ if has equal; then
 fi
 if has scaling; then
     python3 dev/scaling.py --bin build/bf16/train_gpt2cu --probe build/interconnect --blocks "${BLOCKS:-1024,128,512}" \
-        --types "${TYPES:-ddp,ddp_nop2p,zero1,sockets}" \
+        --types "${TYPES:-ddp,ddp_nop2p,zero1,sockets,ddp_int8_nop2p}" \
         --steps "${STEPS:-5}" --out "$R/scaling" 2>&1 | tee "$R/scaling.log" | grep --line-buffered -E "^(probe|  [0-9]|\|)"
     pack
 fi

@@ -142,7 +142,7 @@ with tempfile.TemporaryDirectory() as tmp:
     p = subprocess.run([sys.executable, scaling, "--model", "d13", "--gpus", "1"], capture_output=True, text=True)
     check(p.returncode == 2 and "d13" in p.stderr and not p.stdout, "--model unknown: an argument error before any run")
     p = subprocess.run([sys.executable, scaling, "--types", "ddp,tcp", "--gpus", "1"], capture_output=True, text=True)
-    check(p.returncode == 2 and "--types: unknown tcp (known: ddp, ddp_nop2p, zero1, sockets)" in p.stderr and not p.stdout,
+    check(p.returncode == 2 and "--types: unknown tcp (known: ddp, ddp_nop2p, zero1, sockets, ddp_int8, ddp_int8_nop2p)" in p.stderr and not p.stdout,
           "--types unknown: an argument error naming the known types, before any run")
 
 # 2 GPUs with stand-ins for mpirun (standins.gpu_tools: runs the command once), the trainer and the
@@ -169,7 +169,7 @@ def two_gpus(tmp, fails=""):
     if os.path.exists(log):
         os.remove(log)
     p = subprocess.run([sys.executable, scaling, "--bin", os.path.join(tmp, "standin"), "--probe", os.path.join(tmp, "probe"),
-                        "--gpus", "1,2", "--blocks", "1024", "--modes", "global", "--types", "ddp,zero1,sockets", "--out",
+                        "--gpus", "1,2", "--blocks", "1024", "--modes", "global", "--types", "ddp,zero1,sockets,ddp_int8", "--out",
                         os.path.join(tmp, "out")], capture_output=True, text=True,
                        env=dict(os.environ, STANDIN_PRECISION="bf16", MPLBACKEND="Agg", STANDIN_LOG=log, STANDIN_PROBE_FAILS=fails,
                                 PATH=path))
@@ -185,11 +185,11 @@ with tempfile.TemporaryDirectory() as tmp:
     p, log = two_gpus(tmp)
     rows = two_gpu_rows(p.stdout)
     check(p.returncode == 0 and log == ["probe p2p_disable=0", "probe sockets", "trainer plain", "trainer plain", "trainer plain",
-                                        "trainer sockets"],
+                                        "trainer sockets", "trainer plain"],
           f"sockets type: probe and trainer under own_host.sh, the other types not ({log}; {p.stderr[-300:]})")
     check("probe 2 GPUs sockets: alpha 30.0 us, busbw 5.0 GB/s" in p.stdout and "probe 2 GPUs P2P_DISABLE=0: alpha 30.0 us" in p.stdout,
           "sockets type: its own probe fit, printed with its transport")
-    check(set(rows) == {"DDP", "ZeRO-1", "DDP, sockets"} and all(v != "-" for v in rows.values()),
+    check(set(rows) == {"DDP", "ZeRO-1", "DDP, sockets", "DDP int8"} and all(v != "-" for v in rows.values()),
           f"2-GPU rows of every type, each with a prediction ({rows})")
     p, log = two_gpus(tmp, fails="sockets")
     rows = two_gpu_rows(p.stdout)
