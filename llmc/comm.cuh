@@ -364,12 +364,9 @@ struct GradReducer {
 inline void grad_reducer_init(GradReducer* r, const Comm* comm, Context* ctx, floatX* grads, const ParamLayout& layout, size_t shard,
                               int zero, double bucket_mb, int max_buckets, bool int8) {
     r->comm = comm; r->ctx = ctx; r->grads = grads; r->total = layout.total; r->shard = shard; r->zero = zero;
-    r->bucket_elems = (size_t)(bucket_mb * 1024 * 1024 / sizeof(floatX));
+    r->bucket_elems = grad_bucket_elems(bucket_mb);
     r->int8 = int8;
-    if (int8) {   // a bucket closes once it holds bucket_elems, so it is at most that plus one range, less one
-        const size_t max_range = std::max({layout.head_elems, layout.block_elems, layout.total - layout.tail_offset});
-        grad_staging_create(&r->staging, std::min(layout.total, r->bucket_elems + max_range), comm->world, zero ? shard : 0);
-    }
+    if (int8) grad_staging_create(&r->staging, grad_bucket_max(layout, r->bucket_elems), comm->world, zero ? shard : 0);
     for (auto* v : {&r->ready_ev, &r->start_ev, &r->end_ev}) {
         v->resize(max_buckets);
         for (auto& e : *v) cudaCheck(cudaEventCreate(&e));

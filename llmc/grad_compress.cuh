@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <vector>
 #include "common.cuh"
+#include "model.h"
 
 constexpr int QGROUP = 128;   // values per scale: one warp, 4 values per lane
 
@@ -158,6 +159,15 @@ inline std::vector<GradPiece> grad_pieces(size_t lo, size_t hi, int world, size_
     return pieces;
 }
 
+// The gradient reducer's buckets (llmc/comm.cuh): --bucket-mb in values, and the largest bucket a
+// step can hold (a bucket closes once it holds bucket_elems, so it is at most that plus one of the
+// ranges backward announces, less one).
+inline size_t grad_bucket_elems(double bucket_mb) { return (size_t)(bucket_mb * 1024 * 1024 / sizeof(floatX)); }
+inline size_t grad_bucket_max(const ParamLayout& layout, size_t bucket_elems) {
+    const size_t max_range = std::max({layout.head_elems, layout.block_elems, layout.total - layout.tail_offset});
+    return std::min(layout.total, bucket_elems + max_range);
+}
+
 // The staging buffers for buckets of up to max_n values: the send buffer (every piece of a bucket,
 // quantized) and the receive buffer (world slots of the largest piece one rank owns; DDP: also the
 // all-gather's), each int8 values + fp32 scales.
@@ -165,10 +175,20 @@ struct GradStaging {
     int8_t *send = nullptr, *recv = nullptr;
     float *send_scales = nullptr, *recv_scales = nullptr;
     size_t send_elems = 0, recv_slot = 0;
+    size_t bytes(int world) const {   // int8 values, and a float per 128 of them
+        const size_t values = send_elems + world * recv_slot;
+        return values + values / QGROUP * sizeof(float);
+    }
 };
+// Their sizes (nothing allocated): what the memory check counts.
+inline GradStaging grad_staging_size(size_t max_n, int world, size_t shard) {
+    GradStaging g;
+    g.send_elems = qgroup_slot(max_n) + (size_t)world * QGROUP;   // each piece rounds up by < 128
+    g.recv_slot = qgroup_slot(shard == 0 ? ceil_div(max_n, (size_t)world) : std::min(max_n, shard));
+    return g;
+}
 inline void grad_staging_create(GradStaging* g, size_t max_n, int world, size_t shard) {
-    g->send_elems = qgroup_slot(max_n) + (size_t)world * QGROUP;   // each piece rounds up by < 128
-    g->recv_slot = qgroup_slot(shard == 0 ? ceil_div(max_n, (size_t)world) : std::min(max_n, shard));
+    *g = grad_staging_size(max_n, world, shard);
     cudaCheck(cudaMalloc(&g->send, g->send_elems));
     cudaCheck(cudaMalloc(&g->send_scales, g->send_elems / QGROUP * sizeof(float)));
     cudaCheck(cudaMalloc(&g->recv, world * g->recv_slot));
