@@ -5,7 +5,9 @@
 # d12 on tinyshakespeare:
 #   - 1 rank vs 2 ranks, DDP and ZeRO-1: losses within 1e-5 relative in FP32, 0.5 % otherwise;
 #   - 2 ranks reducing in one bucket per block vs in 16 MB buckets: equal losses (on 2 ranks every
-#     reduced element is one addition whatever the buckets, so a difference is a stream race).
+#     reduced element is one addition whatever the buckets, so a difference is a stream race);
+#   - 1 rank vs 2 ranks sending the gradients as int8 (--grad-int8 1), DDP and ZeRO-1: within 0.5 %
+#     in every build (the int8 roundings, not the precision, set the difference).
 # Launched by mpirun when there is one, else through the environment (RANK/WORLD_SIZE, TCP).
 #   dev/ranks_check.sh [TRAINER] [TEXT]   (default ./train_gpt2cu, $TINYSHAKESPEARE or
 #   ../shared/data/tinyshakespeare.txt, which data/tokenize turns into shards with the vocabulary
@@ -54,8 +56,11 @@ compare() {  # what, run A, run B, tolerance (the printed losses: 6 decimals, fl
 tol=5e-3
 [[ $("$bin" --help 2>&1) == *'build: precision fp32'* ]] && tol=1e-5
 run one 1; run ddp 2; run zero1 2 --zero 1; run ddp_b0 2 --bucket-mb 0
+run ddp_int8 2 --grad-int8 1; run zero1_int8 2 --zero 1 --grad-int8 1
 compare "1 rank vs 2 sharing the GPU, DDP (tol $tol)" one ddp $tol
 compare "1 rank vs 2 sharing the GPU, ZeRO-1 (tol $tol)" one zero1 $tol
 compare "2 ranks, one bucket per block vs 16 MB buckets (equal)" ddp ddp_b0 0
+compare "1 rank vs 2 sharing the GPU, DDP, --grad-int8 1 (tol 5e-3)" one ddp_int8 5e-3
+compare "1 rank vs 2 sharing the GPU, ZeRO-1, --grad-int8 1 (tol 5e-3)" one zero1_int8 5e-3
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -117,17 +117,18 @@ def ranks_check(env=None, args=("./train_gpt2cu", "text.txt")):
 
 
 rc, out, err = ranks_check()
-check(rc == 0 and out.count("PASS ") == 3 and "(tol 5e-3)" in out and out.strip().endswith("3 passed, 0 failed") and
-      open(hosts).read().split() == ["none"] + ["own-host-rank0"] * 3,
-      "ranks_check.sh: 3 comparisons pass; the 2-rank runs under own_host.sh, the 1-rank run not", out + err)
+check(rc == 0 and out.count("PASS ") == 5 and "(tol 5e-3)" in out and out.strip().endswith("5 passed, 0 failed") and
+      out.count("--grad-int8 1 (tol 5e-3)") == 2 and open(hosts).read().split() == ["none"] + ["own-host-rank0"] * 5,
+      "ranks_check.sh: 5 comparisons pass (--grad-int8's two among them); the 2-rank runs under own_host.sh, the 1-rank run not", out + err)
 rc, out, err = ranks_check({"STANDIN_PRECISION": "fp32"})
-check(rc == 0 and out.count("(tol 1e-5)") == 2, "ranks_check.sh: an FP32 trainer is held to 1e-5", out + err)
+check(rc == 0 and out.count("(tol 1e-5)") == 2 and out.count("--grad-int8 1 (tol 5e-3)") == 2,
+      "ranks_check.sh: an FP32 trainer is held to 1e-5 (--grad-int8 to 5e-3)", out + err)
 rc, out, err = ranks_check({"STANDIN_RACE": "1"})
 check(rc == 1 and "FAIL 2 ranks, one bucket per block vs 16 MB buckets (equal)" in out and
-      out.strip().endswith("2 passed, 1 failed"), "ranks_check.sh: a difference between the buckets' runs fails, exit 1", out + err)
+      out.strip().endswith("4 passed, 1 failed"), "ranks_check.sh: a difference between the buckets' runs fails, exit 1", out + err)
 rc, out, err = ranks_check({"STANDIN_FAIL": "1"})
 check(rc == 1 and "FAIL run zero1 (2 rank(s)): rank 0: error: stand-in failure" in out and "ZeRO-1" not in out and
-      out.strip().endswith("2 passed, 1 failed"), "ranks_check.sh: a failed run is one FAIL line naming its error, its comparison left out", out + err)
+      "FAIL run zero1_int8 (2 rank(s))" in out and out.strip().endswith("3 passed, 2 failed"), "ranks_check.sh: a failed run is one FAIL line naming its error, its comparison left out", out + err)
 # without mpirun: the environment-variable launch, each rank under own_host.sh (the stand-in trainer
 # records RANK through NCCL_HOSTID), a failed rank is a failed run
 bare = os.path.join(root, "bare")
@@ -141,11 +142,11 @@ STANDIN_TRAINER_RANKED = STANDIN_TRAINER_STEPS.replace('echo "${NCCL_HOSTID:-non
 write(os.path.join(root, "train_gpt2cu"), STANDIN_TRAINER_RANKED, exe=True)
 saved_path, path = path, bare
 rc, out, err = ranks_check()
-check(rc == 0 and out.strip().endswith("3 passed, 0 failed") and
-      sorted(open(hosts).read().split()) == ["none"] + ["own-host-rank0"] * 3 + ["own-host-rank1"] * 3,
+check(rc == 0 and out.strip().endswith("5 passed, 0 failed") and
+      sorted(open(hosts).read().split()) == ["none"] + ["own-host-rank0"] * 5 + ["own-host-rank1"] * 5,
       "ranks_check.sh without mpirun: the env launch, every rank under own_host.sh", out + err)
 rc, out, err = ranks_check({"STANDIN_FAIL_RANK1": "1"})
-check(rc == 1 and out.count("FAIL run ") == 3 and out.strip().endswith("0 passed, 3 failed"),
+check(rc == 1 and out.count("FAIL run ") == 5 and out.strip().endswith("0 passed, 5 failed"),
       "ranks_check.sh without mpirun: a rank that fails makes its run fail", out + err)
 path = saved_path
 write(os.path.join(root, "train_gpt2cu"), STANDIN_TRAINER_STEPS, exe=True)
