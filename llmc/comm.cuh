@@ -402,7 +402,8 @@ inline std::string grad_reducer_pending(const GradReducer* r) {
 
 #ifdef USE_NCCL
 // --grad-int8: bucket [lo, hi) reduced as int8 in two phases (llmc/grad_compress.cuh), on the
-// communication stream. Returns the bytes each rank handles (int8 values + scales), for the bus bandwidth.
+// communication stream. Returns the bucket's bytes as int8 values + scales, its pieces padded to
+// their slots: what the bus bandwidth's formula takes as the size of the data reduced.
 inline double grad_reduce_int8(GradReducer* r, size_t lo, size_t hi) {
     const Comm* c = r->comm;
     const int me = c->rank, W = c->world, sms = r->ctx->props.multiProcessorCount;

@@ -86,18 +86,21 @@ inline GPT2Memory gpt2_memory(const GPT2Config& cfg, int B, int T, int world = 1
 // Does a run of micro-batch B fit in `free_b` bytes of `gpu` ("GPU 0 (NVIDIA H200)")? false + one
 // line: what it needs, part by part, and what would fit (the largest -b, --recompute 2, --zero 1).
 // `reserve`: what the libraries may still allocate (cuBLASLt, CUDA graphs, the reducer's events and
-// flags), plus `buffers` (--grad-int8's staging buffers, llmc/grad_compress.cuh).
+// flags), plus buffers[zero] (--grad-int8's staging buffers, llmc/grad_compress.cuh: their size
+// with DDP and with ZeRO-1; {0, 0} without it).
 inline bool gpt2_memory_check(const GPT2Config& cfg, int B, int T, int world, int zero, int recompute, size_t free_b, size_t total_b,
-                              const std::string& gpu, std::string* err, size_t buffers = 0) {
-    const size_t reserve = ((size_t)256 << 20) + buffers;
-    auto fits = [&](int b, int rc, int z) { return gpt2_memory(cfg, b, T, world, z, rc).total() + reserve <= free_b; };
+                              const std::string& gpu, std::string* err, const size_t buffers[2]) {
+    auto reserve_for = [&](int z) { return ((size_t)256 << 20) + buffers[z]; };
+    const size_t reserve = reserve_for(zero);
+    auto fits = [&](int b, int rc, int z) { return gpt2_memory(cfg, b, T, world, z, rc).total() + reserve_for(z) <= free_b; };
     const GPT2Memory m = gpt2_memory(cfg, B, T, world, zero, recompute);
     if (m.total() + reserve <= free_b) return true;
     char line[512];
     snprintf(line, sizeof line, "the run needs %.2f GB on %s, which has %.2f GB free of %.2f: weights+grads %.2f, optimizer %.2f, "
              "activations %.2f (B=%d, T=%d, --recompute %d), fp32 weights while loading or saving %.2f, libraries%s %.2f",
              (m.total() + reserve) / 1e9, gpu.c_str(), free_b / 1e9, total_b / 1e9, m.weights_grads / 1e9, m.optimizer / 1e9,
-             m.activations / 1e9, B, T, recompute, m.transient / 1e9, buffers ? " and --grad-int8's buffers" : "", reserve / 1e9);
+             m.activations / 1e9, B, T, recompute, m.transient / 1e9, buffers[zero] ? " and --grad-int8's buffers" : "",
+             reserve / 1e9);
     *err = line;
     std::vector<std::string> what_fits;
     int b = B - 1;

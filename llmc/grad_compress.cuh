@@ -7,21 +7,26 @@
 //   1. reduce-scatter by hand: the bucket is cut into one piece per owner rank; every rank sends
 //      each piece, quantized, to its owner (ncclSend/ncclRecv, grouped); the owner adds its own
 //      exact values and the dequantized pieces of all other ranks, in rank order (deterministic),
-//      and divides by the rank count;
+//      and multiplies the sum by 1 / (rank count);
 //   2. DDP: the owner quantizes its averaged piece, the pieces are all-gathered (ncclAllGather,
 //      int8 + scales) and every rank, the owner too, dequantizes the whole bucket into its
 //      gradients, so all ranks hold the same bits. ZeRO-1 stops after phase 1: only a shard's owner
 //      needs its averaged gradient (its pieces are the shards, as in the uncompressed ncclReduce).
 //
 // Quantization: groups of QGROUP = 128 consecutive values share one fp32 scale, absmax / 127;
-// q = round(v / scale) in [-127, 127]. Each quantization errs by at most half a step, absmax/254 of
-// its group's largest value; a DDP gradient goes through two (the sent piece, then the average),
-// a ZeRO-1 one through one, and a rank's own contribution to its own pieces through none. A group
-// holding inf or nan gets a nan scale, so the non-finite value still reaches every rank's
-// gradients (the step is skipped: llmc/norm.cuh). Bytes on the wire per value: 1 + 4/128.
+// q = round(v / scale) in [-127, 127]. Each quantization errs by at most half a step, 1/254 of its
+// group's largest value. A rank's contribution to another rank's piece goes through one (when it
+// is sent); the owner's own contribution through none; DDP then rounds the average once more (the
+// all-gather), ZeRO-1 does not. A group whose largest value is below QGROUP_TINY is sent as zeros
+// (127 / absmax would overflow; gradients that small are zeros for any update). A group holding
+// inf or nan gets a nan scale, so all of its 128 values turn nan where they arrive (DDP: on every
+// rank; ZeRO-1: in the owner's shard); the step is skipped all the same, by the per-rank flags
+// taken before the reduction (llmc/comm.cuh) and the gradient norm. Bytes on the wire per value:
+// 1 + 4/128.
 //
-// Layout in the staging buffers: a piece of n values takes slot(n) = n rounded up to QGROUP bytes
-// of int8 and slot(n) / QGROUP scales; the values past n in a group count as 0.
+// Layout in the staging buffers: a piece takes a slot of int8 values, a multiple of QGROUP (its
+// length rounded up; with DDP every piece the same slot, as ncclAllGather needs), and slot /
+// QGROUP scales; the values past a piece's end count as 0.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -29,6 +34,7 @@
 #include "model.h"
 
 constexpr int QGROUP = 128;   // values per scale: one warp, 4 values per lane
+constexpr float QGROUP_TINY = 1e-30f;   // a group's largest value below this: sent as zeros
 
 inline size_t qgroup_slot(size_t n) { return ceil_div(n, QGROUP) * QGROUP; }
 
@@ -43,12 +49,13 @@ __device__ inline void quantize_group(const float v[4], int8_t* q, float* s, siz
     for (int k = 0; k < 4; k++) { amax = fmaxf(amax, fabsf(v[k])); bad |= !isfinite(v[k]); }
     for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     bad = __any_sync(0xffffffffu, bad);   // fmaxf drops a nan: test finiteness separately
-    const float inv = (bad || amax == 0.0f) ? 0.0f : 127.0f / amax;
+    const bool zeros = bad || amax < QGROUP_TINY;
+    const float inv = zeros ? 0.0f : 127.0f / amax;
     char4 out;
     signed char* o8 = reinterpret_cast<signed char*>(&out);
     for (int k = 0; k < 4; k++) o8[k] = (signed char)__float2int_rn(fminf(fmaxf(v[k] * inv, -127.0f), 127.0f));
     *reinterpret_cast<char4*>(q + g * QGROUP + 4 * lane) = out;
-    if (lane == 0) s[g] = bad ? __int_as_float(0x7fc00000) : amax / 127.0f;
+    if (lane == 0) s[g] = bad ? __int_as_float(0x7fc00000) : zeros ? 0.0f : amax / 127.0f;
 }
 
 // x (n) -> q (slot(n)) and s (slot(n) / 128). Not in place. q must be 4-byte aligned.
@@ -67,7 +74,7 @@ __global__ void quantize_groups_kernel(const floatX* x, size_t n, int8_t* q, flo
 
 // The owner's sum of one piece (n values): for each value, rank r's term is own[i] where r == rank,
 // else recv[r*stride + i] * rs[(r*stride + i) / 128]; the terms are added in rank order, in fp32,
-// and the sum divided by world. Then: out (n, may be null) <- the average in floatX; q, s (may be
+// and the sum multiplied by 1 / world. Then: out (n, may be null) <- the average in floatX; q, s (may be
 // null) <- the average quantized (slot(n) / slot(n)/128). stride: a multiple of 128; recv's slot
 // `rank` is not read, so q and s may point into it (DDP: the owner's piece of the all-gather).
 __global__ void reduce_piece_kernel(const floatX* own, const int8_t* recv, const float* rs, size_t stride, size_t n, int world,
@@ -102,8 +109,9 @@ __global__ void dequantize_groups_kernel(const int8_t* q, const float* s, size_t
 }
 
 // ----------------------------------------------------------------------------------------------
-// Launchers (stream: the communication stream in the trainer). Memory-bound and short: a grid of
-// 2 blocks per SM keeps them from taking every SM from the backward they run beside.
+// Launchers (stream: the communication stream in the trainer). Memory-bound and short: at most 2
+// blocks of 8 warps per SM, so they take part of each SM, not all of it, from the backward they
+// run beside.
 
 inline int grad_compress_blocks(size_t warps_needed, int sms) {
     return (int)std::max<size_t>(1, std::min<size_t>(ceil_div(warps_needed, 8), 2 * (size_t)sms));

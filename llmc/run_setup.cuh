@@ -88,13 +88,14 @@ inline bool check_memory(const Run* r, const GPT2Config& cfg, std::string* err) 
     size_t free_b, total_b;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
     const std::string gpu = "GPU " + std::to_string(r->ctx.device) + " (" + r->ctx.props.name + ")";
-    size_t buffers = 0;   // --grad-int8's staging (on several GPUs only: one GPU reduces nothing)
-    if (tc.grad_int8 && r->comm.world > 1) {
-        const size_t shard = tc.zero ? gpt2_sizes(cfg, r->comm.world, tc.zero).shard : 0;
-        buffers = grad_staging_size(grad_bucket_max(param_layout(cfg), grad_bucket_elems(tc.bucket_mb)), r->comm.world, shard)
-                      .bytes(r->comm.world);
+    size_t buffers[2] = {0, 0};   // --grad-int8's staging with DDP and with ZeRO-1 (several GPUs only: one reduces nothing)
+    const int world = r->comm.world;
+    if (tc.grad_int8 && world > 1) {
+        const size_t max_n = grad_bucket_max(param_layout(cfg), grad_bucket_elems(tc.bucket_mb));
+        buffers[0] = grad_staging_size(max_n, world, 0).bytes(world);
+        buffers[1] = grad_staging_size(max_n, world, gpt2_sizes(cfg, world, 1).shard).bytes(world);
     }
-    return gpt2_memory_check(cfg, tc.B, tc.T, r->comm.world, tc.zero, tc.recompute, free_b, total_b, gpu, err, buffers);
+    return gpt2_memory_check(cfg, tc.B, tc.T, world, tc.zero, tc.recompute, free_b, total_b, gpu, err, buffers);
 }
 
 // The model of shape `cfg` (model_config): a descriptor builds a fresh one (`fresh`), anything

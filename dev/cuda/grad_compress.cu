@@ -1,13 +1,15 @@
 // Checks llmc/grad_compress.cuh (--grad-int8) on one GPU, the ranks simulated by buffers and the
-// NCCL transfers by copies:
+// NCCL transfers by copies (the NCCL calls themselves run in dev/ranks_check.sh and multi_gpu.sh int8):
 //   - quantize + dequantize: every value within half a step (its group's absmax / 254) of the
 //     input; an all-zero group gives zeros; a group with inf or nan gets a nan scale (so the
-//     non-finite value reaches the reduced gradients), the other groups stay exact;
-//   - the DDP pipeline (3 ranks, a bucket not a multiple of 128, groups of very different
-//     magnitudes): every rank ends with the same bits, within the bound of two roundings of the
-//     exact mean, and the owner's fp32 sum repeats bit for bit;
-//   - the ZeRO-1 pipeline (3 ranks, the bucket cut at shard boundaries): each owner's averaged
-//     shard within one rounding of the exact mean; values outside its shard untouched;
+//     non-finite value reaches the reduced gradients), the other groups' scales stay finite;
+//   - the DDP pipeline (2, 3 and 4 ranks; buckets not a multiple of 128, a short last piece,
+//     empty pieces; groups of very different magnitudes; the staging buffers poisoned first):
+//     every rank ends with the same bits, within the bound of the roundings of the exact mean, a
+//     second run repeats the bits, and an inf on one rank turns its group, and only it, nan on every rank;
+//   - the ZeRO-1 pipeline (2, 3 and 4 ranks; a bucket across shards whose boundaries are not
+//     multiples of 128, one inside a shard, the whole buffer): each owner's part within one
+//     rounding of the exact mean; every other value untouched;
 //   - timing of the three kernels on 16M values (a 32 MB bf16 bucket).
 // Run: make dev/cuda/grad_compress_check && ./dev/cuda/grad_compress_check   (PRECISION=BF16|FP32 for others)
 #include "check.cuh"
@@ -159,16 +161,34 @@ static double pipeline_bound(const std::vector<SimRank>& ranks, size_t i, size_t
     return send / W * (1 + 1e-5) + (twice ? (avg_absmax + send / W) / 254.0 * (1 + 1e-5) : 0) + out_rounding(mean) + 1e-7 * avg_absmax;
 }
 
-static void check_ddp(Context* ctx) {
-    const int W = 3;
-    const size_t total = 300000, lo = 1237, hi = 291237, n = hi - lo;   // a bucket inside the buffer
+// The staging buffers filled with 0xFF (int8 -1, nan scales) before a run: a value or scale the
+// pipeline fails to write or transfer shows as a wrong or nan result.
+static void poison_staging(std::vector<SimRank>& ranks) {
+    const int W = (int)ranks.size();
+    for (SimRank& r : ranks) {
+        poison(r.st.send, r.st.send_elems);
+        poison(r.st.send_scales, r.st.send_elems / QGROUP);
+        poison(r.st.recv, W * r.st.recv_slot);
+        poison(r.st.recv_scales, W * r.st.recv_slot / QGROUP);
+    }
+}
+
+// DDP over W simulated ranks, bucket [lo, hi) of a buffer of `total` values.
+static void check_ddp(Context* ctx, int W, size_t total, size_t lo, size_t hi) {
+    const size_t n = hi - lo;
+    const std::string what = "DDP, " + std::to_string(W) + " ranks, bucket of " + std::to_string(n) + ": ";
     std::vector<SimRank> ranks = make_ranks(W, total, n, 0);
     std::vector<std::vector<float>> before(W);
     for (int r = 0; r < W; r++) before[r] = ranks[r].g;
+    poison_staging(ranks);
     simulate(ctx, ranks, lo, hi, 0);
     std::vector<std::vector<unsigned char>> bits(W);   // the bucket's bytes on each rank
-    for (int r = 0; r < W; r++) bits[r] = bytes_of(ranks[r].d_g + lo, n * sizeof(floatX));
-    check_true("DDP: every rank holds the same bits", bits[1] == bits[0] && bits[2] == bits[0], "3 ranks, 290000 values");
+    bool same = true;
+    for (int r = 0; r < W; r++) {
+        bits[r] = bytes_of(ranks[r].d_g + lo, n * sizeof(floatX));
+        same &= bits[r] == bits[0];
+    }
+    check_true(what + "every rank holds the same bits", same, "");
     const std::vector<float> got = from_device(ranks[0].d_g, total);
     const std::vector<GradPiece> pieces = grad_pieces(lo, hi, W, 0);
     std::vector<double> ref(n);
@@ -185,22 +205,43 @@ static void check_ddp(Context* ctx) {
     }
     for (size_t i = 0; i < total; i++)
         if ((i < lo || i >= hi) && got[i] != before[0][i]) outside++;
-    check_true("DDP: within two roundings of the exact mean", over == 0, std::to_string(over) + " values over the bound");
-    check_true("DDP: values outside the bucket untouched", outside == 0, std::to_string(outside) + " changed");
-    check_rel_err("DDP: reduced bucket vs exact mean", std::vector<float>(got.begin() + lo, got.begin() + hi), ref, 2e-2);
-    // determinism: the same inputs again give the same bits
+    check_true(what + "within the roundings' bound of the exact mean", over == 0, std::to_string(over) + " values over the bound");
+    check_true(what + "values outside the bucket untouched", outside == 0, std::to_string(outside) + " changed");
+    check_rel_err(what + "reduced bucket vs exact mean", std::vector<float>(got.begin() + lo, got.begin() + hi), ref, 2e-2);
+    // determinism: the same inputs, the staging poisoned again, give the same bits
     for (int r = 0; r < W; r++) upload(ranks[r].d_g, ranks[r].g = before[r]);
+    poison_staging(ranks);
     simulate(ctx, ranks, lo, hi, 0);
-    check_true("DDP: a second run repeats the bits", bytes_of(ranks[0].d_g + lo, n * sizeof(floatX)) == bits[0], "rank 0");
+    check_true(what + "a second run repeats the bits", bytes_of(ranks[0].d_g + lo, n * sizeof(floatX)) == bits[0], "rank 0");
+    // an inf on the last rank: its group is nan on every rank after the reduction, the rest finite
+    if (n > 2 * QGROUP) {
+        std::vector<float> g = before[W - 1];
+        const size_t at = pieces[0].a + QGROUP + 5;   // in piece 0's second group
+        g[at] = INFINITY;
+        for (int r = 0; r < W; r++) upload(ranks[r].d_g, ranks[r].g = (r == W - 1 ? g : before[r]));
+        poison_staging(ranks);
+        simulate(ctx, ranks, lo, hi, 0);
+        bool ok = true;
+        for (int r = 0; r < W; r++) {
+            const std::vector<float> v = from_device(ranks[r].d_g + lo, n);
+            for (size_t i = 0; i < n; i++) {
+                const bool in_group = lo + i >= pieces[0].a + QGROUP && lo + i < pieces[0].a + 2 * QGROUP;
+                ok &= in_group ? std::isnan(v[i]) : std::isfinite(v[i]);
+            }
+        }
+        check_true(what + "an inf on one rank makes its group nan on every rank, nothing else", ok, "");
+    }
     free_ranks(ranks);
 }
 
-static void check_zero1(Context* ctx) {
-    const int W = 3;
-    const size_t shard = 100032, total = 3 * shard, lo = 50001, hi = 270000;   // the bucket spans all three shards
+// ZeRO-1 over W simulated ranks with shards of `shard` values, bucket [lo, hi).
+static void check_zero1(Context* ctx, int W, size_t shard, size_t lo, size_t hi) {
+    const size_t total = W * shard;
+    const std::string what = "ZeRO-1, " + std::to_string(W) + " ranks, bucket [" + std::to_string(lo) + ", " + std::to_string(hi) + "): ";
     std::vector<SimRank> ranks = make_ranks(W, total, hi - lo, shard);
     std::vector<std::vector<float>> before(W);
     for (int r = 0; r < W; r++) before[r] = ranks[r].g;
+    poison_staging(ranks);
     simulate(ctx, ranks, lo, hi, shard);
     size_t over = 0, changed = 0;
     std::vector<float> got_all;
@@ -219,9 +260,9 @@ static void check_zero1(Context* ctx) {
             ref_all.push_back(mean);
         }
     }
-    check_true("ZeRO-1: each owner's shard within one rounding of the exact mean", over == 0, std::to_string(over) + " values over the bound");
-    check_true("ZeRO-1: values outside the owner's part of the bucket untouched", changed == 0, std::to_string(changed) + " changed");
-    check_rel_err("ZeRO-1: owners' shards vs exact mean", got_all, ref_all, 1.5e-2);
+    check_true(what + "each owner's part within one rounding of the exact mean", over == 0, std::to_string(over) + " values over the bound");
+    check_true(what + "values outside the owner's part untouched", changed == 0, std::to_string(changed) + " changed");
+    check_rel_err(what + "owners' parts vs exact mean", got_all, ref_all, 1.5e-2);
     free_ranks(ranks);
 }
 
@@ -248,8 +289,14 @@ int main() {
     context_create(&ctx, 0);
     check_begin(ctx, "grad_compress");
     check_roundtrip(&ctx);
-    check_ddp(&ctx);
-    check_zero1(&ctx);
+    check_ddp(&ctx, 3, 300000, 1237, 291237);   // a bucket inside the buffer, its last piece short
+    check_ddp(&ctx, 2, 100000, 0, 100000);
+    check_ddp(&ctx, 4, 70000, 5000, 65001);
+    check_ddp(&ctx, 3, 5000, 100, 400);         // pieces of 128, 128, 44
+    check_ddp(&ctx, 3, 5000, 100, 102);         // 2 values: the owners of pieces 1 and 2 get nothing
+    check_zero1(&ctx, 3, 100032, 50001, 270000);   // across all three shards, boundaries not multiples of 128
+    check_zero1(&ctx, 2, 100000, 10, 99999);       // inside one shard
+    check_zero1(&ctx, 4, 30001, 0, 120004);        // the whole buffer
     if (timing_enabled()) time_kernels(&ctx);
     context_destroy(&ctx);
     return check_finish();
