@@ -113,7 +113,7 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"resume", 0, OPT_FLAG, &c->resume, "continue from the newest complete checkpoint in --out (none yet: start at step 0)"},
         {"zero", 'z', OPT_INT, &c->zero, "0: DDP (all-reduce); 1: ZeRO-1 (optimizer state sharded over GPUs)", 0, 1},
         {"bucket-mb", 0, OPT_FLOAT, &c->bucket_mb, "gradient reduction bucket, MiB (0: one per block)", 0, 1e6},
-        {"grad-int8", 0, OPT_INT, &c->grad_int8, "1: send the gradients over the link as int8 with one fp32 scale per 128 values, summed in fp32 (about half the bytes of bf16: for slow links, e.g. NCCL_P2P_DISABLE=1 or several nodes; each value rounded to 1/254 of its group's largest, twice with DDP, once with ZeRO-1); 0: in the training precision", 0, 1},
+        {"grad-int8", 0, OPT_INT, &c->grad_int8, "1: send the gradients over the link as int8 with one fp32 scale per 128 values, summed in fp32 (about half the bytes of bf16: for slow links, e.g. NCCL_P2P_DISABLE=1 or several nodes; each rounding within 1/254 of its group's largest value: at most two per value with DDP, one with ZeRO-1); 0: in the training precision", 0, 1},
         {"rendezvous", 0, OPT_STRING, &c->rendezvous, "without mpirun: tcp (MASTER_ADDR/MASTER_PORT) or file:PATH"},
         {"nccl-timeout", 0, OPT_FLOAT, &c->nccl_timeout, "seconds a rank waits for its peers before it aborts (0: forever); above any checkpoint write", 0, 1e7},
         {"nccl-cta-policy", 0, OPT_INT, &c->nccl_cta_policy, "sets NCCL_CTA_POLICY: 1 efficiency (fewer SMs taken from the backward the reduction overlaps), 0 NCCL's default, 2 zero-CTA; -1 leaves the environment's", -1, 2},

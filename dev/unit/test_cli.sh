@@ -38,6 +38,7 @@ expect "bad value" "option --lr: 'fast' is not a number" -- $bin --lr fast
 expect "out of range" "option --batch: 0 is out of range" -- $bin -b 0
 expect "out of range" "option --cuda-graphs: 2 is out of range" -- $bin --cuda-graphs 2
 expect "out of range" "option --gemm-tune: 3 is out of range" -- $bin --gemm-tune 3
+expect "out of range" "option --grad-int8: 2 is out of range" -- $bin --grad-int8 2
 expect "out of range" "option --peak-tflops: -3 is out of range [0, 1e+06]" -- $bin --peak-tflops -3
 expect "global batch" "not a multiple of B*T*GPUs" -- $bin -b 3 -t 7 -d 100
 expect "--resume without --out" "--resume needs --out" -- $bin --resume
