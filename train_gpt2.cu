@@ -262,7 +262,8 @@ RunShape run_shape(const Run* r, double flops_tok, double peak) {
     size_t free_b, total_b;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
     return RunShape{PRECISION_NAME, r->model.cfg.num_layers, r->model.cfg.channels, r->comm.world, r->tc.zero, r->tc.B, r->tc.T, r->accum,
-                    r->tc.total_batch, flops_tok, peak, (total_b - free_b) / 1e9, r->tc.grad_int8};
+                    r->tc.total_batch, flops_tok, peak, (total_b - free_b) / 1e9, r->tc.grad_int8,
+                    (1.0 + (double)sizeof(float) / QGROUP) / sizeof(floatX)};   // int8 values + a scale per QGROUP
 }
 
 // The RESULT line (llmc/report.h) over the timed steps, which rank 0 prints last, after the

@@ -181,6 +181,7 @@ struct RunShape {
     double peak_flops;       // of all GPUs together (0: unknown: mfu=nan)
     double device_mem_gb;    // in use on rank 0's GPU at the end
     int grad_int8 = 0;       // --grad-int8: the gradients went over the link as int8 (comm bytes: those)
+    double int8_ratio = 0;   // without it: the bytes --grad-int8 1 would send per byte sent now (0: not known)
 };
 
 // "RESULT key=value ..." (one line, no newline); per_rank: rank_phase_fields' text ("" on one GPU).
@@ -223,10 +224,20 @@ inline MoreTokens more_tokens_for(const RunShape& r, const StepTimes& t, double 
     return m;
 }
 
+// The second hint, for a batch that must stay as it is: --grad-int8 1 and the bytes it would send
+// (only the bytes: what they save in time depends on the link and on how much of the reduction
+// the backward already hides).
+inline std::string int8_hint_text(const RunShape& r, const StepTimes& t) {
+    if (r.grad_int8 || r.int8_ratio <= 0) return "";
+    return text_printf("\nhint: keeping the batch, --grad-int8 1 would send the gradients as int8 with a scale per 128 values: "
+                       "about %.0f MB per step instead of %.0f, each value rounded to within 1/254 of its group's largest "
+                       "(README, \"Several GPUs\")", t.comm_bytes * r.int8_ratio / 1e6, t.comm_bytes / 1e6);
+}
+
 // The lines (empty on one GPU): the bytes each step reduces, the time on the wire and its bus
 // bandwidth, what of it the backward did not hide, with several micro-steps how much longer the
 // backward it overlaps took than the others; and, where the exposed part is more than 5 % of the step,
-// how many tokens per step (-d) would bring it to 2 % or less.
+// how many tokens per step (-d) would bring it to 2 % or less, and what --grad-int8 1 would send.
 inline std::string comm_summary_text(const RunShape& r, const StepTimes& t) {
     if (r.gpus <= 1) return "";
     const double pct = exposed_pct_at(t, r.accum, r.accum);
@@ -239,14 +250,16 @@ inline std::string comm_summary_text(const RunShape& r, const StepTimes& t) {
     if (pct <= 5) return s;
     constexpr long long max_tokens = 4LL << 20;   // 8 x GPT-2's 524288-token batch
     const MoreTokens m = more_tokens_for(r, t, 2.0, max_tokens);
-    if (m.total_batch == 0) return s;
+    if (m.total_batch == 0) return s + int8_hint_text(r, t);
     s += text_printf("\nhint: each step reduces the same %.0f MB however many tokens it holds", t.comm_bytes / 1e6);
     if (!m.reaches)
-        return s + text_printf("; even -d %lld would leave about %.1f %% of the step exposed: the link is the limit (an estimate)",
-                               m.total_batch, m.pct);
-    return s + text_printf(", so more tokens per step hide it: -d %lld (%d micro-steps of %dx%d per GPU) would leave about %.1f %% "
-                           "exposed (an estimate; a larger batch also changes the optimization: GPT-2 used 524288 tokens)",
-                           m.total_batch, m.accum, r.B, r.T, m.pct);
+        s += text_printf("; even -d %lld would leave about %.1f %% of the step exposed: the link is the limit (an estimate)",
+                         m.total_batch, m.pct);
+    else
+        s += text_printf(", so more tokens per step hide it: -d %lld (%d micro-steps of %dx%d per GPU) would leave about %.1f %% "
+                         "exposed (an estimate; a larger batch also changes the optimization: GPT-2 used 524288 tokens)",
+                         m.total_batch, m.accum, r.B, r.T, m.pct);
+    return s + int8_hint_text(r, t);
 }
 
 // Each rank's mean forward, other backward and last backward per micro-step (ms): on several GPUs

@@ -295,6 +295,25 @@ static void test_comm_summary() {
               result_line(i8, hidden, " rank_fwd_ms=1,2").find(" device_mem_gb=10.00 grad_int8=1 rank_fwd_ms=1,2") != std::string::npos &&
               result_line(two, hidden, "").find("grad_int8") == std::string::npos,
           "comm_summary_text, result_line: --grad-int8 named (the RESULT field only when on)");
+    // without --grad-int8, an exposed reduction also gets the hint of the bytes int8 would send
+    // (bf16: 1 + 4/128 bytes per value for 2): after the -d hint, alone where there is none, never
+    // where the reduction is hidden or int8 is already on
+    RunShape off = two;
+    off.int8_ratio = (1.0 + 4.0 / 128) / 2;
+    const std::string both = comm_summary_text(off, t);
+    const std::string int8_line = "\nhint: keeping the batch, --grad-int8 1 would send the gradients as int8 with a scale per 128 values: "
+                                  "about 128 MB per step instead of 249, each value rounded to within 1/254 of its group's largest "
+                                  "(README, \"Several GPUs\")";
+    CHECK(both == comm_summary_text(two, t) + int8_line, "comm_summary_text: the -d hint, then the --grad-int8 one: " + both);
+    RunShape off_big = big;
+    off_big.int8_ratio = off.int8_ratio;
+    CHECK(comm_summary_text(off_big, tb) == comm_summary_text(big, tb) + int8_line,
+          "comm_summary_text: no larger step to suggest, the --grad-int8 hint alone: " + comm_summary_text(off_big, tb));
+    RunShape on = off;
+    on.grad_int8 = 1;
+    CHECK(comm_summary_text(off, hidden).find("--grad-int8") == std::string::npos &&
+              comm_summary_text(on, t).find("--grad-int8") == std::string::npos,
+          "comm_summary_text: no --grad-int8 hint where the reduction hides (<= 5 %) or with --grad-int8 1 already");
 }
 
 // MFU's peak: the datasheet row for the part (variants of one compute capability told apart by
