@@ -38,9 +38,10 @@ inline bool read_file(const std::string& path, std::string* data, std::string* e
     char buf[1 << 16];
     size_t got;
     while ((got = fread(buf, 1, sizeof(buf), f)) > 0) data->append(buf, got);
+    const int why = errno;   // a directory opens, and its first read fails (EISDIR)
     bool ok = !ferror(f);
     fclose(f);
-    if (!ok) *err = path + ": read failed";
+    if (!ok) *err = path + ": read failed: " + strerror(why);
     return ok;
 }
 

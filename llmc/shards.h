@@ -36,6 +36,23 @@ inline bool fail(std::string* err, const std::string& path, const std::string& w
     return false;
 }
 
+}  // namespace shard_detail
+
+// fopen(path, "rb") for a regular file only, with its size: a path that is not one is refused
+// before it is opened, since fopen would block on a named pipe until something writes to it, and
+// "opens" a directory whose first read then fails. nullptr + one line "<path>: <why>" in *err.
+inline std::unique_ptr<FILE, shard_detail::FileCloser> open_regular_file(const std::string& path, size_t* size, std::string* err) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) { shard_detail::fail(err, path, std::string("cannot open: ") + strerror(errno)); return nullptr; }
+    if (!S_ISREG(st.st_mode)) { shard_detail::fail(err, path, "not a regular file"); return nullptr; }
+    std::unique_ptr<FILE, shard_detail::FileCloser> f(fopen(path.c_str(), "rb"));
+    if (!f || fstat(fileno(f.get()), &st) != 0) { shard_detail::fail(err, path, std::string("cannot open: ") + strerror(errno)); return nullptr; }
+    *size = (size_t)st.st_size;
+    return f;
+}
+
+namespace shard_detail {
+
 // What is wrong with a shard of `size` bytes whose header is h ("" when nothing is).
 inline std::string header_problem(const int32_t* h, size_t size) {
     if (h[0] != SHARD_MAGIC)
@@ -54,14 +71,8 @@ inline std::string header_problem(const int32_t* h, size_t size) {
 // multiple-choice sets) and reads its header into `header`, leaving the file after it; *size: the
 // file's bytes. Checks only that it is a regular file with a whole header. nullptr + *err on a problem.
 inline File open_with_header(const std::string& path, int32_t* header, size_t* size, std::string* err) {
-    File f(fopen(path.c_str(), "rb"));
-    struct stat st;
-    if (!f || fstat(fileno(f.get()), &st) != 0) {
-        fail(err, path, std::string("cannot open: ") + strerror(errno));
-        return nullptr;
-    }
-    if (!S_ISREG(st.st_mode)) { fail(err, path, "not a regular file"); return nullptr; }
-    *size = (size_t)st.st_size;
+    File f = open_regular_file(path, size, err);
+    if (!f) return nullptr;
     if (*size < SHARD_HEADER_BYTES) {
         fail(err, path, "file too small for the 1024-byte header (" + std::to_string(*size) + " bytes)");
         return nullptr;

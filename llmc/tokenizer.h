@@ -20,15 +20,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
+#include "shards.h"   // open_regular_file
 
 constexpr uint32_t TOKENIZER_MAGIC = 20240328, TOKENIZER_VERSION = 2, TOKENIZER_HEADER_INTS = 256;
 
 struct TokenizerDecoder {
     // Loads the table; on failure returns false and sets *err to one line naming the file.
     bool load(const std::string& path, std::string* err) {
-        struct Closer { void operator()(FILE* f) const { fclose(f); } };
-        std::unique_ptr<FILE, Closer> f(fopen(path.c_str(), "rb"));
-        if (!f) return fail(err, path, std::string("cannot open: ") + strerror(errno));
+        size_t size;
+        auto f = open_regular_file(path, &size, err);
+        if (!f) return false;
         uint32_t header[TOKENIZER_HEADER_INTS];
         if (fread(header, sizeof(uint32_t), TOKENIZER_HEADER_INTS, f.get()) != TOKENIZER_HEADER_INTS)
             return fail(err, path, "file too small for the 1024-byte header");
@@ -46,12 +47,10 @@ struct TokenizerDecoder {
                                    std::to_string(n));
         // every token takes at least 2 bytes (its length, then at least one byte): a header that
         // claims more tokens than the file can hold is refused before the table is allocated
-        struct stat st;
-        if (fstat(fileno(f.get()), &st) != 0) return fail(err, path, std::string("cannot stat: ") + strerror(errno));
         const uint64_t least = sizeof header + 2ull * n;
-        if ((uint64_t)st.st_size < least)
+        if ((uint64_t)size < least)
             return fail(err, path, "truncated: a vocabulary of " + std::to_string(n) + " tokens needs at least " +
-                                   std::to_string(least) + " bytes, the file holds " + std::to_string(st.st_size));
+                                   std::to_string(least) + " bytes, the file holds " + std::to_string(size));
         std::vector<std::string> tokens(n);
         for (uint32_t id = 0; id < n; id++) {
             unsigned char len = 0;

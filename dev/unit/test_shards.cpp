@@ -81,6 +81,11 @@ static void test_write_errors() {
 
 static void test_rejections() {
     expect_reject("missing file", g_dir + "/does_not_exist.bin", "cannot open: No such file");
+    expect_reject("a directory", g_dir, "not a regular file");
+    // a named pipe with no writer: fopen would wait for one; it is refused before it is opened
+    const std::string fifo = temp_path("fifo.bin");
+    CHECK(mkfifo(fifo.c_str(), 0600) == 0, "create a named pipe");
+    expect_reject("a named pipe (refused, not waited on)", fifo, "not a regular file");
     std::string empty = temp_path("empty.bin");
     FILE* f = fopen(empty.c_str(), "wb");
     CHECK(f && fclose(f) == 0, "create an empty file");

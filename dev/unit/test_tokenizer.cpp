@@ -114,6 +114,13 @@ static void test_decoder_file(Gpt2Encoder& enc, const std::string& dir, const st
           err.find("truncated: a vocabulary of 16777216 tokens needs at least 33555456 bytes, the file holds 1026") != std::string::npos,
           "a header claiming more tokens than the file holds is refused before allocating them");
     printf("  %s\n", err.c_str());
+    CHECK(!dec.load(dir, &err) && one_line_naming(err, dir) && err.find("not a regular file") != std::string::npos,
+          "a directory as the decoder file: not a regular file");
+    const std::string fifo = dir + "/fifo.bin";   // with no writer, fopen would wait: refused before
+    CHECK(mkfifo(fifo.c_str(), 0600) == 0 && !dec.load(fifo, &err) && one_line_naming(err, fifo) &&
+              err.find("not a regular file") != std::string::npos,
+          "a named pipe as the decoder file: refused, not waited on");
+    remove(fifo.c_str());
     remove(path.c_str());
     remove(cut.c_str());
 }
