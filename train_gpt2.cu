@@ -138,6 +138,22 @@ void wait_for_checkpoint(Run* r, bool poll = false) {
         comm_fail(&r->comm, err);
 }
 
+// The end: rank 0's last background checkpoint write is waited for and whether it failed shared
+// (collective), so that then every rank exits non-zero, not rank 0 alone while the others, with
+// the environment launch, go on to a teardown that waits for it.
+void finish_checkpoint(Run* r) {
+    std::string err;
+    const bool ok = r->comm.rank != 0 || checkpoint_writer_wait(&r->writer, &err);
+    if (r->comm.world > 1) {
+        std::vector<float> failed = {ok ? 0.0f : 1.0f};
+        comm_watch(&r->comm, r->step, "the end (whether rank 0's last checkpoint write failed)");
+        comm_sum_host_floats(&r->comm, &failed, r->ctx.stream);
+        comm_unwatch(&r->comm);
+        if (ok && failed[0] > 0) comm_fail(&r->comm, "rank 0's last checkpoint write failed (its output says why)");
+    }
+    if (!ok) comm_fail(&r->comm, err);
+}
+
 // --resume: the newest complete checkpoint in --out, bit for bit where the run left off.
 // With no complete checkpoint at all (the run was killed before its first one finished), the run
 // starts from step 0, so a requeue script can always pass --resume; a checkpoint that exists but
@@ -155,8 +171,32 @@ bool resume(Run* r, std::string* err) {
     r->step = st.step; r->model.adam_t = st.adam_t; r->model.spike = st.spike;
     r->scaler.scale = st.loss_scale; r->scaler.clean_steps = st.scaler_clean_steps;
     r->sample_rng = st.sample_rng;
-    if (!dataloader_restore(&r->train, st.loader, err)) return false;
+    if (!dataloader_restore(&r->train, st.loader, err)) { *err = dir + "/state.bin: " + *err; return false; }
     if (r->comm.rank == 0) printf("resumed from %s at step %d\n", dir.c_str(), st.step);
+    return true;
+}
+
+// --resume: every rank lists --out itself. Where the ranks do not see the same directory (--out
+// on each node's own disk, or a node's stale view of a network filesystem) they would resume from
+// different steps, each GPU silently training other weights. Collective: each rank's newest
+// complete step (-1: none) to every rank; false + one line unless all are the same.
+bool resume_steps_agree(Run* r, long long step, std::string* err) {
+    const int n = r->comm.world, me = r->comm.rank;
+    if (n == 1) return true;
+    std::vector<float> h(2 * (size_t)n, 0.0f);   // step + 1 in two parts of 20 bits, each exact in a float
+    h[2 * (size_t)me] = (float)((step + 1) >> 20);
+    h[2 * (size_t)me + 1] = (float)((step + 1) & 0xfffff);
+    comm_watch(&r->comm, 0, "startup (each rank's newest checkpoint, --resume)");
+    comm_sum_host_floats(&r->comm, &h, r->ctx.stream);
+    comm_unwatch(&r->comm);
+    auto seen = [](long long s) { return s < 0 ? std::string("no complete checkpoint") : "step " + std::to_string(s); };
+    for (int i = 0; i < n; i++) {
+        const long long s = ((long long)h[2 * (size_t)i] << 20) + (long long)h[2 * (size_t)i + 1] - 1;
+        if (s == step) continue;
+        *err = "option --resume: in " + r->tc.out + " rank " + std::to_string(i) + " finds " + seen(s) + ", rank " + std::to_string(me) +
+               " " + seen(step) + ": every rank must see the same --out (a filesystem all nodes share)";
+        return false;
+    }
     return true;
 }
 
@@ -184,6 +224,7 @@ bool setup(Run* r, std::string* err) {
         std::vector<std::pair<long long, std::string>> found;   // the complete checkpoints, oldest first
         if (!ckpt_detail::list_complete(tc.out, &found, err)) return false;
         if (!found.empty()) r->resume_dir = found.back().second;
+        if (!resume_steps_agree(r, found.empty() ? -1 : found.back().first, err)) return false;
     }
     if (!build_model(r, cfg, fresh, err)) return false;
     GPT2* m = &r->model;
@@ -465,7 +506,7 @@ int main(int argc, char** argv) {
     }
     if (!setup(&r, &err)) comm_fail(&r.comm, err);
     const int rc = run_loop(&r);
-    wait_for_checkpoint(&r);
+    finish_checkpoint(&r);
     checkpoint_writer_free(&r.writer);
     exit_writer = nullptr;   // r ends with main, before the exit handlers run
     r.log.close();

@@ -116,9 +116,10 @@ inline bool model_file_read_header(const std::string& path, GPT2Config* cfg, std
     if (!f) { *err = path + ": cannot open: " + strerror(errno); return false; }
     int32_t h[MODEL_HEADER_INTS];
     const size_t got = fread(h, sizeof(int32_t), MODEL_HEADER_INTS, f);
-    fseek(f, 0, SEEK_END);
-    const long long size = ftell(f);
+    const long long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    const int why = errno;
     fclose(f);
+    if (size < 0) { *err = path + ": cannot find the file's size: " + strerror(why); return false; }
     if (got != MODEL_HEADER_INTS) { *err = path + ": file too small for the 1024-byte model header"; return false; }
     if (h[0] != MODEL_MAGIC) { *err = path + ": bad magic " + std::to_string(h[0]) + " (expected " + std::to_string(MODEL_MAGIC) + "): not a model file"; return false; }
     if (h[1] != MODEL_VERSION_FP32) { *err = path + ": unsupported version " + std::to_string(h[1]) + " (expected 3: fp32 parameters)"; return false; }
@@ -354,13 +355,25 @@ inline bool checkpoint_write(const std::string& out_dir, const TrainState& st, S
     const auto state = [&](FILE* f) {
         return fwrite(h, sizeof h, 1, f) == 1 && write_ranges(f, io, 1, all) && write_ranges(f, io, 2, all);
     };
+    // This step written before (a rerun): that copy is moved aside (step_N.old, a name never
+    // listed as complete) rather than deleted, put back if the new one cannot take its place,
+    // and deleted only once the new one has.
+    const std::string old = final_dir + ".old";
+    struct stat sb;
+    const bool rerun = lstat(final_dir.c_str(), &sb) == 0;
+    const auto swap_in = [&] {
+        if (!remove_tree(old, err)) return false;
+        if (rerun && rename(final_dir.c_str(), old.c_str()) != 0) return fail_errno(err, final_dir, "cannot move aside to " + old);
+        if (rename(tmp.c_str(), final_dir.c_str()) == 0) return true;
+        fail_errno(err, tmp, "cannot rename to " + final_dir);
+        if (rerun) rename(old.c_str(), final_dir.c_str());
+        return false;
+    };
     const bool ok = model_file_write(tmp + "/model.bin", st.config, io, err) &&
                     write_synced(tmp + "/state.bin", state, err) &&
                     (options.empty() || write_synced(tmp + "/options.txt", options.data(), options.size(), err)) &&
-                    write_synced(tmp + "/DONE", nullptr, 0, err) && fsync_path(tmp, err) &&
-                    remove_checkpoint(final_dir, err) &&           // this step written before (a rerun)
-                    (rename(tmp.c_str(), final_dir.c_str()) == 0 || fail_errno(err, tmp, "cannot rename to " + final_dir)) &&
-                    fsync_path(out_dir, err);
+                    write_synced(tmp + "/DONE", nullptr, 0, err) && fsync_path(tmp, err) && swap_in() &&
+                    fsync_path(out_dir, err) && (!rerun || remove_checkpoint(old, err));
     if (!ok) {
         if (!io.error.empty()) *err = io.error;   // the source's own words, not the write's errno
         std::string ignored;
@@ -398,6 +411,7 @@ inline bool checkpoint_read_state(const std::string& ckpt_dir, TrainState* st, s
     struct stat sb;
     FILE* f = fopen(path.c_str(), "rb");
     if (!f || fstat(fileno(f), &sb) != 0) { if (f) fclose(f); return fail_errno(err, path, "cannot open"); }
+    if (!S_ISREG(sb.st_mode)) { fclose(f); return fail(err, path, "not a regular file"); }
     int32_t h[CKPT_HEADER_INTS];
     const size_t got = fread(h, sizeof(int32_t), CKPT_HEADER_INTS, f);
     fclose(f);
@@ -412,9 +426,9 @@ inline bool checkpoint_read_state(const std::string& ckpt_dir, TrainState* st, s
             return fail(err, path, "header holds impossible spike-guard statistics (count " + std::to_string(r.count) +   // %g: a
                                    text_printf(", level %.6g, spread^2 %.6g)", r.level, r.spread2));           // 1e300 is not 300 digits
     // counters that only grow from 0 (AdamW's skips no step it did not count), a loss scale the
-    // scaler can reach ([1, 2^24]; 1 without fp16), a known precision and a run of >= 1 GPU
+    // scaler can reach ([1, 2^24]; 1, and no clean steps, without fp16), a known precision and a run of >= 1 GPU
     if (s.step < 0 || s.adam_t < 0 || s.adam_t > s.step || !(s.loss_scale >= 1.0f && s.loss_scale <= 16777216.0f) ||
-        s.scaler_clean_steps < 0 || s.world < 1 || s.precision < 0 || s.precision > 2 || s.data_files < 0)
+        s.scaler_clean_steps < 0 || (s.precision != 1 && (s.loss_scale != 1.0f || s.scaler_clean_steps != 0)) || s.world < 1 || s.precision < 0 || s.precision > 2 || s.data_files < 0)
         return fail(err, path, "header holds an impossible training state (step " + std::to_string(s.step) + ", AdamW step " +
                                std::to_string(s.adam_t) + ", loss scale " + std::to_string(s.loss_scale) + ", clean steps " +
                                std::to_string(s.scaler_clean_steps) + ", GPUs " + std::to_string(s.world) + ", precision " +

@@ -59,6 +59,7 @@ struct Watchdog;
 struct Comm {
     int rank = 0, world = 1, local_rank = 0;
     std::string launcher = "single";  // "mpi", "env" or "single"
+    const char* world_var = nullptr;  // env: the variable that gave the world size
     cudaStream_t stream = nullptr;    // the communication stream
 #ifdef USE_NCCL
     ncclComm_t nccl = nullptr;
@@ -76,6 +77,11 @@ inline bool env_launch(Comm* c, const char* rank, const char* world, const char*
     if (!env_int(rank, 0, &c->rank, err) || !env_int(world, 1, &c->world, err) || !env_int(local, 0, &c->local_rank, err))
         return false;
     if (c->world < 1) { *err = std::string("environment variable ") + world + "=" + std::to_string(c->world) + ": must be at least 1"; return false; }
+    if (c->world > 1 && !(getenv(rank) && *getenv(rank))) {   // two ranks taking 0 would wait for each other
+        *err = std::string("environment variable ") + rank + " is not set, and " + world + "=" + std::to_string(c->world) +
+               " asks for several ranks: set it for each process";
+        return false;
+    }
     if (c->rank < 0 || c->rank >= c->world) {
         *err = std::string("environment variable ") + rank + "=" + std::to_string(c->rank) + ": must be in [0, " + world + "-1 = " +
                std::to_string(c->world - 1) + "]";
@@ -83,6 +89,7 @@ inline bool env_launch(Comm* c, const char* rank, const char* world, const char*
     }
     if (c->local_rank < 0) { *err = std::string("environment variable ") + local + "=" + std::to_string(c->local_rank) + ": must be at least 0"; return false; }
     c->launcher = c->world > 1 ? "env" : "single";
+    c->world_var = world;
     return true;
 }
 
@@ -111,6 +118,17 @@ inline bool comm_launch(Comm* c, int* argc, char*** argv, std::string* err) {
 #endif
     if (getenv("WORLD_SIZE")) return env_launch(c, "RANK", "WORLD_SIZE", "LOCAL_RANK", err);
     if (getenv("SLURM_NTASKS")) return env_launch(c, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", err);
+#ifndef USE_MPI
+    // another MPI's launcher (MPICH's or Intel MPI's mpiexec set PMI_SIZE) and none of the above:
+    // each process would otherwise run alone, all on GPU 0, all writing the same --out
+    int pmi_size = 1;
+    if (!env_int("PMI_SIZE", 1, &pmi_size, err)) return false;
+    if (pmi_size > 1) {
+        *err = "PMI_SIZE=" + std::to_string(pmi_size) + ": started by an MPI launcher this build cannot read (it has no MPI): build with "
+               "MPI, or give each process RANK, WORLD_SIZE and LOCAL_RANK (README, \"Several GPUs\")";
+        return false;
+    }
+#endif
     return true;
 }
 
@@ -141,6 +159,7 @@ struct Watchdog {
     std::function<std::string()> pending;          // names the unfinished collective (comm_set_pending)
 #ifdef USE_NCCL
     std::atomic<ncclComm_t> nccl{nullptr};         // polled once the communicator exists
+    std::mutex nccl_mu;                            // held while polling it: comm_free clears it under this before destroying it
 #endif
     std::thread thread;
 };
@@ -183,10 +202,13 @@ inline void watchdog_loop(Watchdog* w) {
     while (!w->stop) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
 #ifdef USE_NCCL
-        if (ncclComm_t n = w->nccl.load()) {
-            ncclResult_t async = ncclSuccess;
-            if (ncclCommGetAsyncError(n, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress)
-                watchdog_fire(w, std::string("NCCL error: ") + ncclGetErrorString(async) + " (" + ncclGetLastError(n) + ")");
+        {
+            std::lock_guard<std::mutex> lock(w->nccl_mu);
+            if (ncclComm_t n = w->nccl.load()) {
+                ncclResult_t async = ncclSuccess;
+                if (ncclCommGetAsyncError(n, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress)
+                    watchdog_fire(w, std::string("NCCL error: ") + ncclGetErrorString(async) + " (" + ncclGetLastError(n) + ")");
+            }
         }
 #endif
         const long long d = w->deadline_ms;
@@ -251,15 +273,19 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, 
     if (c->rank == 0) ncclCheck(ncclGetUniqueId(&id));
     if (c->launcher == "mpi") {
 #ifdef USE_MPI
+        comm_watch(c, 0, "receiving the NCCL id from rank 0 (MPI_Bcast)");   // a rank 0 that never gets here: a deadline
         MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+        comm_unwatch(c);
 #endif
-    } else if (rendezvous.rfind("file:", 0) == 0) {
-        if (!rendezvous_file(c->rank, &id, sizeof id, rendezvous.substr(5), 120, err)) return false;
-    } else if (rendezvous == "tcp") {
+    } else if (rendezvous.rfind("file:", 0) == 0 || rendezvous == "tcp") {
         const char* host = getenv("MASTER_ADDR");
         int port;
-        if (!rendezvous_port(&port, err) || !rendezvous_tcp(c->rank, c->world, &id, sizeof id, host ? host : "127.0.0.1", port, 120, err))
-            return false;
+        const bool got = rendezvous == "tcp"
+                             ? rendezvous_port(&port, err) && rendezvous_tcp(c->rank, c->world, &id, sizeof id, host ? host : "127.0.0.1", port, 120, err)
+                             : rendezvous_file(c->rank, &id, sizeof id, rendezvous.substr(5), 120, err);
+        if (!got && c->world_var && std::string(c->world_var) == "SLURM_NTASKS")   // also set in an sbatch script, srun or not
+            *err += " (the " + std::to_string(c->world) + " ranks come from SLURM_NTASKS: in an sbatch script, start them with srun)";
+        if (!got) return false;
     } else {
         *err = "option --rendezvous: '" + rendezvous + "' is not tcp or file:PATH";
         return false;
@@ -267,6 +293,8 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, 
     comm_watch(c, 0, "creating the NCCL communicator");
     const ncclResult_t made = ncclCommInitRank(&c->nccl, c->world, id, c->rank);
     comm_unwatch(c);
+    // the id file has served (or this id failed): removed either way, so a retry reads no dead id
+    if (c->launcher != "mpi" && rendezvous.rfind("file:", 0) == 0) rendezvous_file_done(c->rank, rendezvous.substr(5));
     if (made != ncclSuccess) {  // NCCL's own words say why (its return code alone is "invalid usage")
         std::string why = ncclGetLastError(nullptr);
         while (!why.empty() && isspace((unsigned char)why.back())) why.pop_back();
@@ -275,7 +303,6 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, 
             *err += " (NCCL takes one rank per GPU of a host: start at most as many ranks per node as it has GPUs)";
         return false;
     }
-    if (c->launcher != "mpi" && rendezvous.rfind("file:", 0) == 0) rendezvous_file_done(c->rank, rendezvous.substr(5));
     c->watchdog->nccl = c->nccl;
     return true;
 #else
@@ -285,11 +312,22 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, 
 #endif
 }
 
+// The end. ncclCommDestroy waits for the other ranks, so a peer that died meanwhile would hold it
+// forever: the watchdog stays armed across it (no longer polling the communicator being freed)
+// and ends a stuck teardown with its exit code after --nccl-timeout.
 inline void comm_free(Comm* c) {
-    watchdog_stop(c);
 #ifdef USE_NCCL
-    if (c->nccl) ncclCheck(ncclCommDestroy(c->nccl));
+    if (c->nccl) {
+        if (c->watchdog) {
+            std::lock_guard<std::mutex> lock(c->watchdog->nccl_mu);   // a poll in progress finishes first
+            c->watchdog->nccl = nullptr;
+        }
+        comm_watch(c, c->watchdog ? c->watchdog->step.load() : 0, "destroying the NCCL communicator (the end)");
+        ncclCheck(ncclCommDestroy(c->nccl));
+        c->nccl = nullptr;
+    }
 #endif
+    watchdog_stop(c);
     if (c->stream) cudaCheck(cudaStreamDestroy(c->stream));
 #ifdef USE_MPI
     if (c->launcher == "mpi") MPI_Finalize();

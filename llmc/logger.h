@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -61,17 +62,30 @@ inline bool read_text_file(const std::string& path, std::string* text, std::stri
     if (!ok) *err = path + ": read error";
     return ok;
 }
-// Writes text to path.tmp, then renames it over path: a reader sees the old file or the new one.
+// Writes text to path.tmp, on disk (fsync) before it is renamed over path, and the rename made
+// durable (fsync of the directory): a reader, also after a power loss, sees the old file or the
+// new one, never an empty file in place of the old (which a rename that reaches the disk before
+// the data it names would leave on some filesystems).
 inline bool write_text_file_atomic(const std::string& path, const std::string& text, std::string* err) {
     const std::string tmp = path + ".tmp";
     FILE* f = fopen(tmp.c_str(), "wb");
     if (!f) { *err = tmp + ": cannot create: " + strerror(errno); return false; }
-    const bool ok = fwrite(text.data(), 1, text.size(), f) == text.size();
-    if (fclose(f) != 0 || !ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    bool ok = fwrite(text.data(), 1, text.size(), f) == text.size() && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
         *err = path + ": cannot write: " + strerror(errno);
         remove(tmp.c_str());
         return false;
     }
+    const size_t slash = path.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    const int fd = open(dir.c_str(), O_RDONLY);
+    if (fd < 0 || fsync(fd) != 0) {
+        *err = dir + ": cannot sync the directory after writing " + path + ": " + strerror(errno);
+        if (fd >= 0) close(fd);
+        return false;
+    }
+    close(fd);
     return true;
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -124,7 +125,7 @@ inline bool rendezvous_tcp_serve(int world, const void* id, size_t bytes, int po
                 close(peer);
             }
         }
-        if (std::chrono::steady_clock::now() > deadline) {
+        if (served < world - 1 && std::chrono::steady_clock::now() > deadline) {   // (the last one may be served just after it)
             *err = "rendezvous: only " + std::to_string(served) + " of " + std::to_string(world - 1) + " ranks connected to port " +
                    std::to_string(port) + " within " + std::to_string(timeout_s) + " s";
             close(s);
@@ -135,8 +136,25 @@ inline bool rendezvous_tcp_serve(int world, const void* id, size_t bytes, int po
     return true;
 }
 
-// Any other rank: connects to host:port (retrying every 200 ms while rank 0 starts), sends its
-// rank, reads the id (reads time out after 2 s) and sends one byte back.
+// connect() on a socket, given up after ms milliseconds: a plain connect to an address that drops
+// the packets (a firewall, a wrong MASTER_ADDR, a full accept queue) waits for the kernel's own
+// retries, minutes, whatever the rendezvous' deadline. The socket is left blocking again.
+inline bool connect_within(int s, const sockaddr* addr, socklen_t len, int ms) {
+    const int flags = fcntl(s, F_GETFL, 0);
+    if (flags < 0 || fcntl(s, F_SETFL, flags | O_NONBLOCK) != 0) return false;
+    bool ok = connect(s, addr, len) == 0;
+    if (!ok && errno == EINPROGRESS) {
+        pollfd p{s, POLLOUT, 0};
+        int so_error = 0;
+        socklen_t n = sizeof so_error;
+        ok = poll(&p, 1, ms) == 1 && getsockopt(s, SOL_SOCKET, SO_ERROR, &so_error, &n) == 0 && so_error == 0;
+    }
+    return fcntl(s, F_SETFL, flags) == 0 && ok;
+}
+
+// Any other rank: connects to host:port (each of its addresses in turn, 2 s each at most; again
+// every 200 ms while rank 0 starts), sends its rank, reads the id (reads time out after 2 s) and
+// sends one byte back.
 inline bool rendezvous_tcp_fetch(int rank, void* id, size_t bytes, const std::string& host, int port, int timeout_s,
                                  std::chrono::steady_clock::time_point deadline, std::string* err) {
     addrinfo hints{}, *res = nullptr;
@@ -147,21 +165,27 @@ inline bool rendezvous_tcp_fetch(int rank, void* id, size_t bytes, const std::st
     }
     bool ok = false;
     while (!ok && std::chrono::steady_clock::now() < deadline) {
-        const int s = socket(res->ai_family, SOCK_STREAM, 0);
-        timeval tv{2, 0};
-        setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        const int32_t me = rank;
-        if (s >= 0 && connect(s, res->ai_addr, res->ai_addrlen) == 0 && send(s, &me, sizeof me, MSG_NOSIGNAL) == (ssize_t)sizeof me) {
-            size_t got = 0;
-            while (got < bytes) {
-                const ssize_t n = read(s, (char*)id + got, bytes - got);
-                if (n <= 0) break;
-                got += (size_t)n;
+        for (const addrinfo* a = res; a && !ok; a = a->ai_next) {
+            const long long left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+            if (left_ms <= 0) break;
+            const int s = socket(a->ai_family, SOCK_STREAM, 0);
+            if (s < 0) continue;
+            timeval tv{2, 0};
+            setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+            const int32_t me = rank;
+            if (connect_within(s, a->ai_addr, a->ai_addrlen, (int)std::min(2000LL, left_ms)) &&
+                send(s, &me, sizeof me, MSG_NOSIGNAL) == (ssize_t)sizeof me) {
+                size_t got = 0;
+                while (got < bytes) {
+                    const ssize_t n = read(s, (char*)id + got, bytes - got);
+                    if (n <= 0) break;
+                    got += (size_t)n;
+                }
+                const char ack = 1;
+                ok = got == bytes && send(s, &ack, 1, MSG_NOSIGNAL) == 1;
             }
-            const char ack = 1;
-            ok = got == bytes && send(s, &ack, 1, MSG_NOSIGNAL) == 1;
+            close(s);
         }
-        if (s >= 0) close(s);
         if (!ok) std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     freeaddrinfo(res);
@@ -189,8 +213,8 @@ inline bool rendezvous_tcp(int rank, int world, void* id, size_t bytes, const st
 
 // Rank 0 writes the id to `path` (via a temporary name, so nobody reads half of it); the others
 // wait for the file. Rank 0 removes it once every rank has the communicator
-// (rendezvous_file_done), so a requeued job that reuses the path does not read a dead id. A file
-// left by a run whose rank 0 died before that would still be read: a path unique to each attempt
+// (rendezvous_file_done; also when creating it failed), so a requeued job that reuses the path does
+// not read a dead id. A file left by a run whose rank 0 died before that would still be read: a path unique to each attempt
 // is safest (the README's Slurm example adds SLURM_RESTART_COUNT).
 inline bool rendezvous_file(int rank, void* id, size_t bytes, const std::string& path, int timeout_s, std::string* err) {
     if (rank == 0) {
@@ -215,7 +239,8 @@ inline bool rendezvous_file(int rank, void* id, size_t bytes, const std::string&
     return false;
 }
 // Rank 0, after the communicator exists (its creation returns only once every rank has joined,
-// so every rank has read the file by then).
+// so every rank has read the file by then), or after its creation failed (a retry must not read
+// the dead id).
 inline void rendezvous_file_done(int rank, const std::string& path) {
     if (rank == 0) unlink(path.c_str());
 }

@@ -33,7 +33,12 @@ inline bool resume_options(TrainConfig* tc, int world, int precision_code, int a
     if (!file_exists(path)) {
         if (!found.empty()) *note = "note: " + dir + " holds no options.txt (an older checkpoint): the options are this command line's";
         if (!check_train_config(tc, world, err)) return false;
-    } else if (!read_text_file(path, &text, err) || !resume_config(tc, text, path, argc, argv, world, note, err, found.empty() ? -1 : (int)st.step)) {
+    } else if (!read_text_file(path, &text, err)) {
+        return false;
+    } else if (text.empty()) {   // a run writes every option there: an empty file is a damaged one
+        *err = path + ": empty (damaged?): it should hold the run's options, one per line";
+        return false;
+    } else if (!resume_config(tc, text, path, argc, argv, world, note, err, found.empty() ? -1 : (int)st.step)) {
         return false;
     }
     if (!found.empty()) {

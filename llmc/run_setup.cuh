@@ -233,8 +233,18 @@ inline bool open_data(Run* r, const GPT2Config& cfg, std::string* err) {
         for (const std::string& v : glob_files(tc.val))
             if (std::binary_search(train.begin(), train.end(), v)) { *err = "option --val: " + v + " is also one of --train's files"; return false; }
     }
+    // --val-batches beyond one pass would count rows twice (the loader starts over)
+    const size_t pass = dataloader_steps_per_epoch(&r->val) * r->comm.world;
+    if ((size_t)tc.val_batches > pass) {
+        *err = "option --val-batches: " + std::to_string(tc.val_batches) + " batches, but one pass over " + tc.val + " is " +
+               std::to_string(pass) + " (of " + std::to_string(r->val.B) + " rows of " + std::to_string(tc.T) + " tokens per GPU" +
+               (r->comm.world > 1 ? ", all GPUs together" : "") + "); 0 evaluates one pass";
+        return false;
+    }
+    // (the rows are whole per GPU, so with a small --val how many are evaluated depends on the GPU count)
     if (val_rows < tc.B && r->comm.rank == 0)
-        printf("note: validation batches of %d rows of %d tokens per GPU: %s is too small for %d\n", val_rows, tc.T, tc.val.c_str(), tc.B);
+        printf("note: validation batches of %d rows of %d tokens per GPU (%d over all GPUs): %s is too small for %d\n", val_rows, tc.T,
+               val_rows * r->comm.world, tc.val.c_str(), tc.B);
     if (!tc.hellaswag.empty() && !open_choices(r, cfg, err)) return false;
     std::string latest, none;
     if (!tc.out.empty() && !tc.resume && (file_exists(tc.out + "/log.jsonl") || checkpoint_find_latest(tc.out, &latest, &none))) {
@@ -252,8 +262,14 @@ inline void share_sample_start(Run* r) {
     std::vector<float> eot = {-1.0f};
     if (!tc.bench && tc.sample_len > 0 && rank0) {
         std::string terr;
-        if (r->tok.load(tc.tokenizer, &terr)) eot[0] = (float)r->tok.eot();
-        else printf("note: no samples: %s (make data writes it)\n", terr.c_str());
+        const int V = r->model.cfg.vocab_size;
+        if (!r->tok.load(tc.tokenizer, &terr))
+            printf("note: no samples: %s (make data writes it)\n", terr.c_str());
+        else if (r->tok.vocab_size() != V)   // its <|endoftext|> might be no token of the model, its text garbage
+            printf("note: no samples: %s decodes a vocabulary of %d tokens, the model's has %d\n", tc.tokenizer.c_str(),
+                   r->tok.vocab_size(), V);
+        else
+            eot[0] = (float)r->tok.eot();
     }
     if (!rank0) eot[0] = 0.0f;  // the sum is rank 0's value
     comm_watch(&r->comm, 0, "startup (where samples start, rank 0's to every rank)");

@@ -18,7 +18,7 @@ static TrainState example_state(int step) {
     s.step = step; s.adam_t = step - 10; s.loss_scale = 32768.5f; s.scaler_clean_steps = 17;
     s.loader = DataLoaderState{3, 1, 0x100000007ull, 1, 0};       // a 64-bit value with its high half set
     s.sample_rng = 0xDEADBEEFCAFEBABEull;
-    s.world = 2; s.precision = 2; s.zero = 1;
+    s.world = 2; s.precision = 1; s.zero = 1;   // fp16: the build whose loss scale moves
     s.config = tiny();
     s.data_files = 3; s.data_tokens = 0x1000000005ull;               // 64-bit again
     s.spike.loss = {1.0 / 3.0, 4.9e-324, 2147483647};                // doubles: every bit counts (a denormal too)
@@ -66,6 +66,7 @@ struct Fixture {
 static int make_checkpoint(int argc, char** argv) {
     TrainState st = example_state(atoi(argv[3]));
     st.world = atoi(argv[4]); st.precision = atoi(argv[5]);
+    if (st.precision != 1) { st.loss_scale = 1.0f; st.scaler_clean_steps = 0; }   // only fp16 scales its loss
     st.data_files = argc == 8 ? atoi(argv[6]) : 0;
     st.data_tokens = argc == 8 ? strtoull(argv[7], nullptr, 10) : 0;
     const std::vector<float> w = pattern(param_layout(st.config).total, 1);
@@ -188,9 +189,9 @@ static void test_same_data_and_fits_run(const std::string& ck) {
     TrainState unrecorded = st;
     unrecorded.data_files = 0;
     CHECK(checkpoint_same_data(ck, unrecorded, 9, 9, &err), "same_data: a checkpoint that recorded no data is not checked");
-    CHECK(checkpoint_fits_run(ck, st, 2, 2, &err) && !checkpoint_fits_run(ck, st, 2, 4, &err) &&
-          err == ck + ": checkpoint written by 2 GPUs, this run has 4" && !checkpoint_fits_run(ck, st, 1, 2, &err) &&
-          err == ck + ": checkpoint written by a bf16 build, this is a fp16 build", "fits_run: another GPU count or precision, one line");
+    CHECK(checkpoint_fits_run(ck, st, 1, 2, &err) && !checkpoint_fits_run(ck, st, 1, 4, &err) &&
+          err == ck + ": checkpoint written by 2 GPUs, this run has 4" && !checkpoint_fits_run(ck, st, 2, 2, &err) &&
+          err == ck + ": checkpoint written by a fp16 build, this is a bf16 build", "fits_run: another GPU count or precision, one line");
 }
 
 // The files themselves: options.txt as given, model.bin a plain model file, state.bin's header and size
@@ -230,10 +231,12 @@ static void test_keep_last(const Fixture& fx) {
     // rewriting a step (e.g. a rerun) replaces it; a stale .tmp from a crashed write is cleared
     std::vector<float> m3 = pattern(n, 4), master2(n), m2(n), v2(n);
     TrainState got{};
-    sh("mkdir -p " + out + "/step_00003000.tmp && touch " + out + "/step_00003000.tmp/junk");
+    // (and a stale .old, where a crashed rewrite had moved the previous copy aside)
+    sh("mkdir -p " + out + "/step_00003000.tmp " + out + "/step_00003000.old && touch " + out + "/step_00003000.tmp/junk " + out +
+       "/step_00003000.old/junk");
     CHECK(checkpoint_write(out, example_state(3000), fx.master.data(), m3.data(), fx.v.data(), 2, &err), "rewrite step 3000 over a stale .tmp");
     CHECK(checkpoint_read(out + "/step_00003000", st, &got, master2.data(), m2.data(), v2.data(), &err) && bits_equal(m2, m3) &&
-          !exists(out + "/step_00003000.tmp"), "the rewrite replaced it");
+          !exists(out + "/step_00003000.tmp") && !exists(out + "/step_00003000.old"), "the rewrite replaced it, the copy it moved aside gone");
 }
 
 // The numerically largest step, not the alphabetically largest name, is the latest and is kept.
@@ -327,6 +330,10 @@ static void test_rejects_corrupt_header_or_model(const Fixture& fx, const std::s
     d = broken(out3, "loss_scale");
     poke(d + "/state.bin", 4L * 4, 0x7fc00000);
     rejects("a NaN loss scale", d, st, d + "/state.bin", "impossible training state (step 1000, AdamW step 990, loss scale nan", n);
+    d = broken(out3, "bf16_scaled");   // the header's precision (int 16) made bf16's, whose loss scale stays 1
+    poke(d + "/state.bin", 4L * 16, 2);
+    rejects("a bf16 checkpoint with a loss scale", d, st, d + "/state.bin",
+            "impossible training state (step 1000, AdamW step 990, loss scale 32768.500000, clean steps 17, GPUs 2, precision 2", n);
     d = broken(out3, "model_config");
     GPT2Config other = tiny();
     other.vocab_size = 90;
@@ -349,8 +356,8 @@ static void test_rejects_another_run(const Fixture& fx, const std::string& out3)
     rejects("another model config", good, run, good,
             "model config mismatch: checkpoint has L=2 C=16 NH=2 V=100 Vp=128 maxT=32, this run L=3 C=16", n);
     run = st;
-    run.precision = 1;
-    rejects("another precision", good, run, good, "checkpoint written by a bf16 build, this is a fp16 build", n);
+    run.precision = 2;
+    rejects("another precision", good, run, good, "checkpoint written by a fp16 build, this is a bf16 build", n);
     run = st;
     run.world = 1;
     rejects("another GPU count", good, run, good, "checkpoint written by 2 GPUs, this run has 1", n);

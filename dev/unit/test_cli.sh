@@ -70,12 +70,14 @@ expect "--spike-window 8" "option --spike-window: 8 is out of range" -- $bin --s
 # the launch environment (torchrun's and Slurm's variables), checked before anything else
 expect "WORLD_SIZE=0" "environment variable WORLD_SIZE=0: must be at least 1" -- env WORLD_SIZE=0 $bin
 expect "WORLD_SIZE=abc" "environment variable WORLD_SIZE='abc' is not a whole number" -- env WORLD_SIZE=abc $bin
+expect "WORLD_SIZE=2 without RANK" "environment variable RANK is not set, and WORLD_SIZE=2 asks for several ranks" -- env -u RANK WORLD_SIZE=2 $bin
 expect "RANK beyond WORLD_SIZE" "environment variable RANK=5: must be in [0, WORLD_SIZE-1 = 1]" -- env WORLD_SIZE=2 RANK=5 $bin
 expect "SLURM_PROCID not a number" "environment variable SLURM_PROCID='x' is not a whole number" -- env -u WORLD_SIZE SLURM_NTASKS=2 SLURM_PROCID=x $bin
 # numbers a type cannot hold, and file options that name nothing usable
 expect "-b beyond 64 bits" "option --batch: 99999999999999999999 is out of range" -- $bin -b 99999999999999999999
 expect "--nccl-timeout 1e-46 (0 as a float: 'wait forever')" "option --nccl-timeout: 1e-46 is too close to 0 to be held as a 32-bit float" -- $bin --nccl-timeout 1e-46
 expect "-i ''" "option --train: an empty file pattern" -- $bin -i ""
+expect "--val-batches beyond one pass over --val" "option --val-batches: 100000 batches, but one pass over $tmp/d_val.bin is " -- $bin $d --val-batches 100000
 expect "--val among the training files" "option --val: $tmp/d_train.bin is also one of --train's files" -- $bin -i "$tmp/d_*.bin" -j "$tmp/d_train.bin" -b 1 -t 8
 expect "-e a directory" "$tmp: is a directory, not a model file" -- $bin $d -e "$tmp"
 touch "$tmp/plainfile"
@@ -114,6 +116,8 @@ if [ -x "$ck" ]; then
     # before the first checkpoint, <out>/options.txt (written when the run starts) is the run's
     mkdir -p "$tmp/res0"; printf 'lr=0.0006\n' > "$tmp/res0/options.txt"
     expect "--resume before the first checkpoint: the run's options.txt" "option --lr: 0.0003 differs from 0.0006, which the run being resumed was started with ($tmp/res0/options.txt)" -- $bin -o "$tmp/res0" --resume -l 3e-4
+    mkdir -p "$tmp/res_empty"; : > "$tmp/res_empty/options.txt"   # what a lost write could leave: refused, not taken as "no options"
+    expect "--resume, an empty options.txt" "$tmp/res_empty/options.txt: empty (damaged?)" -- $bin -o "$tmp/res_empty" --resume
     printf 'lr=0.0006\nseed=7\nbatch=0\n' > "$tmp/res/step_00000020/options.txt"
     expect "--resume, a bad options.txt" "$tmp/res/step_00000020/options.txt: option --batch: 0 is out of range" -- $bin -o "$tmp/res" --resume
     # a kept value out of range (a range narrowed since the run began): refused, unless replaced

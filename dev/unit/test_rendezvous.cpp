@@ -136,6 +136,32 @@ static void test_tcp_silent_server() {
     close(holder);
 }
 
+// A listener whose accept queue is full: the kernel drops further connection requests, as a
+// firewall or a wrong MASTER_ADDR would. A plain connect() waits minutes for the kernel's retries;
+// the rendezvous still ends at its deadline.
+static void test_tcp_dropped_connects() {
+    const int port = free_port(), s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET; a.sin_addr.s_addr = htonl(INADDR_LOOPBACK); a.sin_port = htons(port);
+    CHECK(bind(s, (sockaddr*)&a, sizeof a) == 0 && listen(s, 0) == 0, "a listener with an accept queue of one");
+    std::vector<int> fillers;   // connections never accepted: the queue full
+    for (int i = 0; i < 3; i++) {
+        fillers.push_back(socket(AF_INET, SOCK_STREAM, 0));
+        connect_within(fillers.back(), (sockaddr*)&a, sizeof a, 300);
+    }
+    Id id{};
+    std::string err;
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool ok = rendezvous_tcp(1, 2, id.data(), id.size(), "127.0.0.1", port, 2, &err);
+    const double secs = seconds_since(t0);
+    check_report(!ok && secs < 5 && err.find("within 2 s") != std::string::npos,
+                 "tcp: connection requests dropped: an error at the deadline, not after the kernel's retries",
+                 "after " + std::to_string(secs) + " s: '" + err + "'");
+    for (int f : fillers) close(f);
+    close(s);
+}
+
 // Checks the rendezvous port: torchrun's store holds MASTER_PORT, so the id goes over the port above it.
 static void test_rendezvous_port() {
     setenv("MASTER_PORT", "31000", 1);
@@ -194,6 +220,7 @@ int main() {
     test_tcp_slow_ack(id0);
     test_tcp_port_in_use(id0);
     test_tcp_silent_server();
+    test_tcp_dropped_connects();
     test_rendezvous_port();
     test_file(id0);
     return check_finish();
