@@ -239,6 +239,8 @@ bool setup(Run* r, std::string* err) {
     r->steps = tc.eval_only ? 0
                : tc.bench ? tc.bench_warmup + tc.bench_steps
                           : tc.max_steps > 0 ? tc.max_steps : (int)std::max<size_t>(1, dataloader_steps_per_epoch(&r->train));
+    if (!tc.bench && !tc.eval_only && tc.sched.warmup > r->steps && rank0)
+        printf("note: --warmup %d is longer than the run's %d steps: the learning rate never reaches --lr\n", tc.sched.warmup, r->steps);
     share_sample_start(r);
     cudaCheck(cudaDeviceSynchronize());   // the initialization's kernels run asynchronously: count them here, not in step 1
     r->startup.mark("model", steady_ms());   // memory, the weights (random or read), the decoder for samples

@@ -6,9 +6,12 @@ prints the same), a log.jsonl (the trainer's -o DIR/log.jsonl, or train_referenc
 (its log.jsonl). A file is read as JSONL when its name ends in .jsonl or its first line is a JSON
 object. Steps are matched by number, not position: a step that appears more than once (a resumed run
 appends to its log after a kill) counts with its LAST occurrence, and the two step sets must be
-equal. Losses that are both non-finite (inf/nan) at a step count as equal; one non-finite is a
-difference of inf. Prints the step-1 relative difference, the largest relative difference over all
-steps, and OK/FAIL against --tol (default 0.5 %, the multi-GPU issue's bound for 20-step curves).
+equal. Losses that are both non-finite (inf/nan) at a step count as equal only where both runs
+skipped that step (" (skipped)" on the line, "skipped":1 in JSONL); otherwise, and where only one is,
+a difference of inf. A run whose last loss is not finite FAILs, whatever the other did: two runs
+that diverged alike are not a check passed. Prints the relative difference at the first step both
+hold, the largest over all steps, and OK/FAIL against --tol (default 0.5 %, the multi-GPU issue's
+bound for 20-step curves).
 Exit status: 0 OK, 1 FAIL, 2 an input that cannot be compared (one line: FAIL: ...)."""
 import json
 import math
@@ -24,7 +27,7 @@ class InputError(Exception):
     pass
 
 
-def _json_records(line):
+def json_records(line):
     """The JSON objects of one log.jsonl line. A line cut short by a kill and continued by the next
     run's first line (`{"type":"st{"type":"step",...}`) yields what can be parsed of it."""
     try:
@@ -42,25 +45,32 @@ def _json_records(line):
         return out
 
 
-def _jsonl_losses(text):
+def _jsonl_losses(text, skipped):
     out = {}
     for line in text.splitlines():
         if not line.strip():
             continue
-        for rec in _json_records(line.strip()):
+        for rec in json_records(line.strip()):
             if not isinstance(rec, dict) or rec.get("type") != "step" or "step" not in rec or "loss" not in rec:
                 continue
-            loss = rec["loss"]
-            out[int(rec["step"])] = math.nan if loss is None else float(loss)
+            loss, step = rec["loss"], int(rec["step"])
+            out[step] = math.nan if loss is None else float(loss)
+            (skipped.add if rec.get("skipped") else skipped.discard)(step)
     return out
 
 
-def _text_losses(text):
-    return {int(m.group(1)): float(m.group(2)) for m in STEP_RE.finditer(text)}   # later lines overwrite
+def _text_losses(text, skipped):
+    out = {}
+    for m in STEP_RE.finditer(text):   # later lines overwrite
+        step, end = int(m.group(1)), text.find("\n", m.end())
+        out[step] = float(m.group(2))
+        (skipped.add if "(skipped)" in text[m.end():end if end >= 0 else len(text)] else skipped.discard)(step)
+    return out
 
 
-def losses(path):
-    """{step: loss} of a stdout log, a log.jsonl or a run directory; the last occurrence of a step counts."""
+def losses(path, skipped=None):
+    """{step: loss} of a stdout log, a log.jsonl or a run directory; the last occurrence of a step
+    counts. skipped (a set): gets the steps the run skipped."""
     if os.path.isdir(path):
         path = os.path.join(path, "log.jsonl")
     try:
@@ -69,17 +79,19 @@ def losses(path):
     except OSError as e:
         raise InputError(f"{path}: cannot read: {e.strerror or e}")
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    out = _jsonl_losses(text) if path.endswith(".jsonl") or first.startswith("{") else _text_losses(text)
+    skipped = set() if skipped is None else skipped
+    out = _jsonl_losses(text, skipped) if path.endswith(".jsonl") or first.startswith("{") else _text_losses(text, skipped)
     if not out:
         raise InputError(f"{path}: no step losses")
     return out
 
 
-def rel_diff(x, y):
-    """|x - y| / |x|; both non-finite: 0 (equal); one non-finite: inf."""
+def rel_diff(x, y, both_skipped=True):
+    """|x - y| / |x|; both non-finite: 0 (equal) where both runs skipped the step, else inf; one
+    non-finite: inf."""
     fx, fy = math.isfinite(x), math.isfinite(y)
     if not fx or not fy:
-        return 0.0 if not fx and not fy else math.inf
+        return 0.0 if not fx and not fy and both_skipped else math.inf
     if x == y:
         return 0.0
     return abs(x - y) / abs(x) if x != 0 else math.inf
@@ -90,8 +102,9 @@ def _steps_text(steps):
     return ", ".join(str(x) for x in s[:5]) + (f", ... ({len(s)})" if len(s) > 5 else "")
 
 
-def compare(a, b, tol):
-    """(ok, line) for two {step: loss} dicts."""
+def compare(a, b, tol, skipped_a=None, skipped_b=None):
+    """(ok, line) for two {step: loss} dicts and the steps each run skipped (None: every step, as if
+    marked, so only the last-loss rule is left)."""
     if set(a) != set(b):
         only_a, only_b = set(a) - set(b), set(b) - set(a)
         parts = [f"only in A: {_steps_text(only_a)}"] if only_a else []
@@ -99,11 +112,14 @@ def compare(a, b, tol):
         return False, f"FAIL: {len(a)} vs {len(b)} steps, the step numbers differ ({'; '.join(parts)})"
     steps = sorted(a)
     la, lb = [a[s] for s in steps], [b[s] for s in steps]
-    rel = [rel_diff(x, y) for x, y in zip(la, lb)]
+    both = [(skipped_a is None or s in skipped_a) and (skipped_b is None or s in skipped_b) for s in steps]
+    rel = [rel_diff(x, y, k) for x, y, k in zip(la, lb, both)]
     worst = max(rel)     # no NaN in rel: rel_diff returns 0 or inf for non-finite losses
-    ok = worst <= tol
-    return ok, (f"{'OK' if ok else 'FAIL'} {len(steps)} steps: step-1 rel diff {rel[0]:.2e}, max rel diff {worst:.2e} "
-                f"(tol {tol:g}), losses {la[0]:.4f}->{la[-1]:.4f} vs {lb[0]:.4f}->{lb[-1]:.4f}")
+    diverged = not (math.isfinite(la[-1]) and math.isfinite(lb[-1]))
+    ok = worst <= tol and not diverged
+    return ok, (f"{'OK' if ok else 'FAIL'} {len(steps)} steps: step-{steps[0]} rel diff {rel[0]:.2e}, max rel diff {worst:.2e} "
+                f"(tol {tol:g}), losses {la[0]:.4f}->{la[-1]:.4f} vs {lb[0]:.4f}->{lb[-1]:.4f}"
+                + ("; the last loss is not finite" if diverged else ""))
 
 
 def main(argv):
@@ -133,11 +149,12 @@ def main(argv):
         print(f"compare_losses.py: {len(files)} file(s) given, 2 needed; {usage}", file=sys.stderr)
         return 2
     try:
-        a, b = losses(files[0]), losses(files[1])
+        skipped_a, skipped_b = set(), set()
+        a, b = losses(files[0], skipped_a), losses(files[1], skipped_b)
     except InputError as e:
         print(f"FAIL: {e}")
         return 2
-    ok, line = compare(a, b, tol)
+    ok, line = compare(a, b, tol, skipped_a, skipped_b)
     print(line)
     return 0 if ok else 1
 

@@ -11,7 +11,7 @@ or by name and grid with --by-shape (the GEMMs of the different layers differ on
 """
 import argparse, csv, sys, io, collections
 
-UNITS = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "ns": 1e-6, "us": 1e-3, "ms": 1.0}  # -> ms
+UNITS = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3, "ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}  # -> ms
 
 
 def read_csv(path):
@@ -35,9 +35,12 @@ def kernel_times(rows, by_shape, path):
     for r in rows:
         if r.get("Metric Name") != "gpu__time_duration.sum":
             continue
+        unit = r.get("Metric Unit") or "nsecond"
+        if unit not in UNITS:
+            sys.exit(f"{path}: a gpu__time_duration.sum row in an unknown unit '{unit}' (ID {r.get('ID')})")
         try:
             name = r["Kernel Name"].split("(")[0]
-            ms = float(r["Metric Value"].replace(",", "")) * UNITS.get(r.get("Metric Unit", "nsecond"), 1e-6)
+            ms = float(r["Metric Value"].replace(",", "")) * UNITS[unit]
         except (KeyError, AttributeError, ValueError):
             sys.exit(f"{path}: a gpu__time_duration.sum row without a kernel name or a number (ID {r.get('ID')})")
         if len(name) > 70:

@@ -101,7 +101,7 @@ def main():
             print(f"  {k[6:]:<16} {100 * v / total:5.1f}")
     print("\nby instruction class: % of samples, % of executed warp instructions")
     for op, (s, n) in sorted(by_op.items(), key=lambda kv: -kv[1][0])[:20]:
-        print(f"  {op:<10} {100 * s / total:5.1f} {100 * n / insts:5.1f}")
+        print(f"  {op:<10} {100 * s / total:5.1f} " + (f"{100 * n / insts:5.1f}" if insts > 0 else "    -"))   # (an export without SourceCounters)
     print(f"\ntop {args.top} instructions by samples: % of samples, main stall reasons, source")
     for r in sorted(rows, key=lambda r: -num(r["Warp Stall Sampling (All Samples)"]))[: args.top]:
         s = num(r["Warp Stall Sampling (All Samples)"])

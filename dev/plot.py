@@ -22,6 +22,9 @@ the first step and checkpoint steps do not flatten the rest; last: the learning 
 """
 import argparse, json, math, os, re, sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_losses import json_records  # noqa: E402  (a log.jsonl line cut by a kill, read as compare_losses does)
+
 STEP_RE = re.compile(r"^step\s+(\d+)/\d+ \| loss (\S+) \| norm (\S+) \| lr (\S+)")
 VAL_RE = re.compile(r"^step\s+(\d+): val loss (\S+)")
 HS_RE = re.compile(r"^step\s+(\d+): hellaswag acc (\S+) acc_norm (\S+)")
@@ -47,6 +50,11 @@ def resolve(path):
     return path, name
 
 
+def num(v):
+    """A logged number: the trainer writes an inf/nan value as null."""
+    return math.nan if v is None else float(v)
+
+
 def read_run(path):
     """Returns {"step": [(step, loss, lr)], "eval": [(step, val_loss)], "hellaswag": [(step, acc,
     acc_norm)], "time": [(step, ms, exposed_comm_ms)], "skipped": [(step, loss)]} from either log
@@ -60,26 +68,27 @@ def read_run(path):
         for i, line in enumerate(lines):
             if not line.strip():
                 continue
-            try:
-                rec = json.loads(line)
-            except ValueError:
+            # a line cut short by a kill and continued by the resumed run's first record on the same
+            # line gives that record (compare_losses reads it the same way)
+            recs = json_records(line.strip())
+            if not recs:
                 if i == len(lines) - 1:             # a run still writing: a partial last line
                     break
                 raise PlotError(f"{path}:{i + 1}: not a JSON object")
-            kind = rec.get("type") if isinstance(rec, dict) else None
-            try:
-                if kind == "step":   # (the trainer writes an inf/nan loss as null)
-                    loss = math.nan if rec["loss"] is None else float(rec["loss"])
-                    run["step"].append((int(rec["step"]), loss, float(rec.get("lr", math.nan))))
-                    skipped[int(rec["step"])] = bool(rec.get("skipped", 0))
-                    if rec.get("ms") is not None and rec.get("exposed_comm_ms") is not None:
-                        run["time"].append((int(rec["step"]), float(rec["ms"]), float(rec["exposed_comm_ms"])))
-                elif kind == "eval":
-                    run["eval"].append((int(rec["step"]), float(rec["val_loss"])))
-                elif kind == "hellaswag":
-                    run["hellaswag"].append((int(rec["step"]), float(rec["acc"]), float(rec["acc_norm"])))
-            except (KeyError, TypeError, ValueError):
-                raise PlotError(f"{path}:{i + 1}: a {kind} record without its fields")
+            for rec in recs:
+                kind = rec.get("type") if isinstance(rec, dict) else None
+                try:
+                    if kind == "step":
+                        run["step"].append((int(rec["step"]), num(rec["loss"]), float(rec.get("lr", math.nan))))
+                        skipped[int(rec["step"])] = bool(rec.get("skipped", 0))
+                        if rec.get("ms") is not None and rec.get("exposed_comm_ms") is not None:
+                            run["time"].append((int(rec["step"]), float(rec["ms"]), float(rec["exposed_comm_ms"])))
+                    elif kind == "eval":
+                        run["eval"].append((int(rec["step"]), num(rec["val_loss"])))
+                    elif kind == "hellaswag":
+                        run["hellaswag"].append((int(rec["step"]), num(rec["acc"]), num(rec["acc_norm"])))
+                except (KeyError, TypeError, ValueError):
+                    raise PlotError(f"{path}:{i + 1}: a {kind} record without its fields")
     else:                                           # the trainer's stdout
         for line in lines:
             m = STEP_RE.match(line)

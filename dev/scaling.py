@@ -14,7 +14,8 @@ all-reduce predicts from the 1-GPU row and the interconnect probe's fit.
   python3 dev/scaling.py --gpus 1 --predict 8,16,32 --link-gbs 50 --alpha-us 30
       (measures only the 1-GPU rows, then predicts N GPUs whose slowest link (e.g. between
        nodes) carries --link-gbs of bus bandwidth)
-Multi-node rows: pass --mpirun-args "--hostfile hosts" and --gpus 16 (the ranks span the nodes).
+Multi-node rows: pass --mpirun-args "--hostfile hosts" and --gpus 16 (the ranks span the nodes; the
+probe then runs one process per GPU under the same mpirun, so its fit is the network's).
 """
 import argparse
 import csv
@@ -131,13 +132,13 @@ def predict_step_ms(one_gpu, n, accum_n, alpha_us, busbw_gbs, bucket_mb=16.0, ze
 
 def predict_gpus(base, T, mode, n, alpha_us, link_gbs, ranges):
     """--predict: n GPUs from a group's 1-GPU row base (use_mean_step'd RESULT fields: B, total_batch,
-    fwd_ms, bwd_ms, opt_ms, accum, tok_per_s). global mode: the global batch kept, accumulation
-    total_batch / (B*T*n), at least 1, so beyond total_batch / (B*T) GPUs a step holds B*T*n tokens;
+    fwd_ms, bwd_ms, opt_ms, accum, tok_per_s). global mode: the tokens global_tokens gives the
+    trainer's runs (GLOBAL_BATCH in whole micro-steps: beyond GLOBAL_BATCH / (B*T) GPUs, B*T*n);
     seed mode: no accumulation, B*T*n tokens. Returns dict(ms, exposed, accum, tokens, tok_per_s,
     efficiency)."""
     one = {"fwd": base["fwd_ms"] / base["accum"], "bwd": base["bwd_ms"] / base["accum"], "opt": base["opt_ms"]}
     micro = base["B"] * T * n                                  # tokens of one micro-step over n GPUs
-    accum = max(1, base["total_batch"] / micro) if mode == "global" else 1
+    accum = global_tokens(base["B"], T, n) // micro if mode == "global" else 1
     ms, exposed = predict_step_ms(one, n, accum, alpha_us, link_gbs, ranges=ranges)
     tokens = micro * accum
     tok_s = tokens / ms * 1e3
@@ -174,17 +175,32 @@ def use_mean_step(r):
     return r
 
 
+def global_tokens(B, T, n):
+    """global mode's tokens per step on n GPUs: GPT-2's GLOBAL_BATCH, rounded up to a whole number
+    of micro-steps of B*T tokens on each GPU (the trainer's -d must be a multiple of B*T*n)."""
+    micro = B * T * n
+    return -(-GLOBAL_BATCH // micro) * micro
+
+
+def type_env(typ):
+    """The environment of a type's runs: NVLink multicast off, P2P on unless the type turns it off
+    (so a NCCL_P2P_DISABLE of the caller's shell does not change the DDP rows)."""
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0", NCCL_P2P_DISABLE="0")
+    env.update(TYPES[typ][1])
+    return env
+
+
 def run_config(a, n, T, mode, typ):
     B = 4 if mode == "seed" else MICRO_TOKENS // T
-    d = B * T * n if mode == "seed" else GLOBAL_BATCH
+    d = B * T * n if mode == "seed" else global_tokens(B, T, n)
     label, env_extra, args_extra, wrapper = TYPES[typ]
     cmd = [a.bin, "--bench", "-b", str(B), "-t", str(T), "-d", str(d), "--bench-warmup", str(a.warmup),
            "--bench-steps", str(a.steps), "-e", a.model] + args_extra
     # CUDA graphs as the trainer's default (on), on 1 GPU and on N alike: the ratios compare like with like
-    env = dict(os.environ, NCCL_NVLS_ENABLE="0", **env_extra)
+    env = type_env(typ)
     if n > 1:
-        pre = ["mpirun", "--allow-run-as-root", "-np", str(n), "--bind-to", "none", "-x", "NCCL_NVLS_ENABLE"]
-        pre += [x for k in env_extra for x in ("-x", k)] + a.mpirun_args.split()
+        pre = ["mpirun", "--allow-run-as-root", "-np", str(n), "--bind-to", "none", "-x", "NCCL_NVLS_ENABLE", "-x", "NCCL_P2P_DISABLE"]
+        pre += [x for k in env_extra if k != "NCCL_P2P_DISABLE" for x in ("-x", k)] + a.mpirun_args.split()
         cmd = pre + wrapper + cmd
     try:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -192,8 +208,8 @@ def run_config(a, n, T, mode, typ):
         print(f"  FAILED: {' '.join(cmd)}\n{e}", file=sys.stderr)
         return None
     r = parse_result(p.stdout)
-    if r is None:
-        print(f"  FAILED: {' '.join(cmd)}\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}", file=sys.stderr)
+    if r is None or p.returncode != 0:   # (a RESULT line and then a failure, e.g. a rank's teardown: failed too)
+        print(f"  FAILED: {' '.join(cmd)} (exit code {p.returncode})\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}", file=sys.stderr)
         return None
     r.update(gpus=n, T=T, mode=mode, type=typ, label=label, B=B)
     use_mean_step(r)
@@ -210,12 +226,13 @@ def transport(typ):
 
 def probe_fit(a, n, typ):
     """(alpha_us, busbw_gbs) of the probe's all-reduce sweep on n GPUs over typ's transport: one
-    process driving n GPUs, or, for a type whose ranks run under a wrapper, one process per GPU
-    under mpirun like the trainer's ranks."""
+    process driving n GPUs, or, for a type whose ranks run under a wrapper or for more GPUs than
+    this machine shows (several nodes: --mpirun-args' hosts), one process per GPU under mpirun like
+    the trainer's ranks. None unless the probe measured n GPUs."""
     _, env_extra, _, wrapper = TYPES[typ]
-    env = dict(os.environ, NCCL_NVLS_ENABLE="0", NCCL_P2P_DISABLE="0", **env_extra)
+    env = type_env(typ)
     cmd = [a.probe, "--no-p2p-matrix", "--max-mb", "512"]
-    if wrapper:
+    if wrapper or n > len(visible_gpus()):
         cmd = ["mpirun", "--allow-run-as-root", "-np", str(n), "--bind-to", "none", "-x", "NCCL_NVLS_ENABLE",
                "-x", "NCCL_P2P_DISABLE"] + a.mpirun_args.split() + wrapper + cmd
     else:  # the probe uses every GPU it sees: show it the first n of those visible
@@ -225,11 +242,14 @@ def probe_fit(a, n, typ):
     except OSError as e:     # no probe (or no mpirun): its rows get no prediction, as for a failed probe
         print(f"probe failed: {e}", file=sys.stderr)
         return None
-    m = re.search(r"ALLREDUCE_FIT .*alpha_us=([0-9.]+) busbw_gbs=([0-9.]+)", p.stdout)
+    m = re.search(r"ALLREDUCE_FIT (?:gpus=(\d+) )?.*alpha_us=([0-9.]+) busbw_gbs=([0-9.]+)", p.stdout)
     if not m:
         print(f"probe failed:\n{p.stdout[-800:]}{p.stderr[-800:]}", file=sys.stderr)
         return None
-    return float(m.group(1)), float(m.group(2))
+    if m.group(1) and int(m.group(1)) != n:   # its fit would stand for another link (e.g. one node's NVLink for several nodes)
+        print(f"probe failed: it measured {m.group(1)} GPUs, not {n}", file=sys.stderr)
+        return None
+    return float(m.group(2)), float(m.group(3))
 
 
 def interference(r):
@@ -326,6 +346,8 @@ def parse_args():
     ap.add_argument("--link-gbs", type=float, default=25.0, help="--predict: bus bandwidth of the slowest link, GB/s")
     ap.add_argument("--alpha-us", type=float, default=30.0, help="--predict: all-reduce latency, us")
     args = ap.parse_args()
+    if not args.link_gbs > 0 or not args.alpha_us >= 0:   # (checked before any run: a zero would divide at the end)
+        ap.error(f"--link-gbs {args.link_gbs} must be above 0 and --alpha-us {args.alpha_us} at least 0")
     try:
         model_dims(args.model)      # the predictor's gradient sizes: a known descriptor or a model file
     except ValueError as e:
@@ -411,7 +433,7 @@ def measure_group(args, gpus, fits, T, mode):
     if base is None:
         return [], 1
     group, failed = [base], 0
-    for n in gpus[1:]:
+    for n in sorted(set(gpus) - {1}):   # (the 1-GPU row is the base whether --gpus names 1 or not)
         for typ in args.types.split(","):
             r = run_config(args, n, T, mode, typ)
             if r:

@@ -19,23 +19,27 @@
 
 // Mean loss over `batches` batches of the validation loader's rows (those of all ranks together,
 // each rank its slice), from the loader's start: the same batches every time.
+// Each batch's summed loss is added on the host in double: one fp32 sum over thousands of
+// batches would lose the last digits the line prints.
 inline float gpt2_validation_loss(GPT2* m, Context* ctx, const Comm* comm, DataLoader* val, size_t batches, int step) {
     dataloader_reset(val);
-    cudaCheck(cudaMemsetAsync(m->d_loss_sum, 0, sizeof(float), ctx->stream));
     std::string err;
+    double sum = 0;
     for (size_t i = 0; i < batches; i++) {
         comm_watch(comm, step, "evaluation (validation loss)");
         if (!dataloader_next(val, &err)) comm_fail(comm, err);
         gpt2_set_batch(m, ctx, val->inputs.data(), val->targets.data(), val->B);
+        cudaCheck(cudaMemsetAsync(m->d_loss_sum, 0, sizeof(float), ctx->stream));
         gpt2_forward(m, ctx, val->B, m->T, true, 0.0f);
+        float batch;
+        cudaCheck(cudaMemcpyAsync(&batch, m->d_loss_sum, sizeof batch, cudaMemcpyDeviceToHost, ctx->stream));
         cudaCheck(cudaStreamSynchronize(ctx->stream));
+        sum += batch;
     }
-    comm_sum_floats(comm, m->d_loss_sum, 1, ctx->stream);
-    float sum;
-    cudaCheck(cudaMemcpyAsync(&sum, m->d_loss_sum, sizeof sum, cudaMemcpyDeviceToHost, ctx->stream));
-    cudaCheck(cudaStreamSynchronize(ctx->stream));
+    std::vector<float> total = {(float)sum};   // this rank's, then all ranks'
+    comm_sum_host_floats(comm, &total, ctx->stream);
     comm_unwatch(comm);
-    return sum / ((float)batches * val->B * m->T * comm->world);
+    return (float)(total[0] / ((double)batches * val->B * m->T * comm->world));
 }
 
 // The multiple-choice tally of the examples of `s`, in rows of Tc tokens (choices_row_length),

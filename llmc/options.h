@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cerrno>
 #include <climits>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -87,6 +88,11 @@ inline bool option_set(const Option& o, const std::string& flag, const std::stri
         *err = "option " + flag + ": " + text + (o.type == OPT_FLOAT ? " is too close to 0 to be held as a 32-bit float" : " is below a double's normal range");
         return false;
     }
+    // a subnormal float is held, but the GPU's fast math (--use_fast_math) reads it as 0 (--eps 1e-40: 0/0)
+    if (o.type == OPT_FLOAT && v != 0 && std::fabs((float)v) < FLT_MIN) {
+        *err = "option " + flag + ": " + text + " is below a 32-bit float's normal range (the GPU would read it as 0)";
+        return false;
+    }
     const bool too_large = errno == ERANGE || (o.type == OPT_FLOAT && std::isinf((float)v));
     // an int option's range is at most int's, whatever the table says (it may leave it unbounded)
     const double lo = o.type == OPT_INT ? std::max(o.min, (double)INT_MIN) : o.min,
@@ -100,8 +106,8 @@ inline bool option_set(const Option& o, const std::string& flag, const std::stri
     }
     if (o.type == OPT_INT) *(int*)o.target = (int)whole;
     else if (o.type == OPT_INT64) *(long long*)o.target = whole;
-    else if (o.type == OPT_DOUBLE) *(double*)o.target = v;
-    else *(float*)o.target = (float)v;
+    else if (o.type == OPT_DOUBLE) *(double*)o.target = v == 0 ? 0.0 : v;   // -0 as 0 (options.txt would keep "-0")
+    else *(float*)o.target = v == 0 ? 0.0f : (float)v;
     return true;
 }
 
@@ -218,6 +224,15 @@ inline bool options_parse(const std::vector<Option>& opts, int argc, const char*
         }
         if (!has_value) {
             if (i + 1 >= argc) { *err = "option " + flag + " needs a value"; return false; }
+            // `-o --resume`: a text option would take the next option as its value, silently
+            std::string next_value;
+            bool next_has;
+            const std::string next = argv[i + 1];
+            if (opt->type == OPT_STRING && (next == "-h" || next == "--help" || option_of_arg(opts, next, &next_value, &next_has))) {
+                *err = "option " + flag + " needs a value, and the next argument is the option " + printable(next) +
+                       " (a value that starts with - goes as " + flag + "=VALUE)";
+                return false;
+            }
             value = argv[++i];
         }
         if (!option_set(*opt, flag, value, err)) return false;

@@ -52,6 +52,7 @@ inline bool resume_options(TrainConfig* tc, int world, int precision_code, int a
             return false;
         if (given_model != TrainConfig().model)   // -e was given
             *note += std::string(note->empty() ? "" : "\n") + "note: -e " + given_model + " not used: a resumed run continues from its checkpoint's model";
+        tc->start_model = tc->model;   // (options.txt keeps it: a resume before any checkpoint starts from it)
         tc->model = dir + "/model.bin";
         if (!file_exists(tc->model)) {   // list_complete saw its DONE marker: damaged since
             *err = tc->model + ": missing from a complete checkpoint (damaged?): move " + dir + " away to resume from the one before";

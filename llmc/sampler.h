@@ -18,8 +18,10 @@ inline uint64_t rng_seed(uint64_t seed) { return seed * 0x9E3779B97F4A7C15ULL + 
 // Samples a token from logits[0..V): softmax(logits / temperature) restricted to the top_k
 // largest (top_k <= 0 or >= V: all of them), and of those to the fewest most likely whose
 // probability adds up to top_p (nucleus sampling; top_p >= 1: all of them), as Hugging Face's
-// generate() applies them: temperature, then top-k, then top-p. One random number per token.
-// A NaN logit counts as -inf; a +inf one (or no finite one at all) is taken as it is, greedily.
+// generate() applies them: temperature, then top-k, then top-p (where logits tie at the k-th
+// largest, top-k keeps exactly k of them, not all as Hugging Face does). One random number per
+// token, always (so ranks stay in step). A NaN logit counts as -inf; a +inf one (or no finite
+// one at all) is taken as it is, greedily.
 inline int sample_token(const float* logits, int V, int top_k, float top_p, float temperature, uint64_t* rng) {
     std::vector<int> idx(V);
     for (int i = 0; i < V; i++) idx[i] = i;
@@ -27,6 +29,7 @@ inline int sample_token(const float* logits, int V, int top_k, float top_p, floa
     auto key = [&](int i) { return logits[i] == logits[i] ? logits[i] : -INFINITY; };   // a strict weak order, NaN or not
     std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) { return key(a) > key(b); });
     const float mx = key(idx[0]);
+    const double draw = rng_uniform(rng);
     if (!std::isfinite(mx)) return idx[0];
     std::vector<double> p(k);
     double sum = 0;
@@ -37,7 +40,7 @@ inline int sample_token(const float* logits, int V, int top_k, float top_p, floa
         while (n < k && cum < top_p * sum) cum += p[n++];
         k = n; sum = cum;
     }
-    double u = rng_uniform(rng) * sum;
+    double u = draw * sum;
     for (int i = 0; i < k; i++) {
         u -= p[i];
         if (u < 0) return idx[i];

@@ -21,6 +21,7 @@
 struct TrainConfig {
     // model and data
     std::string model = "d12";                      // descriptor (fresh model) or model file
+    std::string start_model;                        // --resume: the model the run started from (model: the checkpoint's), what options.txt keeps
     std::string train = "dev_data/tinyshakespeare_train.bin";
     std::string val = "dev_data/tinyshakespeare_val.bin";
     std::string tokenizer = "dev_data/gpt2_tokenizer.bin";
@@ -285,6 +286,7 @@ inline std::string train_options_text(TrainConfig c) {
     for (std::string* p : {&c.train, &c.val}) *p = absolute_path(*p, true);
     if (c.total_batch_derived) c.total_batch = 0;
     for (std::string* p : {&c.tokenizer, &c.gemm_algos, &c.hellaswag}) *p = absolute_path(*p);
+    if (!c.start_model.empty()) c.model = c.start_model;   // not the checkpoint this invocation resumed from
     if (access(c.model.c_str(), F_OK) == 0) c.model = absolute_path(c.model);
     return options_text(train_options(&c), [](const char* name) { return option_on_resume(name) != OnResume::not_kept; });
 }

@@ -39,6 +39,8 @@ expect "out of range" "option --batch: 0 is out of range" -- $bin -b 0
 expect "out of range" "option --cuda-graphs: 2 is out of range" -- $bin --cuda-graphs 2
 expect "out of range" "option --gemm-tune: 3 is out of range" -- $bin --gemm-tune 3
 expect "out of range" "option --grad-int8: 2 is out of range" -- $bin --grad-int8 2
+expect "a subnormal --eps" "option --eps: 1e-40 is below a 32-bit float's normal range" -- $bin --eps 1e-40
+expect "-o followed by an option" "option --out needs a value, and the next argument is the option --resume" -- $bin -o --resume
 expect "out of range" "option --peak-tflops: -3 is out of range [0, 1e+06]" -- $bin --peak-tflops -3
 expect "global batch" "not a multiple of B*T*GPUs" -- $bin -b 3 -t 7 -d 100
 expect "--resume without --out" "--resume needs --out" -- $bin --resume

@@ -34,11 +34,11 @@ def text_log(name, losses, total=None, skipped=()):
     return path
 
 
-def jsonl_log(name, losses, raw=None):
+def jsonl_log(name, losses, raw=None, skipped=()):
     """A log.jsonl; losses: [(step, float or None)] in the order written; raw: extra text appended."""
     lines = [json.dumps({"type": "config", "model": "d12"})]
     for s, v in losses:
-        lines.append(json.dumps({"type": "step", "step": s, "loss": v, "norm": 1.0, "lr": 3e-4}))
+        lines.append(json.dumps({"type": "step", "step": s, "loss": v, "norm": 1.0, "lr": 3e-4, "skipped": int(s in skipped)}))
         if s % 2 == 0:
             lines.append(json.dumps({"type": "eval", "step": s, "val_loss": 9.0}))
     path = os.path.join(tmp, name)
@@ -67,13 +67,21 @@ rc, out, _ = run(a, b, 0.01)
 check(rc == 1 and out.startswith("FAIL 4 steps") and "max rel diff inf" in out, "nan in B only (not the first step): FAIL")
 rc, out, _ = run(b, a, 0.01)
 check(rc == 1 and out.startswith("FAIL 4 steps"), "nan in A only: FAIL")
-b_inf = text_log("b_inf.log", [(1, "10.950000"), (2, "9.500000"), (3, "inf"), (4, "7.125000")])
+b_inf = text_log("b_inf.log", [(1, "10.950000"), (2, "9.500000"), (3, "inf"), (4, "7.125000")], skipped=(3,))
 rc, out, _ = run(a, b_inf, 1.0)
 check(rc == 1 and out.startswith("FAIL"), "inf in one log, even at --tol 1: FAIL")
-rc, out, _ = run(b, text_log("b_nan2.log", [(1, "10.950000"), (2, "-nan"), (3, "8.250000"), (4, "7.125000")]), 0)
-check(rc == 0 and verdict(rc, out) == ("OK", 4, "0.00e+00"), "nan and -nan at the same step: equal (OK at --tol 0)")
-rc, out, _ = run(b_inf, text_log("b_ninf.log", [(1, "10.950000"), (2, "9.500000"), (3, "-inf"), (4, "7.125000")]), 0)
-check(rc == 0 and out.startswith("OK 4 steps"), "inf and -inf at the same step: both non-finite, equal")
+rc, out, _ = run(b, text_log("b_nan2.log", [(1, "10.950000"), (2, "-nan"), (3, "8.250000"), (4, "7.125000")], skipped=(2,)), 0)
+check(rc == 0 and verdict(rc, out) == ("OK", 4, "0.00e+00"), "nan and -nan at a step both runs skipped: equal (OK at --tol 0)")
+rc, out, _ = run(b_inf, text_log("b_ninf.log", [(1, "10.950000"), (2, "9.500000"), (3, "-inf"), (4, "7.125000")], skipped=(3,)), 0)
+check(rc == 0 and out.startswith("OK 4 steps"), "inf and -inf at a step both runs skipped: both non-finite, equal")
+rc, out, _ = run(b, text_log("b_nan3.log", [(1, "10.950000"), (2, "nan"), (3, "8.250000"), (4, "7.125000")]), 0)
+check(rc == 1 and "max rel diff inf" in out, "nan at the same step, skipped by one run only: FAIL")
+# two runs that diverged alike (nan from step 3 on, every such step skipped) are no check passed
+d1 = text_log("d1.log", [(1, "10.950000"), (2, "9.500000"), (3, "nan"), (4, "nan")], skipped=(3, 4))
+d2 = text_log("d2.log", [(1, "10.950000"), (2, "9.500000"), (3, "nan"), (4, "nan")], skipped=(3, 4))
+rc, out, _ = run(d1, d2, 0)
+check(rc == 1 and out.startswith("FAIL 4 steps") and out.strip().endswith("; the last loss is not finite"),
+      f"both runs ending in nan: FAIL ({out.strip()})")
 
 # 1b. -nan / nan / inf in the stdout regex: the step is read, not dropped
 from importlib import util  # noqa: E402
@@ -114,11 +122,11 @@ rc, out, _ = run(ja, jsonl_log("a2.jsonl", [(1, 10.95), (2, 9.5), (3, 8.25), (4,
 check(rc == 0 and verdict(rc, out) == ("OK", 4, "0.00e+00"), "log.jsonl: equal runs OK at --tol 0 (eval/config records ignored)")
 rc, out, _ = run(ja, a, 0)
 check(rc == 0 and out.startswith("OK 4 steps"), "log.jsonl against a stdout log")
-jn = jsonl_log("n.jsonl", [(1, 10.95), (2, None), (3, 8.25), (4, 7.125)])
+jn = jsonl_log("n.jsonl", [(1, 10.95), (2, None), (3, 8.25), (4, 7.125)], skipped=(2,))
 rc, out, _ = run(ja, jn, 0.5)
 check(rc == 1 and out.startswith("FAIL"), "log.jsonl: null (inf/nan) against a number FAILs")
 rc, out, _ = run(jn, b, 0)
-check(rc == 0 and out.startswith("OK 4 steps"), "log.jsonl null against a stdout nan at the same step: equal")
+check(rc == 0 and out.startswith("OK 4 steps"), "log.jsonl null against a stdout nan at a step both skipped: equal")
 jr = jsonl_log("r.jsonl", [(1, 10.95), (2, 9.5), (3, 1.0), (4, 2.0), (2, 9.5), (3, 8.25), (4, 7.125)])
 rc, out, _ = run(ja, jr, 0)
 check(rc == 0 and out.startswith("OK 4 steps"), "log.jsonl appended by a resume: the last record of each step counts")

@@ -52,6 +52,17 @@ int main() {
     rejects({"--lr", "1e-400"}, "option --lr: 1e-400 is too close to 0 to be held", "below even a double's range");
     rejects({"--lr", "1e400"}, "option --lr: 1e400 is out of range [0, 1]", "above a double's range");
     rejects({"-d", "1e3"}, "is not an integer", "an exponent for an integer");
+    rejects({"--lr", "1e-40"}, "option --lr: 1e-40 is below a 32-bit float's normal range (the GPU would read it as 0)",
+            "a subnormal float option (held, but fast math reads it as 0)");
+    rejects({"--name", "--flag"}, "option --name needs a value, and the next argument is the option --flag (a value that starts with - goes as --name=VALUE)",
+            "a text option does not take the next option as its value");
+    rejects({"--name", "-b", "4"}, "the next argument is the option -b", "... nor a short one");
+    {
+        Cfg t; std::string e;
+        CHECK(parse({"--name=--flag", "--lr", "-0"}, &t, &e) && t.name == "--flag" && !t.flag && t.lr == 0 && !std::signbit(t.lr),
+              "--name=VALUE takes a value that starts with -; -0 is held as 0 (options.txt would keep '-0')");
+        CHECK(parse({"--name", "-x.txt"}, &t, &e) && t.name == "-x.txt", "a value that starts with - but names no option is a value");
+    }
     rejects({"--no\npe\x1b"}, "unknown option '--no\\x0ape\\x1b' (see --help)",
             "an unknown option with a newline (found by fuzzing): control bytes as \\xNN, one line");
     {

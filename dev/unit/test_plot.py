@@ -45,6 +45,11 @@ with tempfile.TemporaryDirectory() as tmp:
     check(math.isnan(nulls["step"][1][1]) and nulls["skipped"] == [(2, 9.5)] and nulls["time"] == [],
           f"jsonl: a null (inf/nan) loss reads as nan; its skipped cross sits at the last finite loss; no times ({nulls['skipped']})")
     check(b == a, f"stdout log: the same records as log.jsonl ({b})")
+    nan_eval = read_run(write("nan_eval.jsonl", '{"type":"step","step":1,"loss":9.5}\n{"type":"eval","step":1,"val_loss":null}\n'))
+    check(len(nan_eval["eval"]) == 1 and math.isnan(nan_eval["eval"][0][1]), "jsonl: a null (nan) validation loss reads as nan, not an error")
+    cut = read_run(write("cut.jsonl", '{"type":"step","step":1,"loss":9.5}\n{"type":"st{"type":"step","step":2,"loss":9.25}\n'
+                                      '{"type":"step","step":3,"loss":9.0}\n'))
+    check([r[0] for r in cut["step"]] == [1, 2, 3], f"jsonl: a line cut by a kill, continued by the resumed run's record: that record read ({cut['step']})")
     only_hs = read_run(write("hs.log", STDOUT.splitlines()[-1] + "\n"))
     check(only_hs["hellaswag"] == [(2, 0.25, 0.2675)] and not only_hs["step"], "an --eval-only log (a hellaswag line alone) is a run")
     for name, text, what in [("empty.log", "nothing here\n", "no step, eval or hellaswag records"),

@@ -1,5 +1,6 @@
 """Unit test of dev/scaling.py's alpha-beta predictor and of how it reads the trainer's RESULT line
 (no GPU, no third-party packages; --predict end to end with a stand-in trainer that prints a RESULT line)."""
+import importlib.util
 import os
 import re
 import struct
@@ -158,10 +159,12 @@ if how == os.environ.get("STANDIN_PROBE_FAILS"):
 print("ALLREDUCE_FIT gpus=2 p2p_disable=0 alpha_us=30.0 busbw_gbs=" + ("5.0" if how == "sockets" else "300.0"))
 """
 TRAINER_LOGGED = TRAINER_STANDIN.replace("import os, sys\n", "import os, sys\nopen(os.environ['STANDIN_LOG'], 'a').write("
-                                 "'trainer ' + ('sockets' if os.environ.get('NCCL_HOSTID') else 'plain') + '\\n')\n")
+                                 "'trainer ' + ('sockets' if os.environ.get('NCCL_HOSTID') else 'plain') + "
+                                 "(' p2p_disable=1' if os.environ.get('NCCL_P2P_DISABLE') == '1' else '') + '\\n')\n")
+TRAINER_LOGGED += "sys.exit(int(os.environ.get('STANDIN_EXIT', '0')))\n"   # after its RESULT line
 
 
-def two_gpus(tmp, fails=""):
+def two_gpus(tmp, fails="", types="ddp,zero1,sockets,ddp_int8", gpus="1,2", **env):
     path = gpu_tools(tmp)
     for name, text in (("probe", PROBE), ("standin", TRAINER_LOGGED)):
         write(os.path.join(tmp, name), text, exe=True)
@@ -169,10 +172,10 @@ def two_gpus(tmp, fails=""):
     if os.path.exists(log):
         os.remove(log)
     p = subprocess.run([sys.executable, scaling, "--bin", os.path.join(tmp, "standin"), "--probe", os.path.join(tmp, "probe"),
-                        "--gpus", "1,2", "--blocks", "1024", "--modes", "global", "--types", "ddp,zero1,sockets,ddp_int8", "--out",
+                        "--gpus", gpus, "--blocks", "1024", "--modes", "global", "--types", types, "--out",
                         os.path.join(tmp, "out")], capture_output=True, text=True,
                        env=dict(os.environ, STANDIN_PRECISION="bf16", MPLBACKEND="Agg", STANDIN_LOG=log, STANDIN_PROBE_FAILS=fails,
-                                PATH=path))
+                                PATH=path, CUDA_VISIBLE_DEVICES="0,1", **env))
     return p, open(log).read().split("\n")[:-1] if os.path.exists(log) else []
 
 
@@ -196,4 +199,43 @@ with tempfile.TemporaryDirectory() as tmp:
     check(p.returncode == 0 and "probe 2 GPUs sockets: failed: its rows get no prediction" in p.stdout
           and rows.get("DDP, sockets") == "-" and rows.get("DDP", "-") != "-",
           f"a failed probe: its rows measured but not predicted, the others predicted ({rows})")
+    # the P2P-off types: the probe and the runs with NCCL_P2P_DISABLE=1 (the probe's environment
+    # once named that variable twice, a TypeError before any run), the others with it 0
+    p, log = two_gpus(tmp, types="ddp,ddp_nop2p,ddp_int8_nop2p", NCCL_P2P_DISABLE="1")
+    rows = two_gpu_rows(p.stdout)
+    check(p.returncode == 0 and log == ["probe p2p_disable=0", "probe p2p_disable=1", "trainer plain", "trainer plain",
+                                        "trainer plain p2p_disable=1", "trainer plain p2p_disable=1"]
+          and set(rows) == {"DDP", "DDP, P2P off", "DDP int8, P2P off"} and all(v != "-" for v in rows.values()),
+          f"P2P-off types: probe and runs with P2P disabled, DDP with it on whatever the shell says ({log}; {rows}; {p.stderr[-300:]})")
+    # --gpus without 1: the 1-GPU row is measured all the same (the base), and every count listed runs
+    p, log = two_gpus(tmp, types="ddp", gpus="2")
+    check(p.returncode == 0 and log == ["probe p2p_disable=0", "trainer plain", "trainer plain"] and set(two_gpu_rows(p.stdout)) == {"DDP"},
+          f"--gpus 2: the 1-GPU base and the 2-GPU row ({log})")
+    # a run that prints its RESULT line and then fails (e.g. a rank at teardown) is a failed run
+    p, log = two_gpus(tmp, types="ddp", STANDIN_EXIT="3")
+    check(p.returncode == 1 and "FAILED: " in p.stderr and "(exit code 3)" in p.stderr,
+          f"a RESULT line and a non-zero exit: FAILED, exit 1 ({p.stderr[-300:]})")
+
+# the probe's fit must be for the GPU count it stands for (a probe that saw one node's 8 GPUs is no
+# fit for 16 on two nodes); global mode's tokens: GPT-2's batch in whole micro-steps of every GPU
+spec = importlib.util.spec_from_file_location("scaling_mod", scaling)
+sc = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sc)
+check(sc.global_tokens(64, 1024, 2) == 524288 and sc.global_tokens(64, 1024, 3) == 589824 and sc.global_tokens(64, 1024, 16) == 1048576,
+      "global_tokens: 524288 where whole micro-steps make it, else rounded up (3 GPUs: 3 micro-steps; 16: one)")
+p = subprocess.run([sys.executable, scaling, "--gpus", "1", "--link-gbs", "0"], capture_output=True, text=True)
+check(p.returncode == 2 and "--link-gbs 0.0 must be above 0" in p.stderr and not p.stdout, "--link-gbs 0: an argument error before any run")
+with tempfile.TemporaryDirectory() as tmp:
+    write(os.path.join(tmp, "probe8"), "#!/bin/sh\necho 'ALLREDUCE_FIT gpus=8 p2p_disable=0 alpha_us=20.0 busbw_gbs=350.0'\n", exe=True)
+
+    class A:
+        probe = os.path.join(tmp, "probe8")
+        mpirun_args = ""
+    os.environ["CUDA_VISIBLE_DEVICES"] = "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15"   # (no mpirun needed: 16 visible)
+    check(sc.probe_fit(A, 16, "ddp") is None and sc.probe_fit(A, 8, "ddp") == (20.0, 350.0),
+          "probe_fit: a fit measured on 8 GPUs is not taken for 16")
+    if _saved is None:
+        del os.environ["CUDA_VISIBLE_DEVICES"]
+    else:
+        os.environ["CUDA_VISIBLE_DEVICES"] = _saved
 finish()

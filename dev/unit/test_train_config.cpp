@@ -224,6 +224,18 @@ static void test_resume_wsd_max_steps_note() {
           "a checkpoint past the new --max-steps: nothing to report about the rate (the run says it has no steps to run)");
 }
 
+// A resumed run loads its checkpoint's model.bin, but what it keeps (options.txt) is the model it
+// started from: a later resume that finds no checkpoint (moved away) starts from that, not from a
+// path of a checkpoint that is gone
+static void test_resume_keeps_start_model() {
+    TrainConfig c;
+    c.model = "/runs/a/step_00000010/model.bin";
+    c.start_model = "d12";
+    const std::string text = train_options_text(c);
+    CHECK(("\n" + text).find("\nmodel=d12\n") != std::string::npos && text.find("step_00000010") == std::string::npos,
+          "options.txt keeps the model a resumed run started from, not its checkpoint's");
+}
+
 // -d left at 0 is kept as 0 (B*T*GPUs where the run resumes: before its first checkpoint a
 // run may come back on another GPU count); an option the merge makes wrong names the file
 static void test_resume_derived_total_batch() {
@@ -392,6 +404,12 @@ static void test_sampler_nonfinite_logits(uint64_t* rng) {
     }
     CHECK(finite_only && sample_token(with_inf.data(), 4, 0, 0.5f, 1.0f, rng) == 1 &&
           (unsigned)sample_token(all_nan.data(), 2, 0, 0.5f, 1.0f, rng) < 2u, "NaN logits are never drawn; +inf is; all-NaN stays in range");
+    // a token taken greedily still uses up its random number, so a rank whose logits overflowed
+    // stays in step with one whose did not
+    uint64_t a = rng_seed(3), b = rng_seed(3);
+    sample_token(with_inf.data(), 4, 0, 1.0f, 1.0f, &a);
+    sample_token(with_nan.data(), 4, 0, 1.0f, 1.0f, &b);
+    CHECK(a == b, "one random number per token, also for a +inf logit taken greedily");
 }
 
 // A run without -d resumed with another -b keeps its tokens per step (more or fewer micro-steps);
@@ -477,6 +495,7 @@ int main() {
     test_resume_wsd_decay_frac();
     test_resume_wsd_max_steps_note();
     test_resume_derived_total_batch();
+    test_resume_keeps_start_model();
     test_resume_new_batch_keeps_step_tokens();
     test_resume_options_txt_oddities();
     test_paths_kept_absolute();
