@@ -492,8 +492,10 @@ int main(int argc, char** argv) {
     std::string err;
     if (!comm_launch(&r.comm, &argc, &argv, &err)) { fprintf(stderr, "error: %s\n", err.c_str()); return 1; }
     bool help = false;
-    if (!configure(&r, argc, argv, &help, &err)) {
-        if (r.comm.rank == 0) fprintf(stderr, "error: %s\n", err.c_str());
+    const bool configured = configure(&r, argc, argv, &help, &err);
+    const LaunchVerdict v = comm_launch_verdict(&r.comm, !configured);
+    if (v.any_failed) {
+        if (v.say_why) fprintf(stderr, "%serror: %s\n", r.comm.rank ? ("rank " + std::to_string(r.comm.rank) + ": ").c_str() : "", err.c_str());
         comm_free(&r.comm);
         return 1;
     }

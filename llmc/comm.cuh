@@ -132,6 +132,26 @@ inline bool comm_launch(Comm* c, int* argc, char*** argv, std::string* err) {
     return true;
 }
 
+// Before anything collective (the options, --resume's files): which ranks failed. Under mpirun
+// the ranks tell each other (MPI): every rank learns whether any failed, so all exit together
+// rather than some waiting for the others at the NCCL id, and who should say why: rank 0 when it
+// failed itself (every rank's options are the same, so one line is enough), else each rank that
+// failed (its own files, e.g. a node whose copy of --out differs). Without MPI nothing links the
+// ranks yet: each knows only itself (a peer that failed alone is noticed at the id exchange).
+struct LaunchVerdict { bool any_failed, say_why; };
+inline LaunchVerdict comm_launch_verdict(const Comm* c, bool failed) {
+    LaunchVerdict v{failed, failed && c->rank == 0};
+#ifdef USE_MPI
+    if (c->launcher == "mpi") {
+        int mine[2] = {failed ? 1 : 0, failed && c->rank == 0 ? 1 : 0}, all[2] = {0, 0};
+        MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        v.any_failed = all[0] != 0;
+        v.say_why = failed && (c->rank == 0 || all[1] == 0);
+    }
+#endif
+    return v;
+}
+
 // A failing rank exits through this. Under mpirun it aborts the whole job (MPI ranks must not
 // outlive a failed one: mpirun would wait); with the env-var launch it ends this process, and the
 // other ranks end through their own watchdog (a closed connection, or --nccl-timeout).

@@ -31,10 +31,12 @@ __global__ void fill_kernel(float* out, size_t n, float value) {
 }
 
 inline void init_normal(Context* ctx, float* out, size_t n, float std, uint64_t seed, uint64_t stream_id) {
+    if (n == 0) return;   // (a grid of 0 blocks is a launch error)
     init_normal_kernel<<<ceil_div(n, 256), 256, 0, ctx->stream>>>(out, n, std, seed, stream_id);
     launchCheck();
 }
 inline void fill(Context* ctx, float* out, size_t n, float value) {
+    if (n == 0) return;
     fill_kernel<<<ceil_div(n, 256), 256, 0, ctx->stream>>>(out, n, value);
     launchCheck();
 }
