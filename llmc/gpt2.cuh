@@ -84,12 +84,14 @@ inline GPT2Memory gpt2_memory(const GPT2Config& cfg, int B, int T, int world = 1
 }
 
 // Does a run of micro-batch B fit in `free_b` bytes of `gpu` ("GPU 0 (NVIDIA H200)")? false + one
-// line: what it needs, part by part, and what would fit (the largest -b, --recompute 2, --zero 1).
+// line: what it needs, part by part, and what would fit (the largest -b, at this --recompute or
+// else at 2; --recompute 2; --zero 1). total_batch: -d as given, which a suggested -b must divide
+// into whole micro-steps (b*T*world); 0 where -d follows -b (any b).
 // `reserve`: what the libraries may still allocate (cuBLASLt, CUDA graphs, the reducer's events and
 // flags), plus buffers[zero] (--grad-int8's staging buffers, llmc/grad_compress.cuh: their size
 // with DDP and with ZeRO-1; {0, 0} without it).
 inline bool gpt2_memory_check(const GPT2Config& cfg, int B, int T, int world, int zero, int recompute, size_t free_b, size_t total_b,
-                              const std::string& gpu, std::string* err, const size_t buffers[2]) {
+                              const std::string& gpu, std::string* err, const size_t buffers[2], long long total_batch = 0) {
     auto reserve_for = [&](int z) { return ((size_t)256 << 20) + buffers[z]; };
     const size_t reserve = reserve_for(zero);
     auto fits = [&](int b, int rc, int z) { return gpt2_memory(cfg, b, T, world, z, rc).total() + reserve_for(z) <= free_b; };
@@ -103,10 +105,15 @@ inline bool gpt2_memory_check(const GPT2Config& cfg, int B, int T, int world, in
              reserve / 1e9);
     *err = line;
     std::vector<std::string> what_fits;
-    int b = B - 1;
-    while (b >= 1 && !fits(b, recompute, zero)) b--;
+    auto largest_b = [&](int rc) {   // the largest -b below B that fits and that -d takes in whole micro-steps; 0: none
+        int b = B - 1;
+        while (b >= 1 && (!fits(b, rc, zero) || (total_batch > 0 && total_batch % ((long long)b * T * world) != 0))) b--;
+        return b;
+    };
+    const int b = largest_b(recompute);
     if (b >= 1) what_fits.push_back("-b " + std::to_string(b) + " fits");
     if (recompute < 2 && fits(B, 2, zero)) what_fits.push_back("--recompute 2 fits at B=" + std::to_string(B));
+    else if (recompute < 2 && b < 1 && largest_b(2) >= 1) what_fits.push_back("-b " + std::to_string(largest_b(2)) + " --recompute 2 fits");
     if (!zero && world > 1 && fits(B, recompute, 1)) what_fits.push_back("--zero 1 fits");
     if (what_fits.empty())
         what_fits.push_back(world > 1 && !zero ? "not even -b 1 fits (try --zero 1 and --recompute 2)" : "not even -b 1 fits");

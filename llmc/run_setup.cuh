@@ -95,7 +95,8 @@ inline bool check_memory(const Run* r, const GPT2Config& cfg, std::string* err) 
         buffers[0] = grad_staging_size(max_n, world, 0).bytes(world);
         buffers[1] = grad_staging_size(max_n, world, gpt2_sizes(cfg, world, 1).shard).bytes(world);
     }
-    return gpt2_memory_check(cfg, tc.B, tc.T, world, tc.zero, tc.recompute, free_b, total_b, gpu, err, buffers);
+    return gpt2_memory_check(cfg, tc.B, tc.T, world, tc.zero, tc.recompute, free_b, total_b, gpu, err, buffers,
+                             tc.total_batch_derived ? 0 : tc.total_batch);
 }
 
 // The model of shape `cfg` (model_config): a descriptor builds a fresh one (`fresh`), anything
