@@ -16,7 +16,9 @@
 #   peer   2 ranks (env launch): rank 1 SIGKILLed 0.1 s after rank 0 printed step 10, while rank
 #          0 writes the step-10 checkpoint in the background: rank 0's watchdog sees the dead
 #          peer, says it waits for the write, and exits (code 3) only after it, so
-#          step_00000010 must be complete and a 2-rank --resume continue from it.
+#          step_00000010 must be complete and a 2-rank --resume continue from it. Its ranks always
+#          run under dev/device/own_host.sh (sockets), also on 2 GPUs: over NVLink a dead peer
+#          shows only at --nccl-timeout, after the ~1.4 s write has ended, and nothing would wait.
 # Each result line goes to stdout and $OUT/faults_summary.txt as it comes; logs in $OUT/faults.tar.gz
 # (from $FAULTS_LOGS, default /tmp/faults, emptied first). On a 1-GPU machine the two ranks of
 # `kill` and `nan` share the GPU, each a host of its own to NCCL (dev/device/own_host.sh: sockets
@@ -173,7 +175,7 @@ fi
 if has peer; then
     rm -rf runs/peer; log="$LOGS/peer"
     for r in 0 1; do
-        MASTER_ADDR=127.0.0.1 MASTER_PORT=29650 RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r $RUN $BIN -e d12 -b 8 -t 1024 -g 0 -x 40 -n 10 \
+        MASTER_ADDR=127.0.0.1 MASTER_PORT=29650 RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r dev/device/own_host.sh $BIN -e d12 -b 8 -t 1024 -g 0 -x 40 -n 10 \
             --nccl-timeout $TIMEOUT -o runs/peer > "$log.r$r" 2>&1 &
         eval "pid$r=$!"
     done

@@ -7,5 +7,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 log=${1:?usage: dev/device/hellaswag_set.sh LOG}
-python3 dev/hellaswag_fixture.py /tmp/hs.jsonl --text dev_data/tinyshakespeare.txt --examples 400 > "$log" 2>&1 &&
-    build/tokenize --hellaswag /tmp/hs.jsonl -o dev_data/hs.bin --vocab dev_data/gpt2 >> "$log" 2>&1
+# the text and the GPT-2 vocabulary: dev_data's, else the copy of ../shared/data carried in
+# build/devdata (make data writes neither into dev_data)
+src=dev_data; [ -f $src/tinyshakespeare.txt ] && [ -d $src/gpt2 ] || src=build/devdata
+python3 dev/hellaswag_fixture.py /tmp/hs.jsonl --text $src/tinyshakespeare.txt --examples 400 > "$log" 2>&1 &&
+    build/tokenize --hellaswag /tmp/hs.jsonl -o dev_data/hs.bin --vocab $src/gpt2 >> "$log" 2>&1

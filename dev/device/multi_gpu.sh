@@ -50,6 +50,9 @@ bench_args="--bench -b 64 -t 1024 -d 524288 --bench-warmup 2 --bench-steps ${BEN
 tok() { grep -h ^RESULT "$@" | sed -E 's/.* tok_per_s=([0-9]+) .*/\1/' | tr '\n' ' '; }
 has() { [[ " $sections " == *" $1 "* ]]; }
 summary=()
+# the summary so far, also in $OUT/summary.txt after every section: a call killed at its time
+# limit still brings back what it measured (the final print below is then missing)
+save_summary() { printf '%s\n' "${summary[@]}" > "$OUT/summary.txt"; }
 # `equal`'s and `spike`'s runs: the same global batch (2 micro-steps of B=4, T=1024 per GPU) on 1 and N GPUs
 equal_args="-e d12 -b 4 -t 1024 -d $((4 * 1024 * 2 * N)) -l 3e-4 --warmup 5 -i dev_data/tinyshakespeare_train.bin"
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
@@ -64,6 +67,7 @@ if has equal; then
             summary+=("equal $p 1gpu vs $v: $(python3 dev/compare_losses.py "$OUT/eq_${p}_1gpu.log" "$OUT/eq_${p}_$v.log")")
         done
     done
+    save_summary
 fi
 if has int8; then
     for p in ${PRECISIONS:-fp32 bf16}; do
@@ -75,7 +79,8 @@ if has int8; then
             $MPI $bin $args --zero $z --grad-int8 1 > "$f" 2>&1
             summary+=("int8 $p zero=$z: 1gpu vs ${N}gpu int8: $(python3 dev/compare_losses.py "$OUT/eq_${p}_1gpu.log" "$f")")
             plain="$OUT/eq_${p}_${N}gpu$([ $z = 1 ] && echo _zero1).log"
-            [ -f "$plain" ] && summary+=("  ${N}gpu vs ${N}gpu int8: $(python3 dev/compare_losses.py "$plain" "$f")")
+            if [ -f "$plain" ]; then summary+=("  ${N}gpu vs ${N}gpu int8: $(python3 dev/compare_losses.py "$plain" "$f")")
+            else summary+=("  (no ${N}gpu run without int8 to compare with: add the section equal)"); fi
         done
     done
     # the timing: GPT-2's batch on real GPUs, with and without P2P; the seed's step over shared sockets
@@ -85,10 +90,11 @@ if has int8; then
         for i8 in 0 1; do
             f="$OUT/int8_bench_p2poff${p2p}_int8$i8.log"
             NCCL_P2P_DISABLE=$p2p $MPI build/${BENCH_PRECISION:-bf16}/train_gpt2cu $targs --grad-int8 $i8 > "$f" 2>&1
-            r=$(grep ^RESULT "$f" | grep -oE ' (median_ms|tok_per_s|exposed_comm_ms|exposed_comm_pct|comm_ms|comm_mb|busbw_gbs|bwd_last_ms|bwd_other_ms)=[^ ]*' | tr -d '\n')
+            r=$(grep ^RESULT "$f" | grep -oE ' (median_ms|tok_per_s|mean_ms|tok_per_s_mean|exposed_comm_ms|exposed_comm_pct|comm_ms|comm_mb|busbw_gbs|bwd_last_ms|bwd_other_ms|grad_int8)=[^ ]*' | tr -d '\n')
             summary+=("int8 bench P2P_DISABLE=$p2p grad-int8=$i8:${r:- $(tail -n 3 "$f")}")
         done
     done
+    save_summary
 fi
 if has bench; then
     p=${BENCH_PRECISION:-bf16}
@@ -104,16 +110,18 @@ if has bench; then
             summary+=("  $(grep -h -E '^communication|^hint|^ranks' "$f" | tr '\n' ' ')")   # the run's own words on it
         done
     done
+    save_summary
 fi
 if has peers; then
     tb="dev/torch_bench.py -e d12 -b 64 -t 1024 -d 524288 --warmup 2 --steps ${BENCH_STEPS:-6}"
-    timeout 500 python3 $tb > "$OUT/torch_1gpu.log" 2>&1
+    timeout 240 python3 $tb > "$OUT/torch_1gpu.log" 2>&1
     summary+=("PyTorch 1 GPU:    $(grep ^RESULT "$OUT/torch_1gpu.log" || tail -n 3 "$OUT/torch_1gpu.log")")
     for p2p in 0 1; do
         f="$OUT/torch_${N}gpu_p2poff$p2p.log"
-        NCCL_P2P_DISABLE=$p2p timeout 500 torchrun --standalone --nproc_per_node "$N" $tb --ddp > "$f" 2>&1
+        NCCL_P2P_DISABLE=$p2p timeout 240 torchrun --standalone --nproc_per_node "$N" $tb --ddp > "$f" 2>&1
         summary+=("PyTorch $N GPU DDP P2P_DISABLE=$p2p: $(grep ^RESULT "$f" || tail -n 3 "$f")")
     done
+    save_summary
 fi
 # N ranks launched by hand from environment variables (no mpirun), as torchrun or Slurm would:
 #   env_launch NAME BINARY [options]   logs in $OUT/NAME_rank<r>.log; MASTER_PORT from $PORT
@@ -135,6 +143,7 @@ if has env; then
         summary+=("NO_MPI build, 1 GPU: $(grep -h ^RESULT "$OUT"/nompi_1gpu.log || tail -n 3 "$OUT"/nompi_1gpu.log)")
         summary+=("NO_MPI build, env launch (TCP): $(PORT=29512 env_launch nompi build/nompi/train_gpt2cu)")
     fi
+    save_summary
 fi
 if has ceiling; then
     bin=build/${BENCH_PRECISION:-bf16}/train_gpt2cu
@@ -152,6 +161,7 @@ if has ceiling; then
         env "$v" $MPI -x "${v%%=*}" $bin $bench_args > "$f" 2>&1
         summary+=("ceiling: $N-GPU DDP with $v: $(tok "$f")tok/s $(grep -h ^RESULT "$f" | grep -oE 'exposed_comm_pct=[0-9.]+')")
     done
+    save_summary
 fi
 # `interference`: what the all-reduce costs the backward it overlaps. The trainer reports the last
 # micro-step's backward (the one the reduction runs under) and the mean of the others; each variant
@@ -179,6 +189,7 @@ if has interference; then
             summary+=("  step ms (fwd ms): $(grep '^step' "$f" | sed -E 's/.*\| ([0-9.]+) ms \(fwd ([0-9.]+) .*/\1(\2)/' | tr '\n' ' ')")
         done
     done
+    save_summary
 fi
 # `graphs`: CUDA graphs on N GPUs (dev/device/graphs_ab.sh under mpirun): DDP and ZeRO-1 runs with
 # 3 micro-steps (graphed backwards beside the last one's reductions) must print the same losses
@@ -191,6 +202,7 @@ if has graphs; then
     done
     [ -z "$RUN" ] && while read -r l; do summary+=("graphs speed: $l"); done < <(OUT=$OUT/graphs LAUNCH="$MPI" PRECISIONS= \
         SHAPES="${GRAPH_SHAPES:-4x128 16x128 64x1024}" dev/device/graphs_ab.sh 2>&1 | grep -E '^(==|MEAN|.*failed)')
+    save_summary
 fi
 # `spike`: the spike guard decides alike on every rank (the loss and the norm it reads are global):
 # `equal`'s runs, 30 steps, with step 25 on random tokens (the same tokens whatever the GPU count:
@@ -209,6 +221,7 @@ if has spike; then
         [ "$v" != 1gpu ] && line+="| vs 1 GPU: $(python3 dev/compare_losses.py "$OUT/spike_1gpu.log" "$f")"
         summary+=("$line")
     done
+    save_summary
 fi
 # `hellaswag`: each rank scores its slice of the examples and the counts are summed: on N GPUs the
 # same accuracy as on 1 GPU and as the PyTorch reference (FP32, the reference model's weights,
@@ -226,6 +239,7 @@ if has hellaswag; then
             > "$OUT/hs_cmp_$v.log" 2>&1
         summary+=("hellaswag fp32 $v vs PyTorch: cmp rc=$? $(grep 'hellaswag acc' "$OUT/hs_$v.log" | cut -c1-150) | $(grep -E '^(PASS|FAIL)' "$OUT/hs_cmp_$v.log" | tr '\n' ' ')")
     done
+    save_summary
 fi
 # `resume`: a checkpoint gathers every rank's state (ZeRO-1: the optimizer shards) to rank 0, and a
 # resume scatters it back and puts every rank's data loader where it was. `equal`'s runs, 20 steps
@@ -248,6 +262,7 @@ if has resume; then
     done
     $bin -o "$b" --resume > "$OUT/resume_1gpu.log" 2>&1
     summary+=("that checkpoint resumed on 1 GPU: rc=$? $(tail -n 1 "$OUT/resume_1gpu.log")")
+    save_summary
 fi
 echo "================ summary"
 printf '%s\n' "${summary[@]}"

@@ -52,7 +52,7 @@ fi
 if has scaling; then
     python3 dev/scaling.py --bin build/bf16/train_gpt2cu --probe build/interconnect --blocks "${BLOCKS:-1024,128,512}" \
         --types "${TYPES:-ddp,ddp_nop2p,zero1,sockets,ddp_int8_nop2p}" \
-        --steps "${STEPS:-5}" --out "$R/scaling" 2>&1 | tee "$R/scaling.log" | grep --line-buffered -E "^(probe|  [0-9]|\|)"
+        --steps "${STEPS:-5}" --out "$R/scaling" 2>&1 | tee "$R/scaling.log" | grep --line-buffered -E "^(probe|  [0-9]|\||  FAILED|scaling.py:)"
     pack
 fi
 has race || exit 0
