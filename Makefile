@@ -1,5 +1,6 @@
 # GPT-2 trainer: CUDA + cuBLASLt (+ NCCL, MPI when found).
 #
+#   make                         all: the trainer, test_gpt2cu, data/tokenize, dev/interconnect, dev/power_probe
 #   make train_gpt2cu            the trainer (PRECISION=FP16 by default; BF16, FP32)
 #   make test_gpt2cu             the whole-model check against the PyTorch reference
 #   make data                    the tokenizer and the tinyshakespeare shards
@@ -10,6 +11,9 @@
 # Variables you may set: PRECISION, GPU_ARCH (e.g. 90, 80), NO_MPI=1, NO_NCCL=1, SANITIZE=1, CI=true,
 # NVCC, NCCL_INCLUDE/NCCL_LIB, MPI_INCLUDE/MPI_LIB, PCRE2_CFLAGS/PCRE2_LIBS, EXTRA_FLAGS (more nvcc
 # flags for an experiment's build).
+
+# a plain `make` builds `all` (the first rule below would otherwise be the default: FORCE, nothing)
+.DEFAULT_GOAL := all
 
 NVCC       ?= nvcc
 CXX        ?= g++
