@@ -282,15 +282,6 @@ inline std::string precision_name(int p) { return p == 0 ? "fp32" : p == 1 ? "fp
 inline bool fail(std::string* err, const std::string& where, const std::string& what) { *err = where + ": " + what; return false; }
 inline bool fail_errno(std::string* err, const std::string& where, const std::string& what) { return fail(err, where, what + ": " + strerror(errno)); }
 
-// fsync on a path: works for directories too (opened read-only), which is how a directory's
-// entries (names created, renamed, removed) are made durable.
-inline bool fsync_path(const std::string& path, std::string* err) {
-    const int fd = open(path.c_str(), O_RDONLY);
-    const bool ok = fd >= 0 && fsync(fd) == 0;
-    if (!ok) fail_errno(err, path, "fsync failed");
-    if (fd >= 0) close(fd);
-    return ok;
-}
 // Creates `path` with what `write` writes to it (true: all of it written), flushed and fsync'ed
 // before it returns.
 template <class Write> bool write_synced(const std::string& path, Write&& write, std::string* err) {
@@ -408,14 +399,14 @@ inline bool checkpoint_read_state(const std::string& ckpt_dir, TrainState* st, s
     using namespace ckpt_detail;
     if (access((ckpt_dir + "/DONE").c_str(), F_OK) != 0) return fail(err, ckpt_dir, "incomplete checkpoint (no DONE marker)");
     const std::string path = ckpt_dir + "/state.bin";
-    struct stat sb;
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f || fstat(fileno(f), &sb) != 0) { if (f) fclose(f); return fail_errno(err, path, "cannot open"); }
-    if (!S_ISREG(sb.st_mode)) { fclose(f); return fail(err, path, "not a regular file"); }
+    size_t bytes;
+    auto f = open_regular_file(path, &bytes, err);   // (llmc/shards.h)
+    if (!f) return false;
+    const long long size = (long long)bytes;
     int32_t h[CKPT_HEADER_INTS];
-    const size_t got = fread(h, sizeof(int32_t), CKPT_HEADER_INTS, f);
-    fclose(f);
-    if (got != CKPT_HEADER_INTS) return fail(err, path, "truncated: " + std::to_string(sb.st_size) + " bytes, too small for the 1024-byte header");
+    const size_t got = fread(h, sizeof(int32_t), CKPT_HEADER_INTS, f.get());
+    f.reset();
+    if (got != CKPT_HEADER_INTS) return fail(err, path, "truncated: " + std::to_string(size) + " bytes, too small for the 1024-byte header");
     if (h[0] != CKPT_MAGIC) return fail(err, path, "bad magic " + std::to_string(h[0]) + " (expected " + std::to_string(CKPT_MAGIC) + "): not a checkpoint state file");
     if (h[1] != CKPT_VERSION) return fail(err, path, "unsupported version " + std::to_string(h[1]) + " (expected " + std::to_string(CKPT_VERSION) + ")");
     TrainState s{};
@@ -434,9 +425,9 @@ inline bool checkpoint_read_state(const std::string& ckpt_dir, TrainState* st, s
                                std::to_string(s.scaler_clean_steps) + ", GPUs " + std::to_string(s.world) + ", precision " +
                                std::to_string(s.precision) + ", shards " + std::to_string(s.data_files) + ")");
     const long long expect = sizeof h + 2LL * sizeof(float) * param_layout(s.config).total;
-    if ((long long)sb.st_size != expect)
-        return fail(err, path, "file is " + std::to_string(sb.st_size) + " bytes, header + Adam m and v need " + std::to_string(expect) +
-                               (sb.st_size < expect ? " (truncated)" : " (trailing data)"));
+    if ((long long)size != expect)
+        return fail(err, path, "file is " + std::to_string(size) + " bytes, header + Adam m and v need " + std::to_string(expect) +
+                               (size < expect ? " (truncated)" : " (trailing data)"));
     *st = s;
     return true;
 }

@@ -112,8 +112,12 @@ inline bool gpt2_memory_check(const GPT2Config& cfg, int B, int T, int world, in
     };
     const int b = largest_b(recompute);
     if (b >= 1) what_fits.push_back("-b " + std::to_string(b) + " fits");
-    if (recompute < 2 && fits(B, 2, zero)) what_fits.push_back("--recompute 2 fits at B=" + std::to_string(B));
-    else if (recompute < 2 && b < 1 && largest_b(2) >= 1) what_fits.push_back("-b " + std::to_string(largest_b(2)) + " --recompute 2 fits");
+    if (recompute < 2 && fits(B, 2, zero)) {
+        what_fits.push_back("--recompute 2 fits at B=" + std::to_string(B));
+    } else if (recompute < 2 && b < 1) {
+        const int b2 = largest_b(2);
+        if (b2 >= 1) what_fits.push_back("-b " + std::to_string(b2) + " --recompute 2 fits");
+    }
     if (!zero && world > 1 && fits(B, recompute, 1)) what_fits.push_back("--zero 1 fits");
     if (what_fits.empty())
         what_fits.push_back(world > 1 && !zero ? "not even -b 1 fits (try --zero 1 and --recompute 2)" : "not even -b 1 fits");

@@ -27,6 +27,12 @@ inline bool make_dirs(const std::string& path, std::string* err) {
     return true;
 }
 
+// The directory that holds `path` (no trailing slash): "." for a bare name, "/" at the root.
+inline std::string parent_dir(const std::string& path) {
+    const size_t slash = path.find_last_of('/');
+    return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
 // Would make_dirs(path) give a directory this process can use? Checked without creating anything:
 // the nearest existing ancestor (or path itself) must be a directory, writable when `write` (a
 // run that only reads an existing directory, e.g. --bench reusing gemm_algos.txt, needs no more).
@@ -44,8 +50,7 @@ inline bool dir_can_be_used(const std::string& path, bool write, std::string* er
         // be searched, a stale NFS handle) is the answer, also for "." and "/" themselves
         if ((errno != ENOENT && errno != ENOTDIR) || p == "." || p == "/") { *err = p + ": " + strerror(errno); return false; }
         while (p.size() > 1 && p.back() == '/') p.pop_back();
-        const size_t slash = p.find_last_of('/');
-        p = slash == std::string::npos ? "." : slash == 0 ? "/" : p.substr(0, slash);
+        p = parent_dir(p);
     }
 }
 
@@ -62,6 +67,16 @@ inline bool read_text_file(const std::string& path, std::string* text, std::stri
     if (!ok) *err = path + ": read error";
     return ok;
 }
+// fsync on a path: works for directories too (opened read-only), which is how a directory's
+// entries (names created, renamed, removed) are made durable. false + "<path>: fsync failed: why".
+inline bool fsync_path(const std::string& path, std::string* err) {
+    const int fd = open(path.c_str(), O_RDONLY);
+    const bool ok = fd >= 0 && fsync(fd) == 0;
+    if (!ok) *err = path + ": fsync failed: " + strerror(errno);
+    if (fd >= 0) close(fd);
+    return ok;
+}
+
 // Writes text to path.tmp, on disk (fsync) before it is renamed over path, and the rename made
 // durable (fsync of the directory): a reader, also after a power loss, sees the old file or the
 // new one, never an empty file in place of the old (which a rename that reaches the disk before
@@ -77,16 +92,7 @@ inline bool write_text_file_atomic(const std::string& path, const std::string& t
         remove(tmp.c_str());
         return false;
     }
-    const size_t slash = path.find_last_of('/');
-    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-    const int fd = open(dir.c_str(), O_RDONLY);
-    if (fd < 0 || fsync(fd) != 0) {
-        *err = dir + ": cannot sync the directory after writing " + path + ": " + strerror(errno);
-        if (fd >= 0) close(fd);
-        return false;
-    }
-    close(fd);
-    return true;
+    return fsync_path(parent_dir(path), err);
 }
 
 // printf into a std::string (any length).

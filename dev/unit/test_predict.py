@@ -1,6 +1,5 @@
 """Unit test of dev/scaling.py's alpha-beta predictor and of how it reads the trainer's RESULT line
 (no GPU, no third-party packages; --predict end to end with a stand-in trainer that prints a RESULT line)."""
-import importlib.util
 import os
 import re
 import struct
@@ -11,8 +10,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 from check import check, finish  # noqa: E402
 from standins import TRAINER_STANDIN, gpu_tools, write  # noqa: E402
-from scaling import (gpt2_ranges, grad_bytes, interference, model_dims, model_ranges, parse_result,  # noqa: E402
-                     predict_gpus, predict_step_ms, use_mean_step, visible_gpus)
+from scaling import (global_tokens, gpt2_ranges, grad_bytes, interference, model_dims, model_ranges, parse_result,  # noqa: E402
+                     predict_gpus, predict_step_ms, probe_fit, use_mean_step, visible_gpus)
 
 
 one = {"fwd": 40.0, "bwd": 80.0, "opt": 1.0}
@@ -218,10 +217,7 @@ with tempfile.TemporaryDirectory() as tmp:
 
 # the probe's fit must be for the GPU count it stands for (a probe that saw one node's 8 GPUs is no
 # fit for 16 on two nodes); global mode's tokens: GPT-2's batch in whole micro-steps of every GPU
-spec = importlib.util.spec_from_file_location("scaling_mod", scaling)
-sc = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(sc)
-check(sc.global_tokens(64, 1024, 2) == 524288 and sc.global_tokens(64, 1024, 3) == 589824 and sc.global_tokens(64, 1024, 16) == 1048576,
+check(global_tokens(64, 1024, 2) == 524288 and global_tokens(64, 1024, 3) == 589824 and global_tokens(64, 1024, 16) == 1048576,
       "global_tokens: 524288 where whole micro-steps make it, else rounded up (3 GPUs: 3 micro-steps; 16: one)")
 p = subprocess.run([sys.executable, scaling, "--gpus", "1", "--link-gbs", "0"], capture_output=True, text=True)
 check(p.returncode == 2 and "--link-gbs 0.0 must be above 0" in p.stderr and not p.stdout, "--link-gbs 0: an argument error before any run")
@@ -232,7 +228,7 @@ with tempfile.TemporaryDirectory() as tmp:
         probe = os.path.join(tmp, "probe8")
         mpirun_args = ""
     os.environ["CUDA_VISIBLE_DEVICES"] = "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15"   # (no mpirun needed: 16 visible)
-    check(sc.probe_fit(A, 16, "ddp") is None and sc.probe_fit(A, 8, "ddp") == (20.0, 350.0),
+    check(probe_fit(A, 16, "ddp") is None and probe_fit(A, 8, "ddp") == (20.0, 350.0),
           "probe_fit: a fit measured on 8 GPUs is not taken for 16")
     if _saved is None:
         del os.environ["CUDA_VISIBLE_DEVICES"]
