@@ -343,6 +343,9 @@ static void test_rejects_corrupt_header_or_model(const Fixture& fx, const std::s
     d = broken(out3, "no_model");
     unlink((d + "/model.bin").c_str());
     rejects("a missing model.bin", d, st, d + "/model.bin", "cannot open", n);
+    d = broken(out3, "state_dir");   // a state.bin that is a directory: said so, not "truncated: 4096 bytes"
+    sh("rm " + d + "/state.bin && mkdir " + d + "/state.bin");
+    rejects("a state.bin that is a directory", d, st, d + "/state.bin", "not a regular file", n);
 }
 
 // A good checkpoint refused by a run of another model, precision or GPU count; expect's other fields ignored.

@@ -60,12 +60,14 @@ with tempfile.TemporaryDirectory() as tmp:
     binary = write("binary.bin", bytes(range(256)) * 4, mode="wb")
     no_rows = write("norows.csv", HEADER + row(0, "k(int)", "(1,1,1)", "", "7", metric="sm__cycles_elapsed.avg"))
     no_value = write("novalue.csv", HEADER + row(4, "k(int)", "(1,1,1)", "nsecond", "n/a"))
+    odd_unit = write("oddunit.csv", HEADER + row(5, "k(int)", "(1,1,1)", "cycle", "7"))
     for what, path, says in [("missing file", os.path.join(tmp, "nope.csv"), "nope.csv: cannot read: No such file or directory"),
                              ("directory", tmp, f"{tmp}: cannot read: Is a directory"),
                              ("binary file", binary, "binary.bin: no ncu CSV header"),
                              ("no timing rows", no_rows, "norows.csv: no gpu__time_duration.sum rows"),
                              ("a time that is not a number", no_value, "novalue.csv: a gpu__time_duration.sum row without a "
-                              "kernel name or a number (ID 4)")]:
+                              "kernel name or a number (ID 4)"),
+                             ("a time in an unknown unit", odd_unit, "oddunit.csv: a gpu__time_duration.sum row in an unknown unit 'cycle' (ID 5)")]:
         rc, out, err = run(path)
         check(rc == 1 and not out and err.count("\n") == 1 and says in err, f"{what}: one line, exit 1 ({err.strip()})")
 finish()
