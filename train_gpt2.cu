@@ -200,6 +200,20 @@ bool resume_steps_agree(Run* r, long long step, std::string* err) {
     return true;
 }
 
+// The run directory (rank 0 makes it, opens the log and writes the options) and --resume from it
+// (every rank reads its part). Rank-local: false + one line in *err on this rank's failure.
+bool run_directory(Run* r, std::string* err) {
+    const TrainConfig& tc = r->tc;
+    const bool rank0 = r->comm.rank == 0;
+    // in bench mode only a tuned run's gemm_algos.txt goes there
+    if (!tc.out.empty() && rank0 && !make_dirs(tc.out, err)) return false;
+    if (tc.bench || tc.out.empty()) return true;
+    if (tc.resume && !resume(r, err)) return false;
+    if (rank0 && !r->log.open(tc.out + "/log.jsonl", err)) return false;
+    // the run's options, for a --resume before its first checkpoint (resume_options)
+    return !rank0 || write_text_file_atomic(tc.out + "/options.txt", train_options_text(tc), err);
+}
+
 // Everything before the first step. false + one line in *err on any problem.
 bool setup(Run* r, std::string* err) {
     TrainConfig& tc = r->tc;
@@ -226,7 +240,7 @@ bool setup(Run* r, std::string* err) {
         if (!found.empty()) r->resume_dir = found.back().second;
         if (!resume_steps_agree(r, found.empty() ? -1 : found.back().first, err)) return false;
     }
-    if (!build_model(r, cfg, fresh, err)) return false;
+    if (!ranks_agree(r, build_model(r, cfg, fresh, err), "to build the model (its GPU's memory, or the model file)", err)) return false;
     GPT2* m = &r->model;
     r->reduce = r->comm.world > 1;
     if (r->reduce) {
@@ -244,15 +258,8 @@ bool setup(Run* r, std::string* err) {
     share_sample_start(r);
     cudaCheck(cudaDeviceSynchronize());   // the initialization's kernels run asynchronously: count them here, not in step 1
     r->startup.mark("model", steady_ms());   // memory, the weights (random or read), the decoder for samples
-    // the run directory; in bench mode only a tuned run's gemm_algos.txt goes there
-    if (!tc.out.empty() && rank0 && !make_dirs(tc.out, err)) return false;
-    if (!tc.bench && !tc.out.empty()) {
-        if (tc.resume && !resume(r, err)) return false;
-        if (tc.resume) r->startup.mark("resume", steady_ms());
-        if (rank0 && !r->log.open(tc.out + "/log.jsonl", err)) return false;
-        // the run's options, for a --resume before its first checkpoint (resume_options)
-        if (rank0 && !write_text_file_atomic(tc.out + "/options.txt", train_options_text(tc), err)) return false;
-    }
+    if (!ranks_agree(r, run_directory(r, err), "to prepare --out (or to resume from it)", err)) return false;
+    if (tc.resume && !tc.bench && !tc.out.empty()) r->startup.mark("resume", steady_ms());
     if (rank0) print_run(r);
     if (!choose_gemm_algorithms(r, err)) return false;
     r->startup.mark("GEMM algorithms", steady_ms());
@@ -514,7 +521,10 @@ int main(int argc, char** argv) {
     checkpoint_writer_free(&r.writer);
     exit_writer = nullptr;   // r ends with main, before the exit handlers run
     r.log.close();
-    if (r.reduce) grad_reducer_free(&r.reducer);
+    if (r.reduce) {
+        comm_set_pending(&r.comm, {});   // the watchdog, armed over comm_free, must not query the freed events
+        grad_reducer_free(&r.reducer);
+    }
     gpt2_free(&r.model);
     context_destroy(&r.ctx);
     comm_free(&r.comm);

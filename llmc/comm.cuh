@@ -60,6 +60,7 @@ struct Comm {
     int rank = 0, world = 1, local_rank = 0;
     std::string launcher = "single";  // "mpi", "env" or "single"
     const char* world_var = nullptr;  // env: the variable that gave the world size
+    const char* local_unset = nullptr; // env: the local-rank variable, when it was not set (local rank 0)
     cudaStream_t stream = nullptr;    // the communication stream
 #ifdef USE_NCCL
     ncclComm_t nccl = nullptr;
@@ -90,6 +91,7 @@ inline bool env_launch(Comm* c, const char* rank, const char* world, const char*
     if (c->local_rank < 0) { *err = std::string("environment variable ") + local + "=" + std::to_string(c->local_rank) + ": must be at least 0"; return false; }
     c->launcher = c->world > 1 ? "env" : "single";
     c->world_var = world;
+    if (!(getenv(local) && *getenv(local))) c->local_unset = local;
     return true;
 }
 
@@ -175,6 +177,7 @@ struct Watchdog {
     std::atomic<int> step{0};
     std::atomic<const char*> phase{"startup"};
     std::atomic<bool> fired{false};                // set first thing when it decides to end the process
+    int device = 0;                                // the rank's GPU, for `pending`'s event queries
     std::mutex pending_mu;                         // the thread is running when the main thread sets `pending`
     std::function<std::string()> pending;          // names the unfinished collective (comm_set_pending)
 #ifdef USE_NCCL
@@ -219,6 +222,9 @@ constexpr int WATCHDOG_EXIT_CODE = 3;
 }
 
 inline void watchdog_loop(Watchdog* w) {
+    // The current GPU is per thread and a new thread's is GPU 0: without this, rank 1's `pending`
+    // (cudaEventQuery on its own GPU's events) would open a context on GPU 0, another rank's.
+    (void)cudaSetDevice(w->device);   // a failure here only costs the message its pending bucket
     while (!w->stop) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
 #ifdef USE_NCCL
@@ -242,6 +248,7 @@ inline void watchdog_start(Comm* c, double timeout_s) {
     c->watchdog = new Watchdog;
     c->watchdog->comm = c;
     c->watchdog->timeout_s = timeout_s;
+    cudaCheck(cudaGetDevice(&c->watchdog->device));   // comm_init: the GPU is selected already
     c->watchdog->thread = std::thread(watchdog_loop, c->watchdog);
 }
 // What the watchdog's message names as unfinished when it fires (e.g. the gradient reducer's
@@ -319,8 +326,13 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, 
         std::string why = ncclGetLastError(nullptr);
         while (!why.empty() && isspace((unsigned char)why.back())) why.pop_back();
         *err = std::string("creating the NCCL communicator: ") + ncclGetErrorString(made) + (why.empty() ? "" : ": " + why);
-        if (why.find("Duplicate GPU") != std::string::npos)  // ranks > GPUs, or CUDA_VISIBLE_DEVICES alike on every rank
-            *err += " (NCCL takes one rank per GPU of a host: start at most as many ranks per node as it has GPUs)";
+        if (why.find("Duplicate GPU") != std::string::npos) {  // ranks > GPUs, CUDA_VISIBLE_DEVICES alike on every rank, or no local rank
+            if (c->local_unset)
+                *err += std::string(" (") + c->local_unset + " is not set, so this rank took the first GPU it sees: give each process " +
+                        "its index on its node, or a CUDA_VISIBLE_DEVICES of its own)";
+            else
+                *err += " (NCCL takes one rank per GPU of a host: start at most as many ranks per node as it has GPUs)";
+        }
         return false;
     }
     c->watchdog->nccl = c->nccl;

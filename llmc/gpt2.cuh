@@ -88,20 +88,26 @@ inline GPT2Memory gpt2_memory(const GPT2Config& cfg, int B, int T, int world = 1
 // else at 2; --recompute 2; --zero 1). total_batch: -d as given, which a suggested -b must divide
 // into whole micro-steps (b*T*world); 0 where -d follows -b (any b).
 // `reserve`: what the libraries may still allocate (cuBLASLt, CUDA graphs, the reducer's events and
-// flags), plus buffers[zero] (--grad-int8's staging buffers, llmc/grad_compress.cuh: their size
-// with DDP and with ZeRO-1; {0, 0} without it).
+// flags; on several GPUs NCCL's connection buffers, which it allocates at the first collective,
+// after this check), plus buffers[zero] (--grad-int8's staging buffers, llmc/grad_compress.cuh:
+// their size with DDP and with ZeRO-1; {0, 0} without it).
+// NCCL's share: a run's device memory on 2 and on 4 H200s less the same run's on one GPU
+// (dev/results/scaling_{2,4}xH200.csv, device_mem_gb, same micro-batch, DDP, where the model's
+// allocation is the same): 0.90 GB over NVLink, 0.42 GB with NCCL_P2P_DISABLE=1. 1 GiB is kept.
+constexpr size_t LIBRARY_RESERVE = (size_t)256 << 20, NCCL_RESERVE = (size_t)1 << 30;
 inline bool gpt2_memory_check(const GPT2Config& cfg, int B, int T, int world, int zero, int recompute, size_t free_b, size_t total_b,
                               const std::string& gpu, std::string* err, const size_t buffers[2], long long total_batch = 0) {
-    auto reserve_for = [&](int z) { return ((size_t)256 << 20) + buffers[z]; };
+    auto reserve_for = [&](int z) { return LIBRARY_RESERVE + (world > 1 ? NCCL_RESERVE : 0) + buffers[z]; };
     const size_t reserve = reserve_for(zero);
     auto fits = [&](int b, int rc, int z) { return gpt2_memory(cfg, b, T, world, z, rc).total() + reserve_for(z) <= free_b; };
     const GPT2Memory m = gpt2_memory(cfg, B, T, world, zero, recompute);
     if (m.total() + reserve <= free_b) return true;
     char line[512];
     snprintf(line, sizeof line, "the run needs %.2f GB on %s, which has %.2f GB free of %.2f: weights+grads %.2f, optimizer %.2f, "
-             "activations %.2f (B=%d, T=%d, --recompute %d), fp32 weights while loading or saving %.2f, libraries%s %.2f",
+             "activations %.2f (B=%d, T=%d, --recompute %d), fp32 weights while loading or saving %.2f, libraries%s%s %.2f",
              (m.total() + reserve) / 1e9, gpu.c_str(), free_b / 1e9, total_b / 1e9, m.weights_grads / 1e9, m.optimizer / 1e9,
-             m.activations / 1e9, B, T, recompute, m.transient / 1e9, buffers[zero] ? " and --grad-int8's buffers" : "",
+             m.activations / 1e9, B, T, recompute, m.transient / 1e9, world > 1 ? " (NCCL's included)" : "",
+             buffers[zero] ? " and --grad-int8's buffers" : "",
              reserve / 1e9);
     *err = line;
     std::vector<std::string> what_fits;

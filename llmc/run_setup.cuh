@@ -81,6 +81,32 @@ inline bool model_config(const TrainConfig& tc, GPT2Config* cfg, bool* fresh, st
     return true;
 }
 
+// Collective, in the middle of setup: a failure only some ranks meet (their GPU's free memory, a
+// file only some nodes see) goes to every rank, so that all exit together. Without it the failing
+// rank exits alone and the others wait in the next collective until --nccl-timeout: over NVLink
+// or shared memory nothing tells them a peer has exited (over sockets its closed connection
+// does). `ok`: this rank's own outcome (its line in *err). false on every rank when any failed; a
+// rank that did not fail gets a line naming the first that did. Under mpirun such a rank first
+// gives the failing one a moment: its comm_fail (MPI_Abort) usually ends the job before this
+// second line is printed, so the reason comes first or alone.
+inline bool ranks_agree(const Run* r, bool ok, const char* what, std::string* err) {
+    const int n = r->comm.world;
+    if (n == 1) return ok;
+    std::vector<float> failed((size_t)n, 0.0f);
+    failed[(size_t)r->comm.rank] = ok ? 0.0f : 1.0f;
+    comm_watch(&r->comm, 0, "startup (whether every rank got this far)");
+    comm_sum_host_floats(&r->comm, &failed, r->ctx.stream);
+    comm_unwatch(&r->comm);
+    if (!ok) return false;
+    for (int i = 0; i < n; i++) {
+        if (failed[(size_t)i] == 0.0f) continue;
+        if (r->comm.launcher == "mpi") std::this_thread::sleep_for(std::chrono::seconds(2));
+        *err = "rank " + std::to_string(i) + " failed " + what + " (its own line says why)";
+        return false;
+    }
+    return true;
+}
+
 // Does the run fit in its GPU's free memory? Checked before allocating (gpt2_memory_check), so
 // that a micro-batch too large is one line, not a CUDA error at a cudaMalloc.
 inline bool check_memory(const Run* r, const GPT2Config& cfg, std::string* err) {
@@ -138,8 +164,10 @@ inline bool choose_gemm_algorithms(Run* r, std::string* err) {
     if (!tc.gemm_algos.empty()) {  // every rank checks the named file, so a bad one fails them all alike
         std::string text, why;
         std::map<MatmulKey, int> pinned;
-        if (!read_text_file(tc.gemm_algos, &text, err)) { *err = "option --gemm-algos: " + *err; return false; }
-        if (!matmul_choices_parse(ctx, text, &pinned, &why)) { *err = "option --gemm-algos: " + tc.gemm_algos + ": " + why; return false; }
+        bool read = read_text_file(tc.gemm_algos, &text, err);
+        if (!read) *err = "option --gemm-algos: " + *err;
+        else if (!(read = matmul_choices_parse(ctx, text, &pinned, &why))) *err = "option --gemm-algos: " + tc.gemm_algos + ": " + why;
+        if (!ranks_agree(r, read, "to read --gemm-algos", err)) return false;
         ctx->plans->pinned = pinned;
         from = tc.gemm_algos;
     } else if (rank0 && !kept.empty() && file_exists(kept)) {

@@ -34,7 +34,7 @@ sections=${*:-kill nan ckpt error peer}
 has() { [[ " $sections " == *" $1 "* ]]; }
 summary=()
 BIN=build/bf16/train_gpt2cu
-RUN=""; [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -lt 2 ] && RUN=dev/device/own_host.sh   # what each of 2 ranks runs under
+RUN=""; [ "$(dev/device/gpu_count.sh)" -lt 2 ] && RUN=dev/device/own_host.sh   # what each of 2 ranks runs under
 TIMEOUT=5
 now() { date +%s.%N; }
 since() { awk -v a="$(now)" -v b="$1" 'BEGIN {printf "%.1f", a - b}'; }   # seconds since $1 (a now)

@@ -31,7 +31,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-GPUS=$(nvidia-smi -L | wc -l)
+GPUS=$(dev/device/gpu_count.sh)
 N=${RANKS:-$GPUS}
 sections=${*:-equal bench env}
 RUN=""   # what each rank runs under: nothing, or own_host.sh when the ranks share GPUs

@@ -22,7 +22,7 @@ parts=${*:-probe equal scaling race}
 for part in $parts; do
     case $part in probe|equal|scaling|race) ;; *) echo "scaling_run.sh: unknown part '$part' (probe, equal, scaling, race)" >&2; exit 2 ;; esac
 done
-GPUS=$(nvidia-smi -L | wc -l)
+GPUS=$(dev/device/gpu_count.sh)
 N=${RANKS:-$GPUS}
 RUN=""
 if (( N > GPUS )); then

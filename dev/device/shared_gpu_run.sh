@@ -16,7 +16,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0
 for n in ${RANKS_LIST:-2 4}; do
     mkdir -p "$OUT/r$n"
-    echo "================ $n ranks on $(nvidia-smi -L | wc -l) GPU(s)"
+    echo "================ $n ranks on $(dev/device/gpu_count.sh) GPU(s)"
     NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET timeout 120 mpirun --allow-run-as-root -np "$n" --bind-to none -x NCCL_DEBUG -x NCCL_DEBUG_SUBSYS \
         dev/device/own_host.sh build/bf16/train_gpt2cu --bench -b 4 -t 256 --bench-warmup 1 --bench-steps 2 > "$OUT/r$n/smoke.log" 2>&1
     echo "smoke rc=$?: $(grep -h ^RESULT "$OUT/r$n/smoke.log" | cut -c1-160)"

@@ -36,11 +36,11 @@ def write(path, text, exe=False):
 
 def tree(*scripts):
     """A fresh copy of the repository layout the scripts need: dev/device/<scripts>, gpu_power.sh,
-    ab_means.sh, wait_line.sh, dev/compare_losses.py. Returns its root."""
+    ab_means.sh, wait_line.sh, gpu_count.sh, dev/compare_losses.py. Returns its root."""
     _trees[0] += 1
     root = os.path.join(TMP, f"repo{_trees[0]}")
     for rel in [f"dev/device/{s}" for s in scripts] + ["dev/device/gpu_power.sh", "dev/device/ab_means.sh", "dev/device/wait_line.sh",
-                                                      "dev/compare_losses.py"]:
+                                                      "dev/device/gpu_count.sh", "dev/compare_losses.py"]:
         os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
         shutil.copy2(os.path.join(ROOT, rel), os.path.join(root, rel))
     return root
@@ -48,7 +48,9 @@ def tree(*scripts):
 
 def sh(root, script, args=(), env=None, timeout=120, where="dev/device"):
     """Runs <root>/<where>/<script> from root, OUT=<root>/out; returns (exit code, stdout, stderr)."""
-    e = dict(os.environ, OUT=os.path.join(root, "out"), **(env or {}))
+    e = dict(os.environ, OUT=os.path.join(root, "out"))
+    e.pop("CUDA_VISIBLE_DEVICES", None)   # the stand-in nvidia-smi's GPUs, unless `env` hides some
+    e.update(env or {})
     p = subprocess.run(["bash", f"{where}/{script}"] + list(args), cwd=root, env=e, capture_output=True, text=True,
                        timeout=timeout)
     return p.returncode, p.stdout, p.stderr

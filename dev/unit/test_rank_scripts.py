@@ -8,6 +8,7 @@ stand-in GPUs):
   ranks_check.sh: 1 vs 2 ranks (under own_host.sh) and the buckets' pair compared, the FP32 bound,
       a differing pair, a failed run, a missing trainer or text, the launch without mpirun;
   scaling_run.sh with an unknown part: one line, exit 2;
+  gpu_count.sh: nvidia-smi's GPUs (not its MIG lines), or CUDA_VISIBLE_DEVICES's entries when set;
   stop_signal.sh: each section's summary line (exit codes, the stop line, the resumed runs compared),
       with a stand-in trainer that stops as the real one does on a signal; an unknown section."""
 import os
@@ -224,6 +225,17 @@ for to in ("mpirun", "rank"):
 check(re.search(r"odls_base_sigkill_timeout 10, output to files, SIGTERM to mpirun: rc=4 after \d+ s, stopping after step (\d+) of 400.*; "
                 r"run directory: .*\bstep_\1 ", summary_line("mpirun -np 2 --mca")),
       "stop_signal.sh ranks: SIGTERM to (stand-in) mpirun, each rank's output in its own file", out + err)
+# gpu_count.sh, under which the scripts decide between one GPU per rank and own_host.sh: nvidia-smi
+# -L lists every GPU of the machine (hidden ones too) and a MIG device as a line of its own
+root = tree()
+write(os.path.join(root, "tools/nvidia-smi"), "#!/bin/sh\necho 'GPU 0: stand-in'\necho '  MIG 1g.18gb Device 0: (UUID: MIG-x)'\n"
+      "echo 'GPU 1: stand-in'\n", exe=True)
+for visible, want in ((None, "2"), ("0", "1"), ("1,0", "2"), ("", "0"), ("GPU-a, GPU-b,", "2")):
+    env = {"PATH": os.path.join(root, "tools") + ":" + os.environ["PATH"]}
+    if visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible
+    rc, out, err = sh(root, "gpu_count.sh", env=env)
+    check(rc == 0 and out.strip() == want, f"gpu_count.sh with CUDA_VISIBLE_DEVICES={visible!r}: {want}", out + err)
 rc, out, err = sh(tree("stop_signal.sh"), "stop_signal.sh", ["once"])
 check(rc == 2 and err.strip() == "stop_signal.sh: unknown section 'once' (one twice bench ranks)" and out == "",
       "stop_signal.sh with an unknown section: one line, exit 2", out + err)
