@@ -101,7 +101,7 @@ inline bool ranks_agree(const Run* r, bool ok, const char* what, std::string* er
     for (int i = 0; i < n; i++) {
         if (failed[(size_t)i] == 0.0f) continue;
         if (r->comm.launcher == "mpi") std::this_thread::sleep_for(std::chrono::seconds(2));
-        *err = "rank " + std::to_string(i) + " failed " + what + " (its own line says why)";
+        *err = "rank " + std::to_string(i) + " failed " + what + ": its own line says why";
         return false;
     }
     return true;
