@@ -144,14 +144,8 @@ void wait_for_checkpoint(Run* r, bool poll = false) {
 void finish_checkpoint(Run* r) {
     std::string err;
     const bool ok = r->comm.rank != 0 || checkpoint_writer_wait(&r->writer, &err);
-    if (r->comm.world > 1) {
-        std::vector<float> failed = {ok ? 0.0f : 1.0f};
-        comm_watch(&r->comm, r->step, "the end (whether rank 0's last checkpoint write failed)");
-        comm_sum_host_floats(&r->comm, &failed, r->ctx.stream);
-        comm_unwatch(&r->comm);
-        if (ok && failed[0] > 0) comm_fail(&r->comm, "rank 0's last checkpoint write failed (its output says why)");
-    }
-    if (!ok) comm_fail(&r->comm, err);
+    if (!ranks_agree(r, ok, "to write its last checkpoint", &err, r->step, "the end (whether rank 0's last checkpoint write failed)"))
+        comm_fail(&r->comm, err);
 }
 
 // --resume: the newest complete checkpoint in --out, bit for bit where the run left off.

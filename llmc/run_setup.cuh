@@ -81,20 +81,22 @@ inline bool model_config(const TrainConfig& tc, GPT2Config* cfg, bool* fresh, st
     return true;
 }
 
-// Collective, in the middle of setup: a failure only some ranks meet (their GPU's free memory, a
-// file only some nodes see) goes to every rank, so that all exit together. Without it the failing
-// rank exits alone and the others wait in the next collective until --nccl-timeout: over NVLink
-// or shared memory nothing tells them a peer has exited (over sockets its closed connection
-// does). `ok`: this rank's own outcome (its line in *err). false on every rank when any failed; a
-// rank that did not fail gets a line naming the first that did. Under mpirun such a rank first
-// gives the failing one a moment: its comm_fail (MPI_Abort) usually ends the job before this
-// second line is printed, so the reason comes first or alone.
-inline bool ranks_agree(const Run* r, bool ok, const char* what, std::string* err) {
+// Collective: a failure only some ranks meet (their GPU's free memory, a file only some nodes see,
+// rank 0's last checkpoint write) goes to every rank, so that all exit together. Without it the
+// failing rank exits alone and the others wait in the next collective (or the communicator's
+// teardown) until --nccl-timeout: over NVLink or shared memory nothing tells them a peer has
+// exited (over sockets its closed connection does). `ok`: this rank's own outcome (its line in
+// *err). false on every rank when any failed; a rank that did not fail gets a line naming the
+// first that did. Under mpirun such a rank first gives the failing one a moment: its comm_fail
+// (MPI_Abort) usually ends the job before this second line is printed, so the reason comes first
+// or alone. step, phase (a string literal): for the watchdog's line, should a peer never vote.
+inline bool ranks_agree(const Run* r, bool ok, const char* what, std::string* err, int step = 0,
+                        const char* phase = "startup (whether every rank got this far)") {
     const int n = r->comm.world;
     if (n == 1) return ok;
     std::vector<float> failed((size_t)n, 0.0f);
     failed[(size_t)r->comm.rank] = ok ? 0.0f : 1.0f;
-    comm_watch(&r->comm, 0, "startup (whether every rank got this far)");
+    comm_watch(&r->comm, step, phase);
     comm_sum_host_floats(&r->comm, &failed, r->ctx.stream);
     comm_unwatch(&r->comm);
     if (!ok) return false;
