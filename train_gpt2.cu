@@ -29,6 +29,7 @@
 #include "llmc/checkpoint_writer.cuh"
 #include "llmc/choices.h"
 #include "llmc/comm.cuh"
+#include "llmc/grad_reducer.cuh"
 #include "llmc/dataloader.h"
 #include "llmc/evaluate.cuh"
 #include "llmc/logger.h"

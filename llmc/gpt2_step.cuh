@@ -22,6 +22,7 @@
 #include "loss_scale.h"
 #include "activations.cuh"
 #include "comm.cuh"
+#include "grad_reducer.cuh"
 #include "dataloader.h"   // random_tokens
 #include "report.h"       // StepResult: what a step reports back (read after its single synchronization)
 #include "gpt2.cuh"

@@ -21,7 +21,7 @@
 // (127 / absmax would overflow; gradients that small are zeros for any update). A group holding
 // inf or nan gets a nan scale, so all of its 128 values turn nan where they arrive (DDP: on every
 // rank; ZeRO-1: in the owner's shard); the step is skipped all the same, by the per-rank flags
-// taken before the reduction (llmc/comm.cuh) and the gradient norm. Bytes on the wire per value:
+// taken before the reduction (llmc/grad_reducer.cuh) and the gradient norm. Bytes on the wire per value:
 // 1 + 4/128.
 //
 // Layout in the staging buffers: a piece takes a slot of int8 values, a multiple of QGROUP (its
@@ -167,7 +167,7 @@ inline std::vector<GradPiece> grad_pieces(size_t lo, size_t hi, int world, size_
     return pieces;
 }
 
-// The gradient reducer's buckets (llmc/comm.cuh): --bucket-mb in values, and the largest bucket a
+// The gradient reducer's buckets (llmc/grad_reducer.cuh): --bucket-mb in values, and the largest bucket a
 // step can hold (a bucket closes once it holds bucket_elems, so it is at most that plus one of the
 // ranges backward announces, less one).
 inline size_t grad_bucket_elems(double bucket_mb) { return (size_t)(bucket_mb * 1024 * 1024 / sizeof(floatX)); }

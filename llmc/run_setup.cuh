@@ -17,6 +17,7 @@
 #include "checkpoint_writer.cuh"
 #include "choices.h"
 #include "comm.cuh"
+#include "grad_reducer.cuh"
 #include "dataloader.h"
 #include "logger.h"
 #include "report.h"
