@@ -98,7 +98,9 @@ $(NVCC_STAMP) $(CXX_STAMP): FORCE
 
 LLMC_HEADERS := $(wildcard llmc/*.h llmc/*.cuh)
 UNIT_SRCS    := $(wildcard dev/unit/test_*.cpp)
-UNIT_BINS    := $(patsubst dev/unit/%.cpp,build/unit/%,$(UNIT_SRCS))
+# host code of the CUDA headers (no CUDA call: they run without a GPU), built by nvcc
+UNIT_CU_SRCS := $(wildcard dev/unit/test_*.cu)
+UNIT_BINS    := $(patsubst dev/unit/%.cpp,build/unit/%,$(UNIT_SRCS)) $(patsubst dev/unit/%.cu,build/unit/%,$(UNIT_CU_SRCS))
 CUDA_CHECKS  := $(patsubst %.cu,%_check,$(wildcard dev/cuda/*.cu))
 
 .PHONY: all data test unit cuda-checks clean info
@@ -130,6 +132,10 @@ data/tokenize: data/tokenize.cpp $(wildcard data/*.h) llmc/tokenizer.h llmc/shar
 build/unit/%: dev/unit/%.cpp dev/unit/check.h $(LLMC_HEADERS) $(wildcard data/*.h) $(CXX_STAMP)
 	@mkdir -p build/unit
 	$(CXX) $(CXXFLAGS) $(PCRE2_CFLAGS) -I. $< $(PCRE2_LIBS) -lpthread -o $@
+
+build/unit/%: dev/unit/%.cu dev/unit/check.h $(LLMC_HEADERS) $(NVCC_STAMP)
+	@mkdir -p build/unit
+	$(NVCC) $(NVCC_FLAGS) -I. $< $(NVCC_LIBS) -o $@
 
 unit: $(UNIT_BINS)
 

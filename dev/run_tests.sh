@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the tests `make test` asks for and prints one summary line "N passed, N failed".
-#   CPU: every unit-test program given as an argument (dev/unit/test_*.cpp, built by make).
+#   CPU: every unit-test program given as an argument (dev/unit/test_*.cpp, and test_*.cu for the CUDA headers' host code; built by make).
 #   GPU: when nvidia-smi sees a GPU, test_gpt2cu (against the PyTorch reference state, which
 #        dev/reference.py writes; skipped with a note when it is missing), the dev/cuda checks
 #        (and attention_check --stress 500), dev/ranks_check.sh (2 ranks on this GPU vs 1), and
