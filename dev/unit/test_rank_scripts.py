@@ -171,13 +171,16 @@ rank=${RANK:-${OMPI_COMM_WORLD_RANK:-0}}; world=${WORLD_SIZE:-1}
 say() { [ "$rank" = 0 ] && echo "$@"; }
 say "stand-in: $(grep SigIgn /proc/$$/status 2>/dev/null)"   # for a failure's report: was SIGINT (bit 1) ignored from the start?
 stopfile=${out:-/tmp}/stop_request.$$; [ -n "$out" ] && { mkdir -p "$out"; stopfile=$out/stop_request; }
+# without -o the request file is per process; remove it at exit, or a later stand-in that gets the same pid
+# (pids are recycled) would find it and stop after its first step
+[ -z "$out" ] && trap 'rm -f "$stopfile"' EXIT
 # a second signal: the default action (bash runs a trap between commands, hence the short sleeps)
 on() { if [ -f "$stopfile" ]; then trap - "$1"; kill -"$1" $$; fi; echo "$1" > "$stopfile"; }
 for sig in TERM INT USR1; do trap "on $sig" $sig; done
 step=0
 if [ $resume = 1 ] && [ -f "$out/ckpt" ]; then step=$(cat "$out/ckpt"); say "resumed from $out/step_$step at step $step"; fi
 [ $resume = 1 ] || { [ -n "$out" ] && [ "$rank" = 0 ] && : > "$out/log.jsonl"; }
-rm -f "$out/stop_request"
+rm -f "$stopfile"
 while [ $step -lt $x ]; do
     sleep 0.02; step=$((step + 1))
     loss=$(awk "BEGIN { printf \"%.6f\", 10 / $step }")
@@ -185,7 +188,9 @@ while [ $step -lt $x ]; do
     [ -n "$out" ] && [ "$rank" = 0 ] && echo "{\"type\":\"step\",\"step\":$step,\"loss\":$loss}" >> "$out/log.jsonl"
     sleep 0.01  # the other ranks' request arrives with the step's all-reduce
     if [ -f "$stopfile" ] && [ $step -lt $x ]; then
-        if [ -n "$out" ]; then  # writing the checkpoint takes a while
+        # rank 0 writes the checkpoint (the stand-in's ranks are not kept in step, so the step a
+        # later rank saw the request after must not overwrite it); writing it takes a while
+        if [ -n "$out" ] && [ "$rank" = 0 ]; then
             mkdir -p "$out/step_$step.tmp"; for _ in $(seq 40); do sleep 0.01; done
             mv "$out/step_$step.tmp" "$out/step_$step"; echo $step > "$out/ckpt"; say "checkpoint: $out/step_$step"
         fi
