@@ -71,11 +71,12 @@ if has ranks; then
     env_pair sig_rb2 -o runs/sig_rb --resume; wait ${pids[0]}; rc0=$?; wait ${pids[1]}; rc1=$?
     summary+=("   resumed rc $rc0 / $rc1; 100 losses vs a straight 2-rank run: $(python3 dev/compare_losses.py runs/sig_ra/log.jsonl runs/sig_rb/log.jsonl --tol 0)")
     # under mpirun: SIGUSR1 sent to mpirun (OpenMPI 4.1.6 does not pass it on: the run goes on to
-    # its end), then to one rank's process
+    # its end), then to one rank's process (found by its absolute -o path, so a run of this script
+    # in another checkout on the same machine is not signalled)
     for to in mpirun rank; do
-        mpirun --allow-run-as-root -np 2 --bind-to none dev/device/own_host.sh $bin $args -x 60 -o runs/sig_m_$to > "$OUT/sig_mpi_$to.log" 2>&1 & pid=$!
+        mpirun --allow-run-as-root -np 2 --bind-to none dev/device/own_host.sh $bin $args -x 60 -o "$PWD/runs/sig_m_$to" > "$OUT/sig_mpi_$to.log" 2>&1 & pid=$!
         if wait_for_line "$OUT/sig_mpi_$to.log" "^step    5/" 60 $pid; then
-            if [ $to = mpirun ]; then kill -USR1 $pid; else pkill -USR1 -n -f "train_gpt2cu .*runs/sig_m_rank"; fi
+            if [ $to = mpirun ]; then kill -USR1 $pid; else pkill -USR1 -n -f "train_gpt2cu .*$PWD/runs/sig_m_rank"; fi
         fi
         wait $pid; rc=$?
         summary+=("mpirun -np 2, SIGUSR1 to $to: rc=$rc, $(stop_line "$OUT/sig_mpi_$to.log" || true); last step: $(grep -h '^step' "$OUT/sig_mpi_$to.log" | tail -n 1 | cut -c1-14)")
