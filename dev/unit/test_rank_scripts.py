@@ -171,16 +171,14 @@ rank=${RANK:-${OMPI_COMM_WORLD_RANK:-0}}; world=${WORLD_SIZE:-1}
 say() { [ "$rank" = 0 ] && echo "$@"; }
 say "stand-in: $(grep SigIgn /proc/$$/status 2>/dev/null)"   # for a failure's report: was SIGINT (bit 1) ignored from the start?
 stopfile=${out:-/tmp}/stop_request.$$; [ -n "$out" ] && { mkdir -p "$out"; stopfile=$out/stop_request; }
-# without -o the request file is per process; remove it at exit, or a later stand-in that gets the same pid
-# (pids are recycled) would find it and stop after its first step
-[ -z "$out" ] && trap 'rm -f "$stopfile"' EXIT
+[ -z "$out" ] && trap 'rm -f "$stopfile"' EXIT   # leave no request file in /tmp
 # a second signal: the default action (bash runs a trap between commands, hence the short sleeps)
 on() { if [ -f "$stopfile" ]; then trap - "$1"; kill -"$1" $$; fi; echo "$1" > "$stopfile"; }
 for sig in TERM INT USR1; do trap "on $sig" $sig; done
 step=0
 if [ $resume = 1 ] && [ -f "$out/ckpt" ]; then step=$(cat "$out/ckpt"); say "resumed from $out/step_$step at step $step"; fi
 [ $resume = 1 ] || { [ -n "$out" ] && [ "$rank" = 0 ] && : > "$out/log.jsonl"; }
-rm -f "$stopfile"
+rm -f "$stopfile"   # a request left by an earlier run (in /tmp: by one with the same, recycled, pid) is not this run's
 while [ $step -lt $x ]; do
     sleep 0.02; step=$((step + 1))
     loss=$(awk "BEGIN { printf \"%.6f\", 10 / $step }")
