@@ -5,7 +5,8 @@
 //   per block:  LN1 - qkv matmul - attention - proj matmul + residual add (fused) - LN2
 //               fc matmul + GELU (fused) - proj matmul + residual add (fused) - next LN
 //   LN_f - lm-head matmul (tied wte) - fused classifier (softmax + loss + dlogits) - lm-head
-//          backward, in chunks of tokens (the (B,T,Vp) logits never exist whole)
+//          backward, in chunks of 16384 tokens (activations.cuh: logit_rows), so the (B,T,Vp)
+//          logits exist whole only when B*T fits one chunk
 //   backward in reverse; each finished block's gradients are announced (the multi-GPU seam)
 //   update: global norm -> step decision (clip; skip on inf/nan or a spike) -> AdamW on fp32 master weights
 // This file is the training RUN around those steps: setup (the order of it; its pieces, with the

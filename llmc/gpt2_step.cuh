@@ -118,7 +118,7 @@ void gpt2_backward(GPT2* m, Context* ctx, const GradReadyFn& ready) {
         BlockTensors<floatX> w = block_tensors(m->params, c, m->layout, l);
         BlockTensors<floatX> dw = block_tensors(m->grads, c, m->layout, l);
         BlockActs x = block_acts(a, c, B, T, l);
-        // dresidual = d(residual3). MLP branch: fcproj, then fc with GELU' fused into the dgrad.
+        // dresidual = d(residual3). MLP branch: fcproj (GELU' fused into its dgrad: dbig = d(fch)), then fc.
         if (a.recompute >= 1) gelu_forward(ctx, x.fch_gelu, x.fch, (size_t)BT * 4 * C);
         if (a.recompute >= 2) layernorm_apply(ctx, x.ln2, x.residual2, x.ln2_mean, x.ln2_rstd, w.ln2w, w.ln2b, BT, C, LD);
         matmul_backward(ctx, a.dbig, dw.fcprojw, nullptr, a.dresidual, x.fch_gelu, w.fcprojw, BT, 4 * C, C,

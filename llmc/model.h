@@ -127,7 +127,8 @@ inline ElemRange head_range(const ParamLayout& p) { return {0, p.head_elems}; }
 inline ElemRange tail_range(const ParamLayout& p) { return {p.tail_offset, p.total - p.tail_offset}; }
 
 // Views of one block's tensors inside a parameter-shaped buffer of element type T.
-// The ONE place that slices a block: forward, backward and the optimizer all call it.
+// The ONE place that slices a block: forward and backward both call it (the optimizer and the
+// initialization go tensor by tensor through param_offset, which this is built on).
 template <class T>
 struct BlockTensors {
     T *ln1w, *ln1b;          // (C), (C)

@@ -1,8 +1,9 @@
 // A training run's state (Run) and the pieces of its setup: the options (configure, which main
 // calls), then, in the order train_gpt2.cu's setup() calls them, the model's shape, the data
 // (training, validation, --hellaswag), the memory check and the model, where samples start, the
-// run's first lines, and the GEMM algorithms. Everything here runs once, before the first step; the step loop, checkpoints and stop signals stay in
-// train_gpt2.cu.
+// run's first lines, and the GEMM algorithms. Everything here runs before the first step (ranks_agree also once at the
+// end, for the last checkpoint: finish_checkpoint); the step loop, checkpoints and stop signals
+// stay in train_gpt2.cu.
 #pragma once
 #include <algorithm>
 #include <cstdio>
@@ -36,7 +37,7 @@ struct Run {
     bool reduce = false;             // several GPUs: the reducer is in use
     DataLoader train, val;
     ChoiceSet choices;               // --hellaswag's examples (none: empty)
-    int choice_T = 0;                // the rows they are evaluated in (choices_row_length: the longest example, rounded up to 64)
+    int choice_T = 0;                // the rows they are evaluated in (choices_row_length: the longest example rounded up to 64, at most T; unrounded where B*T has no room for K such rows)
     TokenizerDecoder tok;            // rank 0's, for printing samples
     int sample_eot = -1;             // <|endoftext|>, where samples start; -1: no samples
     Logger log;

@@ -240,8 +240,8 @@ inline bool parse_train_config(TrainConfig* c, int argc, const char* const* argv
 //   kept      the other settings of a run: left out, the kept value; given, the new one (e.g. -b
 //             at the same -d: the same samples per step; --max-steps extends a run, and a decaying
 //             learning rate then runs its schedule over the new count);
-//   not_kept  what belongs to one invocation: --out, --resume, --rendezvous, the benchmark and
-//             test options.
+//   not_kept  what belongs to one invocation: --out, --resume, --rendezvous, --eval-only, the
+//             benchmark and test options.
 // Paths are kept absolute, so a run resumes from any directory; the training data counts as the
 // same when its glob matches the same files.
 enum class OnResume { same, kept, not_kept };
