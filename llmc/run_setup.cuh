@@ -37,7 +37,9 @@ struct Run {
     bool reduce = false;             // several GPUs: the reducer is in use
     DataLoader train, val;
     ChoiceSet choices;               // --hellaswag's examples (none: empty)
-    int choice_T = 0;                // the rows they are evaluated in (choices_row_length: the longest example rounded up to 64, at most T; unrounded where B*T has no room for K such rows)
+    int choice_T = 0;                // the rows they are evaluated in (choices_row_length: the longest
+                                     // example rounded up to 64, at most T; unrounded where B*T has no
+                                     // room for K such rows)
     TokenizerDecoder tok;            // rank 0's, for printing samples
     int sample_eot = -1;             // <|endoftext|>, where samples start; -1: no samples
     Logger log;
