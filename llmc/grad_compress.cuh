@@ -1,6 +1,6 @@
 // Gradients sent over the link as int8 (--grad-int8 1): about half the bytes of a bf16 all-reduce,
 // a quarter of an fp32 one, for links where the reduction, not the compute, sets the step's time
-// (NCCL_P2P_DISABLE=1, PCIe, several nodes over Ethernet: the seed's "2 GPUs are no faster than 1").
+// (NCCL_P2P_DISABLE=1, PCIe, several nodes over Ethernet: the seed's "2 GPUs are barely faster than 1").
 //
 // Why not just all-reduce int8: NCCL would add the int8 values themselves (overflow, no common
 // scale). So the sum is done by us, in fp32, in two phases that each move the data once:
@@ -39,7 +39,8 @@ constexpr float QGROUP_TINY = 1e-30f;   // a group's largest value below this: s
 inline size_t qgroup_slot(size_t n) { return ceil_div(n, QGROUP) * QGROUP; }
 
 // ----------------------------------------------------------------------------------------------
-// Kernels: one warp per group of 128 values, lane l holding values 4l..4l+3 (grid-stride over groups).
+// Kernels: quantize and reduce give one warp to each group of 128 values, lane l holding values
+// 4l..4l+3 (grid-stride over groups); dequantize is one thread per value (grid-stride).
 
 // Quantizes the warp's 4 values per lane (v) as group g: q[g*128 + 4*lane ...] and, from lane 0, s[g].
 __device__ inline void quantize_group(const float v[4], int8_t* q, float* s, size_t g) {
@@ -109,9 +110,9 @@ __global__ void dequantize_groups_kernel(const int8_t* q, const float* s, size_t
 }
 
 // ----------------------------------------------------------------------------------------------
-// Launchers (stream: the communication stream in the trainer). Memory-bound and short: at most 2
-// blocks of 8 warps per SM, so they take part of each SM, not all of it, from the backward they
-// run beside.
+// Launchers (stream: the communication stream in the trainer). Memory-bound and short: quantize and
+// reduce run at most 2 blocks of 8 warps per SM, dequantize 2 blocks of 16 warps per SM, so they
+// take part of each SM, not all of it, from the backward they run beside.
 
 inline int grad_compress_blocks(size_t warps_needed, int sms) {
     return (int)std::max<size_t>(1, std::min<size_t>(ceil_div(warps_needed, 8), 2 * (size_t)sms));

@@ -53,7 +53,10 @@ struct GradReducer {
         if (buckets) cudaCheck(cudaEventElapsedTime(&ms, wait_begin, wait_end));
         return ms;
     }
-    float comm_ms() const {  // time the communication stream spent in collectives
+    // Time the communication stream spent on the step's buckets: each bucket's inf/nan scan, its
+    // collectives and, with --grad-int8, the (de)quantizing kernels (so the bus bandwidth reported
+    // from it is what the reduction achieved as a whole, a little under NCCL's own).
+    float comm_ms() const {
         float sum = 0;
         for (int i = 0; i < buckets; i++) { float ms; cudaCheck(cudaEventElapsedTime(&ms, start_ev[i], end_ev[i])); sum += ms; }
         return sum;

@@ -34,8 +34,9 @@ inline std::string parent_dir(const std::string& path) {
 }
 
 // Would make_dirs(path) give a directory this process can use? Checked without creating anything:
-// the nearest existing ancestor (or path itself) must be a directory, writable when `write` (a
-// run that only reads an existing directory, e.g. --bench reusing gemm_algos.txt, needs no more).
+// path itself, where it exists, must be a directory, writable when `write` (a run that only reads
+// an existing directory, e.g. --bench reusing gemm_algos.txt, needs no more); where it does not,
+// its nearest existing ancestor must be a writable directory (the missing ones get created).
 inline bool dir_can_be_used(const std::string& path, bool write, std::string* err) {
     std::string p = path;
     for (;;) {

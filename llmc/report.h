@@ -20,7 +20,8 @@ struct StepResult {
     int skip_reason;        // SkipReason (llmc/spike_guard.h)
     float loss_z, norm_z;   // the spike guard's measures of this step (NaN: no statistics yet)
     std::string bad_ranks;  // skipped: the ranks whose own gradients held inf/nan ("0" on one GPU)
-    // the compute stream's phases, and comm_ms: the communication stream's time in the reductions
+    // the compute stream's phases, and comm_ms: the communication stream's time on the reductions
+    // (grad_reducer.cuh: the collectives with their inf/nan scans and, int8, (de)quantizing)
     float fwd_ms = 0, bwd_ms = 0, exposed_ms = 0, update_ms = 0, comm_ms = 0;
     // The last micro-step's backward (the one the reduction overlaps) and the mean backward of the
     // others: their difference is what the concurrent communication costs the compute (-1: accum 1)
