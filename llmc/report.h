@@ -235,8 +235,8 @@ inline std::string int8_hint_text(const RunShape& r, const StepTimes& t) {
                        "(README, \"Several GPUs\")", t.comm_bytes * r.int8_ratio / 1e6, t.comm_bytes / 1e6);
 }
 
-// The lines (empty on one GPU): the bytes each step reduces, the time on the wire and its bus
-// bandwidth, what of it the backward did not hide, with several micro-steps how much longer the
+// The lines (empty on one GPU): the bytes each step reduces, the time the reduction took (comm_ms)
+// and its bus bandwidth, what of it the backward did not hide, with several micro-steps how much longer the
 // backward it overlaps took than the others; and, where the exposed part is more than 5 % of the step,
 // how many tokens per step (-d) would bring it to 2 % or less, and what --grad-int8 1 would send.
 inline std::string comm_summary_text(const RunShape& r, const StepTimes& t) {
