@@ -145,6 +145,13 @@ inline void attention_reference_backward(Context* ctx, floatX* dqkv, floatX* dou
 // ----------------------------------------------------------------------------------------------
 // What the model uses. `state` is what forward saves per layer for backward, fp32: the per-row
 // log-sum-exp (B,NH,T) for flash attention; the probabilities (B,NH,T,T) in FP32 builds.
+//   attention_forward:  out (B,T,C) and state <- causal self-attention of qkv (B,T,3C); both
+//                       overwritten, qkv only read. scratch (attention_scratch_bytes): FP32 builds'
+//                       q, k, v and y (B,T,C) each; unused by flash attention.
+//   attention_backward: dqkv (B,T,3C) <- the gradient of qkv given dout (B,T,C), overwritten (not
+//                       accumulated, not in place); dout, qkv, out (flash only) and state only read.
+//                       scratch: flash, delta (B,NH,T) fp32, overwritten; FP32 builds, the
+//                       reference backward's buffers.
 #if defined(ENABLE_FP32)
 // the permutes move x128::size elements at a time inside a head
 inline bool attention_supports(int C, int NH) { return C % NH == 0 && (C / NH) % x128::size == 0; }
@@ -166,6 +173,7 @@ inline size_t attention_state_elems(int B, int T, int NH) { return (size_t)B * N
 inline size_t attention_scratch_bytes(int B, int T, int C, int NH) { (void)C; return (size_t)B * NH * T * sizeof(float); }
 inline void attention_forward(Context* ctx, floatX* out, float* state, const floatX* qkv, void* scratch, int B, int T, int C, int NH) {
     (void)scratch;
+    // the trainer checks attention_supports when it reads the model's shape; this guards other callers
     if (C != NH * flash::HS) { fprintf(stderr, "flash attention needs head size %d, got C/NH = %d/%d\n", flash::HS, C, NH); exit(EXIT_FAILURE); }
 #if defined(USE_WGMMA)
     flash_attention_forward_wgmma(ctx, out, state, qkv, B, T, NH);

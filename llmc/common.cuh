@@ -2,7 +2,8 @@
 //   - floatX, the one floating type of weights/activations/gradients, chosen at compile time;
 //   - cudaCheck / cublasCheck / ncclCheck: every CUDA, cuBLAS and NCCL call is checked (the
 //     collectives of training through llmc/comm.cuh's comm_nccl_check, which names the rank);
-//   - launchCheck(): called after every kernel launch, so a bad launch is reported where it happened;
+//   - launchCheck(): called after every <<<>>> launch (a cudaLaunchKernelEx is in cudaCheck
+//     instead), so a bad launch is reported where it happened;
 //   - gpu_for_rank: which GPU a process uses, and one line saying why none can (no GPU, or one this
 //     build has no code for);
 //   - Packed128: 16-byte vector loads/stores, the access width that saturates HBM;

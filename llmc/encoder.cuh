@@ -11,8 +11,8 @@
 // ----------------------------------------------------------------------------------------------
 // Kernels
 
-// out (B,T,C) = wte[tokens] (Vp,C) + wpe (maxT,C), written (reads only the tables). One thread per
-// 16-byte chunk of out.
+// out (B,T,C) = wte[tokens] (Vp,C) + wpe (maxT,C), only written; tokens (B,T), wte and wpe only
+// read. One thread per 16-byte chunk of out.
 __global__ void encoder_forward_kernel(floatX* out, const int* tokens, const floatX* wte, const floatX* wpe,
                                        int BT, int T, int C) {
     const size_t idx = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * x128::size;

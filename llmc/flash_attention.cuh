@@ -217,7 +217,8 @@ __device__ inline void store_rows(floatX* dst, size_t stride, const float (&acc)
         }
 }
 
-// Where one (batch, head) lives in each tensor. Every kernel's blockIdx.x is b*NH + h.
+// Where one (batch, head) lives in each tensor. The forward, dk/dv and dq kernels' blockIdx.x is
+// b*NH + h (the delta kernel's grid is flat).
 struct Head {
     size_t qkv;     // offset of q[b, t=0, h, 0] in qkv (B,T,3,NH,64) (and dqkv); k is +C, v is +2C
     size_t out;     // offset of out[b, t=0, h, 0] in (B,T,NH,64) = (B,T,C): out, dout; rows C apart
@@ -525,13 +526,14 @@ inline void flash_attention_forward(Context* ctx, floatX* out, float* lse, const
 }
 
 // The backward's three kernels, each on its own (dev/cuda/attention.cu also times them one by one).
-// delta (B,NH,T) <- rowsum(dout * out) per head.
+// delta (B,NH,T) fp32 <- rowsum(dout * out) per head; dout, out (B,T,C) only read.
 inline void flash_backward_delta(Context* ctx, float* delta, const floatX* dout, const floatX* out, int B, int T, int NH) {
     const size_t n = (size_t)B * T * NH;
     flash::backward_delta_kernel<<<ceil_div(n, 256), 256, 0, ctx->stream>>>(delta, dout, out, B, T, NH);
     launchCheck();
 }
-// The dk, dv parts of dqkv; needs delta.
+// The dk, dv parts of dqkv (B,T,3C) overwritten, its q part untouched; reads qkv (B,T,3C), dout
+// (B,T,C), lse and delta (B,NH,T) fp32 (from flash_backward_delta: run that first).
 inline void flash_backward_dkdv(Context* ctx, floatX* dqkv, const float* delta, const floatX* dout, const floatX* qkv,
                                 const float* lse, int B, int T, int NH) {
     using namespace flash;
@@ -540,7 +542,8 @@ inline void flash_backward_dkdv(Context* ctx, floatX* dqkv, const float* delta, 
     backward_dkdv_kernel<<<dim3(B * NH, ceil_div(T, BLOCK_ROWS)), THREADS, smem, ctx->stream>>>(dqkv, qkv, dout, lse, delta, T, NH);
     launchCheck();
 }
-// The dq part of dqkv; needs delta.
+// The dq part of dqkv (B,T,3C) overwritten, its k, v parts untouched; reads the same as
+// flash_backward_dkdv.
 inline void flash_backward_dq(Context* ctx, floatX* dqkv, const float* delta, const floatX* dout, const floatX* qkv,
                               const float* lse, int B, int T, int NH) {
     using namespace flash;

@@ -1,4 +1,4 @@
-// The GEMM algorithm choices as text: what `--gemm-tune 1` keeps in <out>/gemm_algos.txt and
+// The GEMM algorithm choices as text: what `--gemm-tune 1` or `2` keeps in <out>/gemm_algos.txt and
 // `--gemm-algos FILE` reads (llmc/matmul.cuh makes and applies the choices). Host-only, unit-tested
 // (dev/unit/test_gemm_choices.cpp).
 //   line 1:   a header naming what the choices are valid for (cuBLASLt's version and the GPU:

@@ -74,6 +74,8 @@ __global__ void nonfinite_flag_kernel(float* flag, const floatX* g, size_t n) {
 // ----------------------------------------------------------------------------------------------
 // Launchers
 
+// *flag (one float on the device) <- 1 if any of g (n) is inf or nan, else left as it was (the
+// caller zeroes it); g only read.
 inline void nonfinite_flag(float* flag, const floatX* g, size_t n, int sms, cudaStream_t stream) {
     nonfinite_flag_kernel<<<2 * sms, 512, 0, stream>>>(flag, g, n);
     launchCheck();
