@@ -429,13 +429,17 @@ inline void matmul_rowmajor(Context* ctx, floatX* C, const floatX* X, const floa
 // out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC)      [nn.Linear]
 // inp's rows are ld_inp apart (0: C; ones_ld(C) for an input with the ones column).
 // With pre_gelu != nullptr: pre_gelu (N, OC) = that, and out = GELU_tanh(pre_gelu), in one pass.
-// With residual != nullptr (not with pre_gelu): out = residual (N, OC) + that, the residual
+// With residual != nullptr (refused with pre_gelu): out = residual (N, OC) + that, the residual
 // stream's update, added in fp32 in the epilogue and rounded once (the model passes a new tensor
 // as out: backward needs the stream before and after the block's branch). A projection that writes
 // the residual stream this way reads one more tensor, and the LayerNorm after it reads one and
 // writes one fewer than a fused add + LayerNorm would.
 inline void matmul_forward(Context* ctx, floatX* out, const floatX* inp, const floatX* weight, const floatX* bias,
                            int N, int C, int OC, floatX* pre_gelu = nullptr, const floatX* residual = nullptr, int ld_inp = 0) {
+    if (pre_gelu && residual) {  // cuBLASLt would apply GELU to the sum, silently: a caller's bug
+        fprintf(stderr, "matmul_forward: pre_gelu and residual cannot be used together\n");
+        exit(EXIT_FAILURE);
+    }
     MatmulCall c{out, weight, inp, OC, N, C, /*trans_a=*/true, /*trans_b=*/false};
     c.ldb = ld_inp;
     c.bias = bias;
