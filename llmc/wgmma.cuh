@@ -54,8 +54,8 @@
 namespace flash_wgmma {
 
 // ---------------------------------------------------------------------------------------------
-// PTX wrappers (sm_90a). Everything below is only ever executed inside the kernel's
-// __CUDA_ARCH_FEAT_SM90_ALL branch.
+// PTX wrappers (sm_90a). The device code in this namespace is only ever executed inside the
+// kernels' __CUDA_ARCH_FEAT_SM90_ALL branch (make_tile_map, after it, is host code).
 
 // mbarrier: a shared-memory 64-bit barrier with an expected arrival count and a phase bit. Once
 // `count` arrivals have happened the phase completes (flips) and the count re-arms. Waiters name
