@@ -50,7 +50,8 @@ __global__ void sum_partials_kernel(float* sumsq, const float* partials, int P) 
     if (threadIdx.x == 0) *sumsq = acc;
 }
 
-// One thread. loss = *loss_sum / tokens (NaN without loss_sum: no loss guard); `stats` are the
+// One thread. *out (one StepScalars) <- the step's norm, multiplier, decision and statistics, from
+// *sumsq (only read). loss = *loss_sum / tokens (NaN without loss_sum: no loss guard); `stats` are the
 // running statistics before this step (a kernel argument: the host keeps them between steps).
 __global__ void step_decision_kernel(StepScalars* out, const float* sumsq, float loss_scale, float max_norm,
                                      const float* loss_sum, double tokens, SpikeGuard guard, SpikeStats stats) {
