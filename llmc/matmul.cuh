@@ -436,10 +436,8 @@ inline void matmul_rowmajor(Context* ctx, floatX* C, const floatX* X, const floa
 // writes one fewer than a fused add + LayerNorm would.
 inline void matmul_forward(Context* ctx, floatX* out, const floatX* inp, const floatX* weight, const floatX* bias,
                            int N, int C, int OC, floatX* pre_gelu = nullptr, const floatX* residual = nullptr, int ld_inp = 0) {
-    if (pre_gelu && residual) {  // cuBLASLt would apply GELU to the sum, silently: a caller's bug
-        fprintf(stderr, "matmul_forward: pre_gelu and residual cannot be used together\n");
-        exit(EXIT_FAILURE);
-    }
+    // cuBLASLt would apply the GELU to the sum, without a word: a caller's bug
+    if (pre_gelu && residual) { fprintf(stderr, "matmul_forward: pre_gelu and residual cannot be used together\n"); exit(EXIT_FAILURE); }
     MatmulCall c{out, weight, inp, OC, N, C, /*trans_a=*/true, /*trans_b=*/false};
     c.ldb = ld_inp;
     c.bias = bias;
