@@ -1,6 +1,7 @@
 // Multiple-choice completion tasks (HellaSwag and the like): the token file data/tokenize
 // --hellaswag writes, and the bookkeeping of the evaluation that llmc/evaluate.cuh
-// (gpt2_choice_tally) runs around plain forward passes. Host-only C++17; unit-tested (dev/unit/test_choices.cpp).
+// (gpt2_choice_tally) runs around plain forward passes. Host-only C++17; unit-tested
+// (dev/unit/test_choices.cpp).
 //
 // The task: a context and K endings, one of them the right one (label). The model scores each
 // ending by the cross-entropy of the ending's tokens given the context, which the forward pass

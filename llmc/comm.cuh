@@ -368,8 +368,8 @@ inline void comm_sum_floats(const Comm* c, float* x, size_t n, cudaStream_t stre
 #endif
 }
 // The same for a host vector: through a temporary device buffer, synchronizing `stream` (setup,
-// evaluations and end-of-run exchanges, not the training step). A rank contributes its slots and zeros elsewhere to
-// gather one value per rank.
+// evaluations and end-of-run exchanges, not the training step). A rank contributes its slots and
+// zeros elsewhere to gather one value per rank.
 inline void comm_sum_host_floats(const Comm* c, std::vector<float>* h, cudaStream_t stream) {
     float* d = nullptr;
     cudaCheck(cudaMalloc(&d, h->size() * sizeof(float)));

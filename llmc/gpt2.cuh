@@ -36,7 +36,8 @@ struct GPT2 {
     TokenBuckets buckets;
     float* d_loss_sum = nullptr;      // (2) sum of the micro-steps' per-token losses; the ranks' stop votes (gpt2_train_step)
     float* d_sumsq = nullptr;         // (1) the gradients' sum of squares (ZeRO-1: summed over the shards)
-    StepScalars* d_step = nullptr;    // (1) the step's norm, gradient multiplier, skip decision and spike statistics, made on the GPU (norm.cuh)
+    StepScalars* d_step = nullptr;    // (1) the step's norm, gradient multiplier, skip decision and spike
+                                      // statistics, made on the GPU (norm.cuh)
     int adam_t = 0;                   // AdamW steps taken
     SpikeStats spike{};               // the spike guard's running loss and norm statistics (host; spike_guard.h)
     std::vector<cudaEvent_t> step_events;  // phase timing of gpt2_train_step

@@ -51,8 +51,9 @@ __global__ void sum_partials_kernel(float* sumsq, const float* partials, int P) 
 }
 
 // One thread. *out (one StepScalars) <- the step's norm, multiplier, decision and statistics, from
-// *sumsq (only read). loss = *loss_sum / tokens (NaN without loss_sum: no loss guard); `stats` are the
-// running statistics before this step (a kernel argument: the host keeps them between steps).
+// *sumsq (only read). loss = *loss_sum / tokens (NaN without loss_sum: no loss guard); `stats`
+// are the running statistics before this step (a kernel argument: the host keeps them between
+// steps).
 __global__ void step_decision_kernel(StepScalars* out, const float* sumsq, float loss_scale, float max_norm,
                                      const float* loss_sum, double tokens, SpikeGuard guard, SpikeStats stats) {
     const float norm = sqrtf(*sumsq) / loss_scale;

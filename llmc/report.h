@@ -236,8 +236,8 @@ inline std::string int8_hint_text(const RunShape& r, const StepTimes& t) {
 }
 
 // The lines (empty on one GPU): the bytes each step reduces, the time the reduction took (comm_ms)
-// and its bus bandwidth, what of it the backward did not hide, with several micro-steps how much longer the
-// backward it overlaps took than the others; and, where the exposed part is more than 5 % of the step,
+// and its bus bandwidth, what of it the backward did not hide, with several micro-steps how much
+// longer the backward it overlaps took than the others; and, where the exposed part is more than 5 % of the step,
 // how many tokens per step (-d) would bring it to 2 % or less, and what --grad-int8 1 would send.
 inline std::string comm_summary_text(const RunShape& r, const StepTimes& t) {
     if (r.gpus <= 1) return "";

@@ -1,5 +1,6 @@
 // The options of a run (the command line, and on --resume the run's own): what configure()
-// (llmc/run_setup.cuh, the first thing train_gpt2.cu's main calls) asks before anything else. Host-only.
+// (llmc/run_setup.cuh, the first thing train_gpt2.cu's main calls) asks before anything else.
+// Host-only.
 #pragma once
 #include <numeric>
 #include <string>
