@@ -46,7 +46,7 @@
 // The run's state besides the weights, as a checkpoint keeps it (llmc/checkpoint.h).
 TrainState train_state(const Run* r) {
     TrainState st{};
-    st.step = r->step; st.adam_t = r->model.adam_t; st.spike = r->model.spike;
+    st.step = r->step; st.adam_t = r->model.adam_t; st.spike = r->model.spike; st.bad_in_a_row = r->bad_in_a_row;
     st.loss_scale = r->scaler.scale; st.scaler_clean_steps = r->scaler.clean_steps;
     st.loader = dataloader_state(&r->train); st.sample_rng = r->sample_rng;
     st.world = r->comm.world; st.precision = PRECISION_CODE; st.zero = r->tc.zero; st.config = r->model.cfg;
@@ -164,7 +164,7 @@ bool resume(Run* r, std::string* err) {
     GpuState io(&r->model, &r->ctx, &r->comm, r->tc.zero);   // straight from the files into the GPU
     if (!checkpoint_read(dir, expect, &st, io, err)) return false;
     io.commit_weights();
-    r->step = st.step; r->model.adam_t = st.adam_t; r->model.spike = st.spike;
+    r->step = st.step; r->model.adam_t = st.adam_t; r->model.spike = st.spike; r->bad_in_a_row = st.bad_in_a_row;
     r->scaler.scale = st.loss_scale; r->scaler.clean_steps = st.scaler_clean_steps;
     r->sample_rng = st.sample_rng;
     if (!dataloader_restore(&r->train, st.loader, err)) { *err = dir + "/state.bin: " + *err; return false; }
@@ -267,14 +267,14 @@ bool setup(Run* r, std::string* err) {
 }
 
 // Evaluation, sample, checkpoint: whichever is due after `r->step` steps (llmc/evaluate.cuh
-// computes the first two; --val-batches batches of all ranks together, or one pass over --val).
+// computes the first two; --val-batches batches of B rows, all ranks together, or one pass over --val).
 void after_step(Run* r, bool last) {
     const TrainConfig& tc = r->tc;
     GPT2* m = &r->model;
     auto due = [&](int every) { return last || (every > 0 && r->step % every == 0); };
     wait_for_checkpoint(r, true);   // a background write that failed ends the run here
     if (due(tc.val_every)) {
-        const size_t batches = tc.val_batches > 0 ? (size_t)(tc.val_batches / r->comm.world) : dataloader_steps_per_epoch(&r->val);
+        const size_t batches = tc.val_batches > 0 ? (size_t)tc.val_batches : validation_batches(&r->val, tc.B);
         const float v = gpt2_validation_loss(m, &r->ctx, &r->comm, &r->val, batches, r->step);
         if (r->comm.rank == 0) {
             printf("%s\n", val_text(r->step, v).c_str());
@@ -447,7 +447,6 @@ int run_loop(Run* r) {
     BatchSource batches(r);
     install_stop_signals();
     bool stopped = false;
-    int bad_in_a_row = 0;
     std::vector<float> timed_ms;
     std::vector<StepResult> timed;
     double elapsed_s = 0;
@@ -472,9 +471,9 @@ int run_loop(Run* r) {
             }
         }
         // every rank has the same StepResult (the flags, the loss and the norm are global), so all stop together
-        bad_in_a_row = bad_streak(bad_in_a_row, s.skip_reason);
-        if (tc.max_bad_steps > 0 && bad_in_a_row >= tc.max_bad_steps) {
-            if (r->comm.rank == 0) fprintf(stderr, "error: %s\n", bad_steps_text(bad_in_a_row, s, r->step, tc.max_bad_steps).c_str());
+        r->bad_in_a_row = bad_streak(r->bad_in_a_row, s.skip_reason);
+        if (tc.max_bad_steps > 0 && r->bad_in_a_row >= tc.max_bad_steps) {
+            if (r->comm.rank == 0) fprintf(stderr, "error: %s\n", bad_steps_text(r->bad_in_a_row, s, r->step, tc.max_bad_steps).c_str());
             return 2;
         }
         if (!tc.bench) after_step(r, r->step == r->steps);

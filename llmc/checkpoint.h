@@ -225,6 +225,8 @@ struct TrainState {                 // everything besides the weights needed to 
     int32_t data_files;
     uint64_t data_tokens;
     SpikeStats spike;               // the spike guard's statistics (zeros in an older checkpoint: they start again)
+    int32_t bad_in_a_row;           // --max-bad-steps' count: steps skipped for inf/nan gradients in a row just before
+                                    // (so a resumed run stops where the uninterrupted one would; 0 in an older checkpoint)
 };
 
 namespace ckpt_detail {
@@ -241,6 +243,7 @@ template <class S, class F> void fields(S& s, F&& f) {
     f(s.config.num_layers); f(s.config.num_heads); f(s.config.channels);
     f(s.data_files); f(s.data_tokens);   // added later: appended, so older headers read as zeros
     for (RunningStats* r : {&s.spike.loss, &s.spike.norm}) { f(r->level); f(r->spread2); f(r->count); }   // added later still
+    f(s.bad_in_a_row);                                                                                     // and after that
 }
 inline int header_ints() {
     TrainState s{};
@@ -416,12 +419,15 @@ inline bool checkpoint_read_state(const std::string& ckpt_dir, TrainState* st, s
         if (r.count < 0 || !std::isfinite(r.level) || !std::isfinite(r.spread2) || r.spread2 < 0)
             return fail(err, path, "header holds impossible spike-guard statistics (count " + std::to_string(r.count) +   // %g: a
                                    text_printf(", level %.6g, spread^2 %.6g)", r.level, r.spread2));           // 1e300 is not 300 digits
-    // counters that only grow from 0 (AdamW's skips no step it did not count), a loss scale the
-    // scaler can reach ([1, 2^24]; 1, and no clean steps, without fp16), a known precision and a run of >= 1 GPU
-    if (s.step < 0 || s.adam_t < 0 || s.adam_t > s.step || !(s.loss_scale >= 1.0f && s.loss_scale <= 16777216.0f) ||
-        s.scaler_clean_steps < 0 || (s.precision != 1 && (s.loss_scale != 1.0f || s.scaler_clean_steps != 0)) || s.world < 1 || s.precision < 0 || s.precision > 2 || s.data_files < 0)
+    // counters that only grow from 0 (AdamW's skips no step it did not count, and no more steps were
+    // skipped in a row than were skipped), a loss scale the scaler can reach ([1, 2^24]; 1, and no
+    // clean steps, without fp16), a known precision and a run of >= 1 GPU
+    if (s.step < 0 || s.adam_t < 0 || s.adam_t > s.step || s.bad_in_a_row < 0 || s.bad_in_a_row > s.step - s.adam_t ||
+        !(s.loss_scale >= 1.0f && s.loss_scale <= 16777216.0f) || s.scaler_clean_steps < 0 ||
+        (s.precision != 1 && (s.loss_scale != 1.0f || s.scaler_clean_steps != 0)) || s.world < 1 || s.precision < 0 || s.precision > 2 || s.data_files < 0)
         return fail(err, path, "header holds an impossible training state (step " + std::to_string(s.step) + ", AdamW step " +
-                               std::to_string(s.adam_t) + ", loss scale " + std::to_string(s.loss_scale) + ", clean steps " +
+                               std::to_string(s.adam_t) + ", bad steps in a row " + std::to_string(s.bad_in_a_row) +
+                               ", loss scale " + std::to_string(s.loss_scale) + ", clean steps " +
                                std::to_string(s.scaler_clean_steps) + ", GPUs " + std::to_string(s.world) + ", precision " +
                                std::to_string(s.precision) + ", shards " + std::to_string(s.data_files) + ")");
     const long long expect = sizeof h + 2LL * sizeof(float) * param_layout(s.config).total;

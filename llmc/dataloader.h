@@ -20,6 +20,9 @@
 //
 // The position (DataLoaderState) is four integers, saved in checkpoints: restoring it and
 // continuing gives exactly the batches an uninterrupted run would have read.
+//
+// The validation set (ValidationSet, at the end) is read another way: every row of T+1 tokens of
+// its shards, so that the validation loss covers the same tokens on any GPU count.
 // Host-only; unit-tested on the CPU.
 #pragma once
 #include <glob.h>
@@ -144,20 +147,6 @@ inline bool dataloader_shards(const std::string& pattern, std::vector<std::strin
     return true;
 }
 
-// The most rows (sequences of T tokens), at most B, of a micro-batch for which every shard matching
-// `pattern` holds one step of rows*T*world*accum tokens (and the next one's first target): 0 when
-// not even one row fits. How the validation loader copes with a small validation set.
-inline bool dataloader_rows_that_fit(const std::string& pattern, int B, int T, int world, int accum, int* rows, std::string* err) {
-    std::vector<std::string> files;
-    std::vector<size_t> tokens;
-    if (!dataloader_shards(pattern, &files, &tokens, err)) return false;
-    const size_t row_tokens = (size_t)T * world * accum;
-    size_t fit = (size_t)B;
-    for (size_t n : tokens) fit = std::min(fit, n == 0 ? 0 : (n - 1) / row_tokens);
-    *rows = (int)fit;
-    return true;
-}
-
 // Opens every shard the glob matches and checks their headers. false + one-line err on failure.
 inline bool dataloader_open(DataLoader* dl, const std::string& pattern, int B, int T, int rank, int world, int accum,
                             int vocab, bool shuffle, uint64_t seed, std::string* err) {
@@ -245,5 +234,80 @@ inline bool dataloader_next(DataLoader* dl, std::string* err) {
         }
     for (size_t i = 0; i < bt; i++) { dl->inputs[i] = dl->window[i]; dl->targets[i] = dl->window[i + 1]; }
     dataloader_advance(dl);
+    return true;
+}
+
+// --- the validation set -----------------------------------------------------------------------
+// The validation loss is measured over every row of T+1 tokens (T inputs and their T targets)
+// that the --val shards hold: row k of a shard is its tokens [k*T, k*T + T], so a shard of n
+// tokens holds floor((n-1)/T) rows (a tail shorter than a row is left out), taken in glob order.
+// Why not the training stream above: its step blocks of B*T*GPUs tokens leave out a tail whose
+// length depends on B and on the GPU count, so "one pass" would cover other tokens on 1 and on 4
+// GPUs, and their losses would not be comparable. These rows depend on the data and T alone.
+// A batch is up to B consecutive rows of that list (it may span two shards): batch i covers
+// rows [i*B, i*B + B), the last one fewer, and rank r evaluates batches r, r + world, ...; the
+// ranks' sums of token losses add up to the loss of the same rows on any GPU count and any -b.
+struct ValidationSet {
+    int T = 0, vocab = 0;
+    std::vector<std::string> files;      // glob order (sorted)
+    std::vector<size_t> file_rows;       // rows per shard
+    size_t rows = 0;                     // over all shards
+    std::vector<uint16_t> window;        // one read: consecutive rows of one shard and the last target
+    std::vector<int> inputs, targets;    // (n, T) each: the rows validation_read read last
+};
+
+// Opens the shards the glob matches (checked headers). false + one line when nothing matches, a
+// header is bad, or not one shard holds a row of T+1 tokens.
+inline bool validation_open(ValidationSet* v, const std::string& pattern, int T, int vocab, std::string* err) {
+    *v = ValidationSet{};
+    v->T = T; v->vocab = vocab;
+    std::vector<size_t> tokens;
+    if (!dataloader_shards(pattern, &v->files, &tokens, err)) return false;
+    size_t most = 0;
+    for (size_t n : tokens) {
+        v->file_rows.push_back(n == 0 ? 0 : (n - 1) / (size_t)T);
+        v->rows += v->file_rows.back();
+        most = std::max(most, n);
+    }
+    if (v->rows == 0) {
+        *err = pattern + ": no shard holds one row of T + 1 = " + std::to_string((size_t)T + 1) + " tokens (the largest holds " +
+               std::to_string(most) + "): nothing to validate on at -t " + std::to_string(T);
+        return false;
+    }
+    return true;
+}
+
+// Batches of up to B rows in one pass over the set (all GPUs together).
+inline size_t validation_batches(const ValidationSet* v, int B) { return (v->rows + (size_t)B - 1) / (size_t)B; }
+
+// Reads rows [first, first + n) of the set into inputs/targets ((n, T) each). Rows that lie in one
+// shard are consecutive tokens there, so each shard's part is one read of its rows*T + 1 tokens.
+// false + one line naming the file on a read error or a token id not below the vocabulary.
+inline bool validation_read(ValidationSet* v, size_t first, size_t n, std::string* err) {
+    const size_t T = (size_t)v->T;
+    v->inputs.resize(n * T);
+    v->targets.resize(n * T);
+    size_t done = 0, f = 0, row = first;   // row: the next row to read, counted over all shards
+    while (done < n) {
+        while (f < v->files.size() && row >= v->file_rows[f]) row -= v->file_rows[f++];   // the shard it lies in
+        if (f == v->files.size()) { *err = "validation rows " + std::to_string(first) + ".." + std::to_string(first + n) +
+                                           ": beyond the " + std::to_string(v->rows) + " rows of the set"; return false; }
+        const size_t take = std::min(n - done, v->file_rows[f] - row), start = row * T, count = take * T + 1;
+        v->window.resize(count);
+        if (!shard_read_tokens(v->files[f], start, count, v->window.data(), err)) return false;
+        for (size_t i = 0; i < count; i++)
+            if (v->window[i] >= v->vocab) {
+                *err = v->files[f] + ": token " + std::to_string(v->window[i]) + " at position " + std::to_string(start + i) +
+                       " is not below the vocabulary size " + std::to_string(v->vocab);
+                return false;
+            }
+        for (size_t r = 0; r < take; r++)   // row r's inputs are tokens [r*T, r*T + T), its targets one further
+            for (size_t t = 0; t < T; t++) {
+                v->inputs[(done + r) * T + t] = v->window[r * T + t];
+                v->targets[(done + r) * T + t] = v->window[r * T + t + 1];
+            }
+        done += take;
+        row += take;
+    }
     return true;
 }

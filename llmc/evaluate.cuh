@@ -17,29 +17,31 @@
 #include "gpt2_step.cuh"
 #include "sampler.h"
 
-// Mean loss over `batches` batches of the validation loader's rows (those of all ranks together,
-// each rank its slice), from the loader's start: the same batches every time.
-// Each batch's summed loss is added on the host in double: one fp32 sum over thousands of
-// batches would lose the last digits the line prints.
-inline float gpt2_validation_loss(GPT2* m, Context* ctx, const Comm* comm, DataLoader* val, size_t batches, int step) {
-    dataloader_reset(val);
+// Mean loss per token over the first `batches` batches of B rows of the validation set (all
+// ranks together; llmc/dataloader.h's ValidationSet: rank r takes batches r, r + world, ...), the
+// same rows every time and on any GPU count. Each batch's summed loss is added on the host in
+// double: one fp32 sum over thousands of batches would lose the last digits the line prints.
+inline float gpt2_validation_loss(GPT2* m, Context* ctx, const Comm* comm, ValidationSet* val, size_t batches, int step) {
+    const size_t B = (size_t)m->B, rows = std::min(batches * B, val->rows);
     std::string err;
     double sum = 0;
-    for (size_t i = 0; i < batches; i++) {
+    for (size_t first = (size_t)comm->rank * B; first < rows; first += (size_t)comm->world * B) {
+        const size_t n = std::min(B, rows - first);
         comm_watch(comm, step, "evaluation (validation loss)");
-        if (!dataloader_next(val, &err)) comm_fail(comm, err);
-        gpt2_set_batch(m, ctx, val->inputs.data(), val->targets.data(), val->B);
+        if (!validation_read(val, first, n, &err)) comm_fail(comm, err);
+        gpt2_set_batch(m, ctx, val->inputs.data(), val->targets.data(), (int)n);
         cudaCheck(cudaMemsetAsync(m->d_loss_sum, 0, sizeof(float), ctx->stream));
-        gpt2_forward(m, ctx, val->B, m->T, true, 0.0f);
+        gpt2_forward(m, ctx, (int)n, m->T, true, 0.0f);
         float batch;
         cudaCheck(cudaMemcpyAsync(&batch, m->d_loss_sum, sizeof batch, cudaMemcpyDeviceToHost, ctx->stream));
         cudaCheck(cudaStreamSynchronize(ctx->stream));
         sum += batch;
     }
+    comm_watch(comm, step, "evaluation (validation loss)");   // (a rank may have had no batch)
     std::vector<float> total = {(float)sum};   // this rank's, then all ranks'
     comm_sum_host_floats(comm, &total, ctx->stream);
     comm_unwatch(comm);
-    return (float)(total[0] / ((double)batches * val->B * m->T * comm->world));
+    return (float)(total[0] / ((double)rows * m->T));
 }
 
 // The multiple-choice tally of the examples of `s`, in rows of Tc tokens (choices_row_length),

@@ -35,7 +35,8 @@ struct Run {
     GPT2 model;
     GradReducer reducer;
     bool reduce = false;             // several GPUs: the reducer is in use
-    DataLoader train, val;
+    DataLoader train;
+    ValidationSet val;               // --val's rows (llmc/dataloader.h)
     ChoiceSet choices;               // --hellaswag's examples (none: empty)
     int choice_T = 0;                // the rows they are evaluated in (choices_row_length: the longest
                                      // example rounded up to 64, at most T; unrounded where B*T has no
@@ -47,6 +48,7 @@ struct Run {
     GpuPeak peak;                    // what MFU is measured against, per GPU (flops 0: unknown)
     uint64_t sample_rng = 0;
     int step = 0, steps = 0, accum = 1;
+    int bad_in_a_row = 0;            // steps skipped for inf/nan gradients in a row (--max-bad-steps; checkpoints keep it)
     int saved_step = -1;             // the step of the last checkpoint taken (written, or being written in the background)
     CheckpointWriter writer;         // rank 0's background checkpoint writes (llmc/checkpoint_writer.cuh)
     std::string resume_dir;          // --resume: the newest complete checkpoint, found once in setup ("": none); resume() loads
@@ -255,10 +257,8 @@ inline bool open_data(Run* r, const GPT2Config& cfg, std::string* err) {
         *err = tc.train + ": one epoch is " + std::to_string(dataloader_steps_per_epoch(&r->train)) + " steps, more than 2^31-1: set --max-steps";
         return false;
     }
-    // validation batches of B rows, or fewer where the validation data is small
-    int val_rows;
-    if (!dataloader_rows_that_fit(tc.val, tc.B, tc.T, r->comm.world, 1, &val_rows, err) ||
-        !dataloader_open(&r->val, tc.val, std::max(val_rows, 1), tc.T, r->comm.rank, r->comm.world, 1, cfg.vocab_size, false, 0, err)) {
+    // the validation set: every row of T+1 tokens in --val, the same on any GPU count and -b
+    if (!validation_open(&r->val, tc.val, tc.T, cfg.vocab_size, err)) {
         *err = "option --val: " + *err;
         return false;
     }
@@ -268,18 +268,14 @@ inline bool open_data(Run* r, const GPT2Config& cfg, std::string* err) {
         for (const std::string& v : glob_files(tc.val))
             if (std::binary_search(train.begin(), train.end(), v)) { *err = "option --val: " + v + " is also one of --train's files"; return false; }
     }
-    // --val-batches beyond one pass would count rows twice (the loader starts over)
-    const size_t pass = dataloader_steps_per_epoch(&r->val) * r->comm.world;
+    // --val-batches beyond one pass would count rows twice
+    const size_t pass = validation_batches(&r->val, tc.B);
     if ((size_t)tc.val_batches > pass) {
         *err = "option --val-batches: " + std::to_string(tc.val_batches) + " batches, but one pass over " + tc.val + " is " +
-               std::to_string(pass) + " (of " + std::to_string(r->val.B) + " rows of " + std::to_string(tc.T) + " tokens per GPU" +
-               (r->comm.world > 1 ? ", all GPUs together" : "") + "); 0 evaluates one pass";
+               std::to_string(pass) + " (its " + std::to_string(r->val.rows) + " rows of " + std::to_string(tc.T) + " tokens, " +
+               std::to_string(tc.B) + " a batch); 0 evaluates one pass";
         return false;
     }
-    // (the rows are whole per GPU, so with a small --val how many are evaluated depends on the GPU count)
-    if (val_rows < tc.B && r->comm.rank == 0)
-        printf("note: validation batches of %d rows of %d tokens per GPU (%d over all GPUs): %s is too small for %d\n", val_rows, tc.T,
-               val_rows * r->comm.world, tc.val.c_str(), tc.B);
     if (!tc.hellaswag.empty() && !open_choices(r, cfg, err)) return false;
     std::string latest, none;
     if (!tc.out.empty() && !tc.resume && (file_exists(tc.out + "/log.jsonl") || checkpoint_find_latest(tc.out, &latest, &none))) {

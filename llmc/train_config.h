@@ -99,7 +99,7 @@ inline std::vector<Option> train_options(TrainConfig* c) {
         {"cuda-graphs", 0, OPT_INT, &c->cuda_graphs, "1: from the second step on, replay each micro-step's forward and backward as CUDA graphs (one launch instead of ~300: pays at small batches); 0: launch every kernel", 0, 1},
         {"gemm-algos", 0, OPT_STRING, &c->gemm_algos, "use the GEMM algorithm choices in this file (a run's <out>/gemm_algos.txt): bitwise-repeatable runs"},
         {"val-every", 'v', OPT_INT, &c->val_every, "validation loss every N steps (0: only at the end)", 0, 1e9},
-        {"val-batches", 0, OPT_INT, &c->val_batches, "validation batches over all GPUs together, a multiple of the GPU count (0: one pass over --val); a batch is B sequences, fewer where --val is small", 0, 1e9},
+        {"val-batches", 0, OPT_INT, &c->val_batches, "validation batches of B sequences of T tokens, all GPUs together (0: one pass, every such sequence --val holds); the same tokens on any GPU count", 0, 1e9},
         {"hellaswag", 0, OPT_STRING, &c->hellaswag, "HellaSwag-style multiple-choice file (data/tokenize --hellaswag writes it): its accuracy with every validation loss (empty: none)"},
         {"eval-only", 0, OPT_FLAG, &c->eval_only, "no training: the validation loss, --hellaswag and a sample of the model (-e), then exit (writes nothing: no --out)"},
         {"sample-every", 's', OPT_INT, &c->sample_every, "print a sampled text every N steps (0: only at the end)", 0, 1e9},
@@ -186,11 +186,6 @@ inline bool check_train_config(TrainConfig* c, int world, std::string* err) {
         return false;
     }
     if (c->eps <= 0) { *err = "option --eps: must be above 0 (AdamW divides by sqrt(v) + eps, and v is 0 where a gradient is)"; return false; }
-    if (c->val_batches % world != 0) {
-        *err = "option --val-batches: " + std::to_string(c->val_batches) + " is not a multiple of the " + std::to_string(world) +
-               " GPUs (it counts the batches of all GPUs together)";
-        return false;
-    }
     if (c->resume && c->out.empty()) { *err = "option --resume needs --out (the run directory to resume from)"; return false; }
     if (c->bench && c->resume) { *err = "option --resume: not with --bench (a benchmark starts from -e's model and saves nothing)"; return false; }
     if (c->eval_only && (!c->out.empty() || c->resume || c->bench)) {
@@ -225,11 +220,28 @@ inline bool check_train_config(TrainConfig* c, int world, std::string* err) {
     return true;
 }
 
+// The checkpoint options only mean something where checkpoints are written: with --out, in a
+// run that trains. Given without that they would be dropped in silence, and a user who asked for
+// a checkpoint every 100 steps would learn only after a crash that there are none. So they are
+// refused when GIVEN on the command line (their defaults are fine anywhere). false + one line.
+inline bool check_checkpoint_options(const TrainConfig& c, int argc, const char* const* argv, std::string* err) {
+    TrainConfig names;   // options_given reads only the table's names
+    for (const std::string& name : options_given(train_options(&names), argc, argv)) {
+        if (name != "checkpoint-every" && name != "keep-checkpoints" && name != "checkpoint-async") continue;
+        if (c.bench || c.eval_only) {
+            *err = "option --" + name + ": not with " + (c.bench ? "--bench" : "--eval-only") + ", which writes no checkpoints";
+            return false;
+        }
+        if (c.out.empty()) { *err = "option --" + name + " needs --out (the run directory the checkpoints are written to)"; return false; }
+    }
+    return true;
+}
+
 // Parses and checks the options for a run on `world` GPUs. Returns false with one line in *err
 // on any problem; sets *help for -h/--help (the caller prints options_help and exits 0).
 inline bool parse_train_config(TrainConfig* c, int argc, const char* const* argv, int world, bool* help, std::string* err) {
     if (!options_parse(train_options(c), argc, argv, help, err)) return false;
-    return *help || check_train_config(c, world, err);
+    return *help || (check_checkpoint_options(*c, argc, argv, err) && check_train_config(c, world, err));
 }
 
 // --resume continues a run with the options it was started with: every checkpoint keeps them

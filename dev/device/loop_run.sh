@@ -9,7 +9,8 @@
 #   3. resume: 20 steps straight vs 10 steps + kill + --resume 10 steps (the options from the
 #      checkpoint): bitwise equal losses (the runs' log.jsonl, exact floats); another -l on resume
 #      is refused;
-#   4. val: B=64 on tinyshakespeare, whose validation data is smaller than one batch;
+#   4. val: the validation loss of the same rows at -b 64 (more than tinyshakespeare's validation
+#      data holds), 4 and 5, and with 2 and 3 ranks sharing the GPU;
 #      zero1 (not in the default set): --zero 1 on one GPU, killed, resumed, vs DDP, bitwise;
 #      export (not in the default set): a checkpoint written as a Hugging Face folder
 #      (dev/export_hf.py), loaded by transformers, checked against dev/reference.py;
@@ -21,6 +22,9 @@
 #      random tokens (--debug-bad-batch): skipped, no false alarms, resumed bitwise;
 #      wsd (not in the default set): --lr-schedule wsd extended on --resume before its decay began
 #      is bitwise the run started with the longer length;
+#      badres (not in the default set): --max-bad-steps across a resume: a run whose gradients turn
+#      NaN from step 3 on (--debug-nan 0:3), killed after step 5 and resumed, stops at step 7 with
+#      exit 2, as the uninterrupted run does (checkpoints keep the count of bad steps in a row);
 #   5. memory and speed with --recompute 0/1/2 at B=64.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -111,9 +115,22 @@ if has zero1; then
     summary+=("ZeRO-1 on one GPU, killed after step 4, resumed, vs DDP straight (log.jsonl): $(python3 dev/compare_losses.py runs/za/log.jsonl runs/zb/log.jsonl --tol 0)$ref_note")
 fi
 if has val; then
-    # B=64 on tinyshakespeare: its validation data holds fewer tokens than one batch of 64 rows
-    build/bf16/train_gpt2cu $common -b 64 -d 65536 -x 2 -v 1 -g 0 > "$OUT/val_small.log" 2>&1
-    summary+=("B=64, small validation set: rc=$? $(grep -m1 '^note: validation' "$OUT/val_small.log") $(grep 'val loss' "$OUT/val_small.log" | tr '\n' ' ')$ref_note")
+    # the validation loss covers the same rows at any -b and GPU count: --eval-only (FP32) of the
+    # reference model on tinyshakespeare's validation shard (its 32 rows of 1024 tokens) at -b 64
+    # (one batch larger than the set), -b 4 and -b 5 (a short last batch), and with 2 and 3 ranks
+    # sharing the GPU (own_host.sh); equal up to the order of the float sums and GEMM algorithms
+    e="-e dev_data/reference_model.bin -j dev_data/tinyshakespeare_val.bin -t 1024 --eval-only -g 0"
+    vals=""
+    for b in 64 4 5; do
+        build/fp32/train_gpt2cu $e -b $b > "$OUT/val_b$b.log" 2>&1
+        vals+=" b$b:rc=$?:$(grep -o 'val loss [0-9.]*' "$OUT/val_b$b.log" | head -n 1 | cut -d' ' -f3)"
+    done
+    for n in 2 3; do
+        timeout 120 mpirun --allow-run-as-root -np $n --bind-to none dev/device/own_host.sh build/fp32/train_gpt2cu $e -b 5 \
+            > "$OUT/val_r$n.log" 2>&1
+        vals+=" ${n}ranks_b5:rc=$?:$(grep -o 'val loss [0-9.]*' "$OUT/val_r$n.log" | head -n 1 | cut -d' ' -f3)"
+    done
+    summary+=("val, the same rows at any -b and GPU count (FP32 --eval-only):$vals$ref_note")
 fi
 if has export; then
     # a model trained here, in transformers: a 10-step FP16 run's checkpoint -> dev/export_hf.py (with
@@ -282,6 +299,15 @@ if has wsd; then
     summary+=("wsd: 100 straight vs 60 resumed at 40 with -x 100: $(python3 dev/compare_losses.py runs/wsd_a runs/wsd_b --tol 0); $(grep -m1 '^note: --max-steps' "$OUT/wsd_b2.log")")
     summary+=("   learning rates at steps 1 10 11 80 81 90 100 (straight): $(grep -E '^step +(1|10|11|80|81|90|100)/' "$OUT/wsd_a.log" | sed 's/.*| lr \([^ ]*\) .*/\1/' | tr '\n' ' ')")
     summary+=("   the same steps (resumed): $(cat "$OUT/wsd_b1.log" "$OUT/wsd_b2.log" | grep -E '^step +(1|10|11|80|81|90|100)/' | sed 's/.*| lr \([^ ]*\) .*/\1/' | tr '\n' ' ')")
+fi
+if has badres; then
+    b="-e dev_data/reference_model.bin -i dev_data/tinyshakespeare_train.bin -b 4 -t 256 -x 20 -g 0 --val-batches 1 --max-bad-steps 5"
+    rm -rf runs/bad_a runs/bad_b
+    build/bf16/train_gpt2cu $b --debug-nan 0:3 -o runs/bad_a > "$OUT/bad_a.log" 2>&1; rc_a=$?
+    build/bf16/train_gpt2cu $b --debug-nan 0:3 -n 1 --debug-exit-after 5 -o runs/bad_b > "$OUT/bad_b1.log" 2>&1; rc_b1=$?
+    build/bf16/train_gpt2cu -o runs/bad_b --resume --debug-nan 0:3 > "$OUT/bad_b2.log" 2>&1; rc_b2=$?
+    summary+=("badres: straight rc=$rc_a '$(grep -m1 '^error' "$OUT/bad_a.log")'")
+    summary+=("   killed after 5 rc=$rc_b1, resumed rc=$rc_b2 '$(grep -m1 '^error' "$OUT/bad_b2.log")'")
 fi
 if has recompute; then
     for rc in 0 1 2; do

@@ -1,6 +1,6 @@
 // Token shards (llmc/shards.h) and the data loader (llmc/dataloader.h): bytes 0-7 pick B, T, GPUs, rank, accumulation,
 // vocabulary, shuffle, a token range and a position; the rest is the shard, read by shard_read_header/_tokens,
-// dataloader_rows_that_fit, dataloader_open, dataloader_restore and dataloader_next. Seeds: shards of 0, 40 and
+// validation_open/_read, dataloader_open, dataloader_restore and dataloader_next. Seeds: shards of 0, 40 and
 // 300 tokens (shard_write).
 #include "llmc/dataloader.h"
 #include "dev/fuzz/fuzz_common.h"
@@ -47,8 +47,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const int B = 1 + c[0] % 4, T = 1 + (c[0] >> 2) % 8, world = 1 + (c[1] & 1), rank = (c[1] >> 1) % world,
               accum = 1 + (c[1] >> 2) % 3, vocab = 1 + (c[2] | c[3] << 8);
     const bool shuffle = c[1] & 0x80;
-    int rows = -1;
-    if (!dataloader_rows_that_fit(path, B, T, world, accum, &rows, &err) || rows < 0 || rows > B) abort();
+    ValidationSet v;
+    if (validation_open(&v, path, T, vocab, &err)) {   // every row, one batch of B at a time: tokens in range, or one line
+        if (v.rows != (n - 1) / T) abort();
+        for (size_t first = 0; first < v.rows; first += B) {
+            const size_t rows = std::min<size_t>(B, v.rows - first);
+            if (!validation_read(&v, first, rows, &err)) { one_line(err, path); break; }
+            for (size_t k = 0; k < v.inputs.size(); k++)
+                if (v.inputs[k] < 0 || v.inputs[k] >= vocab || v.targets[k] < 0 || v.targets[k] >= vocab) abort();
+        }
+    } else {
+        one_line(err, path);
+    }
     DataLoader dl;
     if (!dataloader_open(&dl, path, B, T, rank, world, accum, vocab, shuffle, c[4], &err)) { one_line(err, path); return 0; }
     // a position to restore: in range or not (c[5] picks the fields)

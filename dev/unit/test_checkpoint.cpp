@@ -23,6 +23,7 @@ static TrainState example_state(int step) {
     s.data_files = 3; s.data_tokens = 0x1000000005ull;               // 64-bit again
     s.spike.loss = {1.0 / 3.0, 4.9e-324, 2147483647};                // doubles: every bit counts (a denormal too)
     s.spike.norm = {-0.0, 0.123456789012345678, 128};
+    s.bad_in_a_row = 4;                                              // of the 10 skipped steps (step - adam_t)
     return s;
 }
 // Arbitrary bit patterns (negative zero, denormals, NaNs with payloads too): bit-exactness is the point.
@@ -43,7 +44,7 @@ static bool same_state(const TrainState& a, const TrainState& b) {
            a.data_files == b.data_files && a.data_tokens == b.data_tokens &&
            memcmp(&a.spike.loss.level, &b.spike.loss.level, 8) == 0 && memcmp(&a.spike.loss.spread2, &b.spike.loss.spread2, 8) == 0 &&
            memcmp(&a.spike.norm.level, &b.spike.norm.level, 8) == 0 && memcmp(&a.spike.norm.spread2, &b.spike.norm.spread2, 8) == 0 &&
-           a.spike.loss.count == b.spike.loss.count && a.spike.norm.count == b.spike.norm.count;
+           a.spike.loss.count == b.spike.loss.count && a.spike.norm.count == b.spike.norm.count && a.bad_in_a_row == b.bad_in_a_row;
 }
 static bool exists(const std::string& p) { return access(p.c_str(), F_OK) == 0; }
 static void sh(const std::string& cmd) { if (system(cmd.c_str()) != 0) printf("note: '%s' failed\n", cmd.c_str()); }
@@ -76,18 +77,20 @@ static int make_checkpoint(int argc, char** argv) {
     return 1;
 }
 
-// The header's layout: the fields fit, and an older header (without the spike guard) still reads.
+// The header's layout: the fields fit, and an older header (without the spike guard and the bad-step
+// count, its last 11 ints) still reads.
 static void test_header_layout() {
     CHECK(ckpt_detail::header_ints() <= CKPT_HEADER_INTS, "the state fields fit the header (" +
           std::to_string(ckpt_detail::header_ints()) + " of " + std::to_string(CKPT_HEADER_INTS) + " ints)");
     // a header from before the spike guard (zeros where its statistics go) reads as "nothing seen yet"
     int32_t h[CKPT_HEADER_INTS] = {};
     ckpt_detail::encode(example_state(5), h);
-    for (int i = ckpt_detail::header_ints() - 10; i < ckpt_detail::header_ints(); i++) h[i] = 0;
+    for (int i = ckpt_detail::header_ints() - 11; i < ckpt_detail::header_ints(); i++) h[i] = 0;
     TrainState old{}, expect = example_state(5);
     ckpt_detail::decode(h, &old);
     expect.spike = SpikeStats{};
-    CHECK(same_state(old, expect), "an older header: the spike guard's statistics read as zeros, the rest as written");
+    expect.bad_in_a_row = 0;
+    CHECK(same_state(old, expect), "an older header: the spike guard's statistics and the bad-step count read as zeros, the rest as written");
 }
 
 // Round trip: the first checkpoint of fx.out (step 1000), its files, and every bit back.
@@ -303,9 +306,9 @@ static void test_rejects_corrupt_header_or_model(const Fixture& fx, const std::s
     d = broken(out3, "version");
     poke(d + "/state.bin", 4, 2);
     rejects("a wrong version", d, st, d + "/state.bin", "unsupported version 2", n);
-    // the spike guard's statistics are the header's last 10 ints: loss (level, spread^2: 2 each;
-    // count), then norm
-    const int spike_at = ckpt_detail::header_ints() - 10;
+    // the spike guard's statistics are the 10 ints before the header's last (the bad-step count):
+    // loss (level, spread^2: 2 each; count), then norm
+    const int spike_at = ckpt_detail::header_ints() - 11;
     d = broken(out3, "spike_count");
     poke(d + "/state.bin", 4L * (spike_at + 4), -5);
     rejects("negative spike-guard count", d, st, d + "/state.bin", "impossible spike-guard statistics (count -5", n);
@@ -327,13 +330,19 @@ static void test_rejects_corrupt_header_or_model(const Fixture& fx, const std::s
     d = broken(out3, "adam_t");
     poke(d + "/state.bin", 4L * 3, 1001);
     rejects("AdamW's step beyond the step", d, st, d + "/state.bin", "impossible training state (step 1000, AdamW step 1001,", n);
+    d = broken(out3, "bad_in_a_row");   // 11 inf/nan steps in a row, where only 10 steps were skipped (step 1000, AdamW 990)
+    poke(d + "/state.bin", 4L * (ckpt_detail::header_ints() - 1), 11);
+    rejects("more bad steps in a row than skipped steps", d, st, d + "/state.bin", "AdamW step 990, bad steps in a row 11,", n);
+    d = broken(out3, "bad_negative");
+    poke(d + "/state.bin", 4L * (ckpt_detail::header_ints() - 1), -1);
+    rejects("a negative bad-step count", d, st, d + "/state.bin", "bad steps in a row -1,", n);
     d = broken(out3, "loss_scale");
     poke(d + "/state.bin", 4L * 4, 0x7fc00000);
-    rejects("a NaN loss scale", d, st, d + "/state.bin", "impossible training state (step 1000, AdamW step 990, loss scale nan", n);
+    rejects("a NaN loss scale", d, st, d + "/state.bin", "impossible training state (step 1000, AdamW step 990, bad steps in a row 4, loss scale nan", n);
     d = broken(out3, "bf16_scaled");   // the header's precision (int 16) made bf16's, whose loss scale stays 1
     poke(d + "/state.bin", 4L * 16, 2);
     rejects("a bf16 checkpoint with a loss scale", d, st, d + "/state.bin",
-            "impossible training state (step 1000, AdamW step 990, loss scale 32768.500000, clean steps 17, GPUs 2, precision 2", n);
+            "impossible training state (step 1000, AdamW step 990, bad steps in a row 4, loss scale 32768.500000, clean steps 17, GPUs 2, precision 2", n);
     d = broken(out3, "model_config");
     GPT2Config other = tiny();
     other.vocab_size = 90;

@@ -1,5 +1,6 @@
 // The data loader (llmc/dataloader.h): rank slicing, shard order and wrap-around, bad tokens,
-// seeded shuffling of shards and step blocks, and the resumable position (state/restore).
+// seeded shuffling of shards and step blocks, the resumable position (state/restore), and the
+// validation set's rows.
 #include <unistd.h>
 #include <set>
 #include <vector>
@@ -199,18 +200,67 @@ static void test_open_errors() {
     CHECK(!dataloader_open(&e, dir + "/d_train_*.bin", 64, 16, 0, 1, 1, V, false, 0, &err) && err.find("fewer than one step reads: B*T*GPUs*accumulation + 1 = 64*16*1*1 + 1 = 1025 (") != std::string::npos, "shard smaller than a step");
 }
 
-// Checks the validation loader's rows: as many as the smallest shard (e_00: 400 tokens) holds, at most B.
-static void test_rows_that_fit() {
+// The rows the evaluation loop of llmc/evaluate.cuh reads on rank `rank` of `world` with batches of
+// `b` rows over the first `batches` batches (0: one pass), each as its first input token (tokens
+// are s*1000 + i: it names the shard and the position); false if any row's tokens are not the
+// T consecutive tokens there and their successors.
+static bool validation_rows_read(ValidationSet* v, int rank, int world, size_t b, size_t batches, std::vector<int>* firsts) {
     std::string err;
-    int rows = -1, rows_b = -1, rows_none = -1;
-    CHECK(dataloader_rows_that_fit(dir + "/e_*.bin", 64, 8, 2, 1, &rows, &err) && rows == 24 &&
-          dataloader_rows_that_fit(dir + "/e_*.bin", 10, 8, 2, 1, &rows_b, &err) && rows_b == 10 &&
-          dataloader_rows_that_fit(dir + "/e_*.bin", 4, 500, 1, 1, &rows_none, &err) && rows_none == 0,
-          "rows that fit: (400-1)/(8*2) = 24 of 64; B=10 when all fit; 0 when a row of 500 does not");
-    DataLoader v24;
-    CHECK(dataloader_open(&v24, dir + "/e_*.bin", rows, 8, 1, 2, 1, V, false, 0, &err) && dataloader_next(&v24, &err), "a loader of that many rows opens and reads");
-    CHECK(!dataloader_rows_that_fit(dir + "/none_*.bin", 4, 8, 1, 1, &rows, &err) && err.find("no file matches") != std::string::npos,
-          "rows that fit: an empty glob is an error");
+    const size_t rows = std::min((batches ? batches : validation_batches(v, (int)b)) * b, v->rows);
+    for (size_t first = rank * b; first < rows; first += world * b) {
+        const size_t n = std::min(b, rows - first);
+        if (!validation_read(v, first, n, &err) || v->inputs.size() != n * T) { printf("FAIL validation_read: %s\n", err.c_str()); return false; }
+        for (size_t r = 0; r < n; r++) {
+            const int* in = &v->inputs[r * T];
+            const int* tg = &v->targets[r * T];
+            if ((in[0] % 1000) % T != 0) return false;   // rows start at multiples of T within their shard
+            for (int t = 0; t < T; t++)
+                if (in[t] != in[0] + t || tg[t] != in[0] + t + 1) return false;
+            firsts->push_back(in[0]);
+        }
+    }
+    return true;
+}
+
+// The validation set: every row of T+1 tokens of every shard, exactly once, whatever the GPU count
+// and the batch (unlike the training stream's step blocks, whose skipped tail depends on both).
+static void test_validation_set() {
+    std::string err;
+    ValidationSet v;
+    CHECK(validation_open(&v, dir + "/e_*.bin", T, V, &err) && v.rows == 49 + 62 + 74 + 86 + 98 && v.file_rows[4] == 98,
+          "rows: (400 + 97 s - 1) / 8 per shard = 49, 62, 74, 86, 98");
+    std::set<int> all;   // every row, by its first token
+    for (int s = 0; s < 5; s++)
+        for (size_t k = 0; k < v.file_rows[s]; k++) all.insert(s * 1000 + (int)k * T);
+    bool same_everywhere = true;
+    for (int world : {1, 2, 3, 4, 7})
+        for (size_t b : {1, 5, 64, 400}) {
+            std::vector<int> got;
+            for (int rank = 0; rank < world; rank++) same_everywhere &= validation_rows_read(&v, rank, world, b, 0, &got);
+            same_everywhere &= got.size() == all.size() && std::set<int>(got.begin(), got.end()) == all;
+        }
+    CHECK(same_everywhere, "one pass reads every row once, on 1, 2, 3, 4 and 7 GPUs, at batches of 1, 5, 64 and 400 rows");
+    // --val-batches 3 at 5 rows a batch: rows 0-14 on any GPU count
+    bool first_rows = true;
+    for (int world : {1, 2, 4}) {
+        std::vector<int> got;
+        for (int rank = 0; rank < world; rank++) first_rows &= validation_rows_read(&v, rank, world, 5, 3, &got);
+        std::sort(got.begin(), got.end());
+        first_rows &= got.size() == 15 && got.front() == 0 && got.back() == 14 * T;
+    }
+    CHECK(first_rows, "--val-batches 3 at B=5: the first 15 rows, on 1, 2 and 4 GPUs");
+    CHECK(validation_read(&v, 45, 10, &err) && v.inputs[3 * T] == 48 * T && v.inputs[4 * T] == 1000 && v.targets[4 * T - 1] == 48 * T + T,
+          "a batch that spans two shards: rows 45-48 of the first, then the second's from its start");
+    CHECK(!validation_read(&v, v.rows - 2, 3, &err) && err.find("beyond the 369 rows") != std::string::npos, "reading past the last row: refused");
+    ValidationSet small;
+    CHECK(!validation_open(&small, dir + "/e_0.bin", 500, V, &err) &&
+          err.find("e_0.bin: no shard holds one row of T + 1 = 501 tokens (the largest holds 400)") != std::string::npos,
+          "a row longer than every shard: one line naming the set and the sizes");
+    CHECK(!validation_open(&small, dir + "/none_*.bin", T, V, &err) && err.find("no file matches") != std::string::npos, "an empty glob");
+    ValidationSet low;   // a vocabulary of 1500: shard 2 (tokens 2000+) holds ids beyond it
+    CHECK(validation_open(&low, dir + "/e_*.bin", T, 1500, &err) && validation_read(&low, 0, 49, &err) && !validation_read(&low, 40, 200, &err) &&
+          err.find("e_2.bin: token 2000 at position 0 is not below the vocabulary size 1500") != std::string::npos,
+          "a token id past the vocabulary: the file and position named");
 }
 
 // Checks that a token id past the vocabulary and a shard with a bad header each give one error naming the file.
@@ -251,7 +301,7 @@ int main() {
     test_state_and_restore();
     test_restore_rejects();
     test_open_errors();
-    test_rows_that_fit();
+    test_validation_set();
     test_bad_data();
     if (system(("rm -rf " + dir).c_str()) != 0) printf("note: could not remove %s\n", dir.c_str());
     test_random_tokens();   // needs no files

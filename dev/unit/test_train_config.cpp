@@ -81,6 +81,16 @@ static void test_cross_option_checks() {
     CHECK(!parse({"--rendezvous", "udp"}, &c, &err) && err.find("--rendezvous") != std::string::npos, "bad --rendezvous");
     c = TrainConfig();
     CHECK(!parse({"--resume"}, &c, &err) && err.find("--out") != std::string::npos, "--resume needs --out");
+    // the checkpoint options without a run directory (or in a run that writes none) would be dropped in silence
+    refuses({"-n", "100"}, "option --checkpoint-every needs --out (the run directory the checkpoints are written to)");
+    refuses({"--keep-checkpoints", "2"}, "option --keep-checkpoints needs --out");   // given, even at its default
+    refuses({"--checkpoint-async", "0"}, "option --checkpoint-async needs --out");
+    refuses({"--bench", "-o", "r", "-n", "5"}, "option --checkpoint-every: not with --bench, which writes no checkpoints");
+    refuses({"--eval-only", "--keep-checkpoints", "0"}, "option --keep-checkpoints: not with --eval-only, which writes no checkpoints");
+    c = TrainConfig();
+    CHECK(parse({"-o", "r", "-n", "100", "--keep-checkpoints", "0", "--checkpoint-async", "0"}, &c, &err) && c.checkpoint_every == 100 &&
+          c.keep_checkpoints == 0, "-n, --keep-checkpoints and --checkpoint-async with --out");
+    c = TrainConfig();
     c = TrainConfig();
     CHECK(!parse({"-b", "4", "-t", "1024", "-d", "10000"}, &c, &err) && err.find("not a multiple of B*T*GPUs") != std::string::npos,
           "global batch not a multiple of B*T");
@@ -106,7 +116,6 @@ static void test_values_in_range_that_make_no_sense() {
     refuses({"--beta1", "1"}, "option --beta1: must be below 1");
     refuses({"--beta2", "1"}, "option --beta2: must be below 1");
     refuses({"--eps", "0"}, "option --eps: must be above 0");
-    refuses({"--val-batches", "3"}, "option --val-batches: 3 is not a multiple of the 2 GPUs", 2);
     refuses({"-b", "1", "-t", "1", "-d", "4294967297"}, "micro-steps of B*T*GPUs tokens per step, more than the 1000000 allowed");
     refuses({"--skip-loss-z", "0.5"}, "option --skip-loss-z: 0.5 would skip a large share of ordinary steps (every z above it): 0 (off) or at least 1");
     refuses({"--skip-norm-z", "0.99"}, "option --skip-norm-z: 0.99 would skip");
@@ -129,7 +138,8 @@ static void test_values_in_range_that_make_no_sense() {
     c = TrainConfig();
     CHECK(parse({}, &c, &err) && c.skip_loss_z == 0 && c.skip_norm_z == 0 && c.spike_window == 128, "the spike guard is off by default");
     c = TrainConfig();
-    CHECK(parse({"--val-batches", "4", "-x", "-1", "--beta2", "0.999"}, &c, &err, 2) && c.val_batches == 4, "--val-batches 4 on 2 GPUs");
+    CHECK(parse({"--val-batches", "3", "-x", "-1", "--beta2", "0.999"}, &c, &err, 2) && c.val_batches == 3,
+          "--val-batches 3 on 2 GPUs (batches of the validation set's rows, not per GPU: any count)");
 }
 
 // what a checkpoint keeps (options.txt) reads back exactly, and a bad file is one line naming it.
@@ -249,9 +259,12 @@ static void test_resume_derived_total_batch() {
     CHECK(resume_config(&x, text, "r/options.txt", (int)argv2.size(), argv2.data(), 2, &note, &err) && x.total_batch == 256 &&
           train_options_text(x).find("\ntotal-batch-tokens=0\n") != std::string::npos,
           "resumed on 2 GPUs: B*T*2 tokens per step, and the resumed run keeps -d at 0 in turn");
+    TrainConfig d;   // an explicit -d of 128 tokens: B*T*GPUs = 2*64*4 = 512 on 4 GPUs does not divide it
+    CHECK(parse({"-b", "2", "-t", "64", "-d", "128"}, &d, &err), "an explicit -d 128 at -b 2 -t 64");
+    const std::string text_d = train_options_text(d);
     std::vector<const char*> argv3 = {"train_gpt2cu", "-o", "r", "--resume"};
-    CHECK(!resume_config(&x, text, "r/options.txt", (int)argv3.size(), argv3.data(), 2, &note, &err) &&
-          err == "option --val-batches: 3 is not a multiple of the 2 GPUs (it counts the batches of all GPUs together) "
+    CHECK(!resume_config(&x, text_d, "r/options.txt", (int)argv3.size(), argv3.data(), 4, &note, &err) &&
+          err == "option --total-batch-tokens: 128 is not a multiple of B*T*GPUs = 2*64*4 = 512 "
                  "(the options kept in r/options.txt included)", "a kept option the new GPU count refuses: the message names the file");
 }
 
