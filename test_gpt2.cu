@@ -115,7 +115,9 @@ static void check_forward(Fixture* f) {
     cudaCheck(cudaMemsetAsync(m.d_loss_sum, 0, sizeof(float), f->ctx.stream));
     gpt2_forward(&m, &f->ctx, m.B, m.T, true, 0.0f);
     // the logits buffer holds the last chunk of tokens (all of them unless a chunk was asked for)
-    const size_t rows = m.acts.logit_rows, first = BT - rows;
+    // in its first rows: BT - first of them, fewer than logit_rows when the chunk does not divide
+    // BT (the rows after them are the chunk before's, left over)
+    const size_t first = (BT - 1) / m.acts.logit_rows * m.acts.logit_rows, rows = BT - first;
     std::vector<float> logits(rows * Vp), got(rows * V);
     copy_from_device_as_float(logits.data(), m.acts.logits, logits.size());
     for (size_t i = 0; i < rows; i++) memcpy(&got[i * V], &logits[i * Vp], V * sizeof(float));
@@ -259,11 +261,11 @@ int main(int argc, char** argv) {
         return 1;
     }
     const ReferenceState& ref = f.ref;
-    printf("test_gpt2cu (%s): L=%d NH=%d C=%d, B=%d T=%d, %d steps, recompute %d, lm-head chunk %zu tokens, GEMM algorithms %s\n",
-           PRECISION_NAME, f.cfg.num_layers, f.cfg.num_heads, f.cfg.channels, ref.B, ref.T, ref.steps, recompute,
-           std::min(logit_chunk, f.BT()), tune ? "timed" : "cuBLASLt's first");
     context_create(&f.ctx, 0);
     gpt2_build(&f.m, f.cfg, ref.B, ref.T, 0, 1, 0, recompute, logit_chunk);
+    printf("test_gpt2cu (%s): L=%d NH=%d C=%d, B=%d T=%d, %d steps, recompute %d, lm-head chunk %zu tokens, GEMM algorithms %s\n",
+           PRECISION_NAME, f.cfg.num_layers, f.cfg.num_heads, f.cfg.channels, ref.B, ref.T, ref.steps, recompute,
+           f.m.acts.logit_rows, tune ? "timed" : "cuBLASLt's first");   // the chunk in use: at least T, at most B*T
     if (!gpt2_init_from_file(&f.m, &f.ctx, model_path, &err)) { fprintf(stderr, "error: %s\n", err.c_str()); return 1; }
     if (tune) {
         gpt2_tune_gemms(&f.m, &f.ctx, 1);

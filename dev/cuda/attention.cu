@@ -1,11 +1,16 @@
-// Checks llmc/attention.cuh against a float64 CPU causal attention (B=2, NH=4, hs=64; T=64 and
-// T=100, the latter not a multiple of the 64-row tiles nor of 8):
+// Checks llmc/attention.cuh against a float64 CPU causal attention, hs=64, at B=2, NH=4, T=64 and
+// T=100 (not a multiple of the 64-row tiles nor of 8), then at B=2, NH=3 (an odd head count),
+// T = 1, 17, 63, 65, 127, 128, 129: shorter than one tile, and either side of the 64- and 128-row
+// tile edges (SMALL_T below). A reference whose rms is ~0 (dq, dk at T=1: a softmax over one key
+// has no derivative wrt its score) is judged by the absolute error instead (check_close_or_abs):
 //   - attention_forward / attention_backward, the model's path (flash attention in fp16/bf16
 //     builds, the cuBLAS reference in FP32 builds): out; the saved state (the per-row log-sum-exp
 //     for flash, the probabilities for the reference); dq, dk, dv read from dqkv (NaN-poisoned
 //     beforehand); backward run twice must give bitwise-identical dqkv;
 //   - attention_reference_forward / _backward (every build): out, the probabilities att incl. exact
 //     zeros above the diagonal, dq, dk, dv;
+//   - sm_90a fp16/bf16 builds, whose model path is the wgmma kernels: the mma.sync kernels (other
+//     GPUs' model path: flash_attention_forward / _backward) at the same shapes, out, lse, dq, dk, dv;
 //   - fp16/bf16 builds, at long sequences where a CPU reference would crawl: flash attention
 //     against the cuBLAS reference on the GPU (B=1..4, T=1000/1024/2048, NH=12/25), relative errors
 //     ||flash - ref|| / ||ref|| of out, dq, dk, dv (the reference rounds its probabilities and their
@@ -113,6 +118,43 @@ static Problem reference(int B, int T, int NH, int hs) {
     return P;
 }
 
+// " B=.. T=.. NH=..", the shape in every check's name
+static std::string shape_tag(const Problem& P) {
+    return " B=" + std::to_string(P.B) + " T=" + std::to_string(P.T) + " NH=" + std::to_string(P.NH);
+}
+
+// Below this rms a float64 reference is zero in exact arithmetic (e.g. dq and dk at T=1, where
+// it is exactly 0.0), and a relative error ||out - ref|| / ||ref|| would divide by ~0.
+constexpr double ZERO_REF_RMS = 1e-9;
+
+// check_close (check.cuh: "rel_err=...", relative to ||ref||, plus its per-element outlier test),
+// unless the reference is ~zero (rms < ZERO_REF_RMS): then the absolute error, passing when every
+// out is finite and max |out - ref| <= abs_tol, printed as "reference ~0 ...: absolute error
+// max_abs=...". abs_tol defaults to tol: the inputs are N(0, 1), so the gradients are of order 1,
+// and tol is the error the relative check allows on a reference of unit scale. At T=1 the kernels'
+// dq, dk are scale * p * (dp - delta) * k or q, with p = 1 and dp, delta the same dot product
+// summed in two orders: ~1e-7 expected (~2e-3 in bf16 even if the saved out were off by a
+// rounding), while a wrong kernel is off by order 1 or leaves the NaN poison.
+static bool check_close_or_abs(const std::string& name, const std::vector<float>& out, const std::vector<double>& ref,
+                               double tol, double abs_tol = -1.0) {
+    if (out.size() != ref.size()) return check_true(name, false, "size mismatch");
+    double sr = 0;
+    for (double r : ref) sr += r * r;
+    const double rms = std::sqrt(sr / std::max<size_t>(ref.size(), 1));
+    if (rms >= ZERO_REF_RMS) return check_close(name, out, ref, tol);
+    if (abs_tol < 0) abs_tol = tol;
+    double max_abs = 0;
+    size_t nonfinite = 0;
+    for (size_t i = 0; i < ref.size(); i++) {
+        if (!std::isfinite(out[i])) { nonfinite++; continue; }
+        max_abs = std::max(max_abs, std::fabs((double)out[i] - ref[i]));
+    }
+    char buf[200];
+    snprintf(buf, sizeof buf, "reference ~0 (rms %.1e < %.0e): absolute error max_abs=%.3e (abs tol %.1e), %zu non-finite",
+             rms, ZERO_REF_RMS, max_abs, abs_tol, nonfinite);
+    return check_true(name, nonfinite == 0 && max_abs <= abs_tol, buf);
+}
+
 // dq, dk, dv parts of the device dqkv vs the reference, one check each.
 static void check_dqkv(const std::string& prefix, const Problem& P, const floatX* d_dqkv, double tol) {
     const std::vector<float> got = from_device(d_dqkv, P.dqkv.size());
@@ -126,7 +168,7 @@ static void check_dqkv(const std::string& prefix, const Problem& P, const floatX
                 g.push_back(got[i]);
                 r.push_back(P.dqkv[i]);
             }
-        check_close(prefix + names[part], g, r, tol);
+        check_close_or_abs(prefix + names[part], g, r, tol);
     }
 }
 
@@ -136,13 +178,13 @@ static void check_probabilities(const std::string& name, const Problem& P, const
     for (size_t r = 0; r < (size_t)P.B * P.NH * P.T; r++)
         for (int j = (int)(r % P.T) + 1; j < P.T; j++) nonzero_future += got[r * P.T + j] != 0.0f;
     check_true(name + " causal zeros", nonzero_future == 0, std::to_string(nonzero_future) + " non-zero above the diagonal");
-    check_close(name, got, P.att, tol);
+    check_close_or_abs(name, got, P.att, tol);
 }
 
 // The model's path: attention_forward / attention_backward.
 static void check_model_path(Context* ctx, const Problem& P) {
     const int B = P.B, T = P.T, C = P.C, NH = P.NH;
-    const std::string tag = " T=" + std::to_string(T);
+    const std::string tag = shape_tag(P);
     std::vector<float> qkv = P.qkv, dout = P.dout;
     floatX *d_qkv = to_device(qkv), *d_dout = to_device(dout);
     floatX *d_out = dalloc<floatX>(P.out.size()), *d_dqkv = dalloc<floatX>(P.dqkv.size());
@@ -152,11 +194,11 @@ static void check_model_path(Context* ctx, const Problem& P) {
     poison(d_out, P.out.size()); poison(d_dqkv, P.dqkv.size());
     poison(d_state, attention_state_elems(B, T, NH)); poison(d_scratch, scratch_bytes);
     attention_forward(ctx, d_out, d_state, d_qkv, d_scratch, B, T, C, NH);
-    check_close("attention_forward out" + tag, from_device(d_out, P.out.size()), P.out, tol_for(1e-5, 3e-3, 2e-2));
+    check_close_or_abs("attention_forward out" + tag, from_device(d_out, P.out.size()), P.out, tol_for(1e-5, 3e-3, 2e-2));
 #if defined(ENABLE_FP32)
     check_probabilities("attention_forward state (probabilities)" + tag, P, from_device_raw(d_state, P.att.size()), 1e-5);
 #else
-    check_close("attention_forward state (log-sum-exp)" + tag, from_device_raw(d_state, P.lse.size()), P.lse, lse_tol());
+    check_close_or_abs("attention_forward state (log-sum-exp)" + tag, from_device_raw(d_state, P.lse.size()), P.lse, lse_tol());
 #endif
     attention_backward(ctx, d_dqkv, d_dout, d_qkv, d_out, d_state, d_scratch, B, T, C, NH);
     check_dqkv("attention_backward" + tag, P, d_dqkv, tol_for(2e-5, 5e-3, 2.5e-2));
@@ -170,7 +212,7 @@ static void check_model_path(Context* ctx, const Problem& P) {
 // The cuBLAS reference path with the materialized probabilities, in every build.
 static void check_reference_path(Context* ctx, const Problem& P) {
     const int B = P.B, T = P.T, C = P.C, NH = P.NH;
-    const std::string tag = " T=" + std::to_string(T);
+    const std::string tag = shape_tag(P);
     std::vector<float> qkv = P.qkv, dout = P.dout;
     floatX *d_qkv = to_device(qkv), *d_dout = to_device(dout);
     floatX *d_out = dalloc<floatX>(P.out.size()), *d_att = dalloc<floatX>(P.att.size());
@@ -179,10 +221,31 @@ static void check_reference_path(Context* ctx, const Problem& P) {
     poison(d_scratch, attention_reference_scratch_elems(B, T, C, NH));
     attention_reference_forward(ctx, d_out, d_att, d_qkv, d_scratch, B, T, C, NH);
     attention_reference_backward(ctx, d_dqkv, d_dout, d_qkv, d_att, d_scratch, B, T, C, NH);
-    check_close("attention_reference_forward out" + tag, from_device(d_out, P.out.size()), P.out, tol_for(1e-5, 3e-3, 2e-2));
+    check_close_or_abs("attention_reference_forward out" + tag, from_device(d_out, P.out.size()), P.out, tol_for(1e-5, 3e-3, 2e-2));
     check_probabilities("attention_reference_forward att" + tag, P, from_device(d_att, P.att.size()), tol_for(1e-5, 2e-3, 1.5e-2));
     check_dqkv("attention_reference_backward" + tag, P, d_dqkv, tol_for(2e-5, 5e-3, 2.5e-2));
 }
+
+#if defined(USE_WGMMA) && !defined(ENABLE_FP32)
+// sm_90a builds, whose model path is the wgmma kernels: the mma.sync kernels (the model path of
+// every other GPU: flash_attention_forward / flash_attention_backward) against the same float64
+// reference, with the tolerances the model path gets in the builds that run them (lse: summed in
+// fp32, 1e-5, as lse_tol() outside sm_90a).
+static void check_mma_path(Context* ctx, const Problem& P) {
+    const int B = P.B, T = P.T, NH = P.NH;
+    const std::string tag = shape_tag(P);
+    std::vector<float> qkv = P.qkv, dout = P.dout;
+    floatX *d_qkv = to_device(qkv), *d_dout = to_device(dout);
+    floatX *d_out = dalloc<floatX>(P.out.size()), *d_dqkv = dalloc<floatX>(P.dqkv.size());
+    float *d_lse = dalloc<float>(P.lse.size()), *d_delta = dalloc<float>(P.lse.size());
+    poison(d_out, P.out.size()); poison(d_dqkv, P.dqkv.size()); poison(d_lse, P.lse.size()); poison(d_delta, P.lse.size());
+    flash_attention_forward(ctx, d_out, d_lse, d_qkv, B, T, NH);
+    check_close_or_abs("mma.sync flash_attention_forward out" + tag, from_device(d_out, P.out.size()), P.out, tol_for(1e-5, 3e-3, 2e-2));
+    check_close_or_abs("mma.sync flash_attention_forward lse" + tag, from_device_raw(d_lse, P.lse.size()), P.lse, 1e-5);
+    flash_attention_backward(ctx, d_dqkv, d_delta, d_dout, d_qkv, d_out, d_lse, B, T, NH);
+    check_dqkv("mma.sync flash_attention_backward" + tag, P, d_dqkv, tol_for(2e-5, 5e-3, 2.5e-2));
+}
+#endif
 
 #if !defined(ENABLE_FP32)
 // ||a - b|| / ||b|| and max |a - b| over the elements of part `part` (0 q, 1 k, 2 v) of (B*T, 3C)
@@ -407,16 +470,26 @@ static void run_stress(Context* ctx, int runs) {
 #endif
 }
 
-// The default checks: both paths against the float64 CPU reference at small T; then, on sm_90a,
-// the polynomial exp2 and (timings enabled) mma.sync vs wgmma; then (fp16/bf16, timings enabled)
-// flash vs the cuBLAS reference at long sequences.
+// Every path that has a float64 check, at one shape.
+static void check_against_cpu(Context* ctx, const Problem& P) {
+    check_model_path(ctx, P);
+    check_reference_path(ctx, P);
+#if defined(USE_WGMMA) && !defined(ENABLE_FP32)
+    check_mma_path(ctx, P);
+#endif
+}
+
+// The short sequences of the float64 checks (B=2, NH=3): below one 64-row tile (1, 17), either
+// side of the 64-row tile edge (63, 65) and at and either side of the 128-row one (127, 128, 129).
+// T=1: the only key's probability is 1, so dq and dk are exactly 0 (the absolute error judges them).
+constexpr int SMALL_T[] = {1, 17, 63, 65, 127, 128, 129};
+
+// The default checks: every path against the float64 CPU reference at T=64 and 100; then, on
+// sm_90a, the polynomial exp2 and (timings enabled) mma.sync vs wgmma; then (fp16/bf16, timings
+// enabled) flash vs the cuBLAS reference at long sequences; then the float64 checks at SMALL_T.
 static void run_default_checks(Context* ctx) {
     check_begin(*ctx, "attention");
-    for (int T : {64, 100}) {
-        const Problem P = reference(2, T, 4, 64);
-        check_model_path(ctx, P);
-        check_reference_path(ctx, P);
-    }
+    for (int T : {64, 100}) check_against_cpu(ctx, reference(2, T, 4, 64));
 #if defined(USE_WGMMA) && !defined(ENABLE_FP32)
     check_exp2_poly();
     if (timing_enabled())
@@ -433,6 +506,8 @@ static void run_default_checks(Context* ctx) {
             }
     }
 #endif
+    // last, so that every check above draws the same random inputs as before these were added
+    for (int T : SMALL_T) check_against_cpu(ctx, reference(2, T, 3, 64));
 }
 
 // ---- timing at GPT-2 small shapes, then the studies the options ask for (attention_timing.cuh);
