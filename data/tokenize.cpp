@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <csignal>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -23,17 +24,26 @@ R"(usage:
       Tokenizes the FILEs, each one document prefixed by <|endoftext|>, and writes the
       shards OUT_PREFIX_train.bin and OUT_PREFIX_val.bin. The first F of the tokens
       (default 0.1) go to val, the rest to train (all tokens are held in memory). Both are
-      written to .tmp files and renamed into place together, so a failed run leaves the old
-      pair as it was. Each needs at least 2 tokens (an input and its target): too small a
-      corpus is refused.
+      written to .tmp files, then renamed into place one right after the other: a run that
+      fails or is stopped (below) leaves the old pair as it was (but for a failed second
+      rename where the filesystem cannot exchange files: its line says so), and so does a
+      killed one, perhaps with a .tmp, unless killed between the two renames: then the new
+      train shard can be beside the old val one. Each needs at least 2 tokens (an input and
+      its target): too small a corpus is refused.
   data/tokenize FILE [FILE...] -o OUT_PREFIX --shard-tokens N [--val-tokens M]
       The same, for corpora of any size, written as it is read: the first M tokens
       (default N; 0: no val shard) go to OUT_PREFIX_val.bin, the rest to
       OUT_PREFIX_train_000000.bin, _000001.bin, ... of N tokens each, the last one N to 2N-1
       (N from 2 to 2^30); a run that fails (too small a corpus, for a shard of fewer than 2
-      tokens, included) removes the shards it wrote;
+      tokens, included) or is stopped (below) removes the shards it wrote;
       train on them with -i 'OUT_PREFIX_train_*.bin'. The trainer needs every shard
       to hold more than one step (B*T*GPUs*accumulation tokens): choose N above it.
+      A run killed outright (SIGKILL, a second signal, a power loss) cannot clean up: it
+      leaves the shards written so far, each one whole (renamed into place complete), but
+      too few (nothing in them says so), perhaps with a .tmp. Only a finished run prints
+      its last line "wrote ... training shard(s) ..." and exits 0; a rerun to the same prefix
+      is refused while shards are there: remove OUT_PREFIX_val.bin, OUT_PREFIX_train_*.bin
+      and their .tmp files, then rerun.
   data/tokenize --hellaswag FILE [FILE...] -o OUT.bin
       A multiple-choice evaluation set for the trainer's --hellaswag: JSON Lines, one
       example per line with "ctx" (a string), "endings" (K strings, the same K on every
@@ -51,7 +61,11 @@ The FILEs of -o may be JSON Lines instead (--jsonl): each line an object whose "
 are the same bytes for any count (a single document uses one thread); each thread's cache of
 encoded words grows to at most 256 MiB. The vocabulary (encoder.json, vocab.bpe) is read from
 --vocab, else $GPT2_VOCAB_DIR, else ../shared/data/gpt2. No output may be one of the files read
-(an input FILE or the vocabulary): such a run is refused before anything is written.)";
+(an input FILE or the vocabulary): such a run is refused before anything is written.
+A run of -o stopped by SIGINT (Ctrl-C), SIGTERM or SIGHUP before its outputs are in place stops
+the way a failed one does, says so in one line and exits with 128 + the signal's number (130 for
+Ctrl-C); a second signal of the same kind ends it at once, as a kill would. A signal ignored when
+the run starts (SIGHUP under nohup) stays ignored.)";
 
 struct Options {
     std::string mode;                 // "shards", "choices", "ids", "decode", "export", "bench", "help"
@@ -100,6 +114,41 @@ static int fail(const std::string& msg) {
 
 static double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Stopping on a signal. SIGINT (Ctrl-C), SIGTERM (`kill`, a job scheduler) and SIGHUP (the terminal
+// closed) would end the process where it stands, and with --shard-tokens the shards written so far
+// would stay: a corpus cut short that nothing marks as such, which the trainer would train on. So
+// the -o modes catch them: the handler only records the signal (it may run between any two
+// instructions, in the middle of malloc or stdio, so it can touch nothing else safely: a volatile
+// sig_atomic_t is what C guarantees a handler may write), and the run checks the record at safe
+// points (between batches, documents, shard writes, before the final renames) and stops there the
+// way a failure does: what it wrote is removed, the files it would have replaced are left as they
+// were, and the exit code is 128 + the signal's number, what a shell reports for a process that
+// the signal ended (130 for Ctrl-C). A second signal of the same kind ends the process at once
+// (SA_RESETHAND), as a way out of a run that does not get to a check; it cleans up nothing, like
+// SIGKILL, which no process can catch (kUsage says what such a run leaves).
+static volatile sig_atomic_t g_stop_signal = 0;  // the signal that asked the run to stop; 0: none
+static void on_stop_signal(int sig) { if (!g_stop_signal) g_stop_signal = sig; }  // (another kind after it: still the first)
+
+// No SA_RESTART (unlike the trainer's): a read that waits on a pipe or a terminal is then cut short
+// (EINTR, which the reader reports as a failed read) instead of resumed, so the run gets to its
+// next check without waiting for more input. A signal the process was started ignoring (SIGHUP
+// under nohup, SIGINT for a background job of a shell without job control) stays ignored.
+static void catch_stop_signals() {
+    struct sigaction sa = {}, old = {};
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP})
+        if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(sig, &sa, nullptr);
+}
+
+// A run stopped by a signal: one line, "what" saying what it left, and the exit code 128 + N.
+static int stopped(const std::string& what) {
+    const int sig = g_stop_signal;
+    fprintf(stderr, "tokenize: interrupted by signal %d (%s): %s\n", sig, strsignal(sig), what.c_str());
+    return 128 + sig;
 }
 
 // Whether the mode got the input files it needs: "" if so, else what is wrong.
@@ -275,13 +324,15 @@ static std::string too_few_tokens(const Options& o, size_t n, size_t val, size_t
 // put back: on any failure the temporaries are removed and the old pair is left as it was, never
 // a new shard beside an old one. (On a filesystem that cannot exchange files, the first is renamed
 // over the old one; only a failure of the second rename then leaves the pair mismatched, and the
-// line says so.)
+// line says so.) A stop signal recorded by the time both are written: false with *err empty, the
+// temporaries removed (the last check: the two renames follow each other whatever comes after it).
 static bool write_pair(const std::string paths[2], const uint16_t* const tokens[2], const size_t n[2], std::string* err) {
     const std::string tmps[2] = {paths[0] + ".tmp", paths[1] + ".tmp"};
     bool created[2] = {false, false};   // the .tmp files this run wrote (and so may remove)
     auto drop = [&] { for (int i = 0; i < 2; i++) if (created[i]) remove(tmps[i].c_str()); };
     for (int i = 0; i < 2; i++)   // (a failed write removes its own .tmp, or never created it)
         if (!(created[i] = shard_write(paths[i], tokens[i], n[i], err, /*tmp_only=*/true))) { drop(); return false; }
+    if (g_stop_signal) { drop(); err->clear(); return false; }
     auto rename_failed = [&](int i) { *err = paths[i] + ": cannot rename " + tmps[i] + " into place: " + strerror(errno); };
     struct stat old;  // RENAME_EXCHANGE would swap a directory in too: only a file is exchanged (a plain rename refuses a directory)
     const bool had_old = lstat(paths[0].c_str(), &old) == 0;
@@ -332,48 +383,77 @@ static int write_shards(const std::string& vocab, const Options& o) {
     const size_t kReportEvery = 64u << 20, kBatchBytes = n_threads * (8u << 20);
     auto t0 = std::chrono::steady_clock::now();
     DocumentReader reader(o.inputs, o.jsonl, o.field);
-    // in shard mode, a failure removes the shards already written: no partial corpus is left
-    auto failed = [&](const std::string& e) { stream.remove_written(); return fail(e); };
+    const std::string val = stream.val_name(), train = o.out + "_train.bin";  // (train: without --shard-tokens)
+    // stopped by a signal: in shard mode the shards already written are removed, as on a failure;
+    // without --shard-tokens nothing is written before write_pair
+    auto interrupted = [&] {
+        if (!o.shard_tokens) return stopped("nothing written (" + train + " and " + val + " are as they were)");
+        const size_t wrote = stream.train_shards() + (stream.val_tokens() > 0 ? 1 : 0);
+        stream.remove_written();
+        return stopped(wrote ? "removed the " + std::to_string(wrote) + " shard(s) this run wrote (a partial corpus)"
+                             : std::string("no shard written yet"));
+    };
+    // in shard mode, a failure removes the shards already written: no partial corpus is left (a
+    // failure once a signal came is reported as the signal: an interrupted read fails with EINTR)
+    auto failed = [&](const std::string& e) {
+        if (g_stop_signal) return interrupted();
+        stream.remove_written();
+        return fail(e);
+    };
     std::vector<Document> docs;
-    std::vector<uint16_t> tokens;
+    std::vector<uint16_t> tokens, fresh;  // shard mode: tokens, what the stream holds; fresh, a batch's
     std::string err;
     size_t n_tokens = 0, next_report = kReportEvery;
-    while (reader.next_batch(&docs, kBatchBytes, &err)) {
-        const size_t before = tokens.size();
-        if (!encode_documents(encoders, docs, &tokens, &err)) return failed(err);
-        n_tokens += tokens.size() - before;
-        if (o.shard_tokens && !stream.add(&tokens, &err)) return failed(err);
+    // a signal is looked for after each batch is read (reading a slow input can take long) and
+    // encoded, and in shard mode between shard writes: one batch can fill many shards, so its tokens
+    // go to the stream a shard's worth at a time (the same shards: they depend only on the stream)
+    while (!g_stop_signal && reader.next_batch(&docs, kBatchBytes, &err) && !g_stop_signal) {
+        std::vector<uint16_t>& into = o.shard_tokens ? fresh : tokens;
+        const size_t before = into.size();
+        if (!encode_documents(encoders, docs, &into, &err)) return failed(err);
+        n_tokens += into.size() - before;
+        if (o.shard_tokens) {
+            const size_t step = (size_t)o.shard_tokens;
+            for (size_t at = 0; at < fresh.size() && !g_stop_signal; at += step) {
+                tokens.insert(tokens.end(), fresh.begin() + at, fresh.begin() + std::min(fresh.size(), at + step));
+                if (!stream.add(&tokens, &err)) return failed(err);
+            }
+            fresh.clear();
+        }
         if (reader.bytes_read() >= next_report) {
             next_report = reader.bytes_read() + kReportEvery;
             fprintf(stderr, "tokenized %zu MiB, %zu documents, %zu tokens, %.1f Mtok/s\n", reader.bytes_read() >> 20,
                     reader.documents(), n_tokens, n_tokens / seconds_since(t0) / 1e6);
         }
     }
+    if (g_stop_signal) return interrupted();
     if (!err.empty()) return failed(err);
     if (reader.documents() == 0) return fail("no documents in the input (empty JSON Lines files, or only blank lines)");
     const double s = seconds_since(t0), mib = reader.bytes_read() / 1048576.0;
     if (o.shard_tokens) {
         if (!stream.finish(&tokens, &err)) return failed(err);
+        // the last check: a signal during the last shards still stops the run (a signal after this
+        // comes too late: the run, complete, ends as usual)
+        if (g_stop_signal) return interrupted();
         // a tiny corpus: all of it in the val shard (fewer tokens than --val-tokens), or a train
         // shard of 1 token; ShardStream's shards otherwise hold at least --shard-tokens >= 2
         if (stream.train_tokens() < 2 || (stream.val_tokens() > 0 && stream.val_tokens() < 2))
             return failed(too_few_tokens(o, n_tokens, stream.val_tokens(), stream.train_tokens(),
                                          stream.val_tokens() > 0 && n_tokens >= 4 ? "; lower --val-tokens" : ""));
-        const std::string val = stream.val_tokens() ? stream.val_name() + " (" + std::to_string(stream.val_tokens()) + " tokens)"
-                                                    : std::string("no validation shard (--val-tokens 0)");
+        const std::string val_note = stream.val_tokens() ? val + " (" + std::to_string(stream.val_tokens()) + " tokens)"
+                                                         : std::string("no validation shard (--val-tokens 0)");
         fprintf(stderr, "wrote %s and %zu training shard(s) %s .. %s (%zu tokens) from %zu document(s), "
-                "%.1f MiB in %.2f s, %.2f Mtok/s on %zu thread(s)\n", val.c_str(),
+                "%.1f MiB in %.2f s, %.2f Mtok/s on %zu thread(s)\n", val_note.c_str(),
                 stream.train_shards(), stream.train_name(0).c_str(), stream.train_name(stream.train_shards() - 1).c_str(),
                 stream.train_tokens(), reader.documents(), mib, s, n_tokens / s / 1e6, n_threads);
         return 0;
     }
     const size_t n_val = (size_t)(o.val_fraction * (double)tokens.size()), n_train = tokens.size() - n_val;
     if (n_val < 2 || n_train < 2) return fail(too_few_tokens(o, tokens.size(), n_val, n_train, ""));
-    const std::string val = stream.val_name(), train = o.out + "_train.bin";
     const std::string paths[2] = {train, val};
     const uint16_t* const parts[2] = {tokens.data() + n_val, tokens.data()};
     const size_t sizes[2] = {n_train, n_val};
-    if (!write_pair(paths, parts, sizes, &err)) return fail(err);
+    if (!write_pair(paths, parts, sizes, &err)) return err.empty() ? interrupted() : fail(err);
     fprintf(stderr, "wrote %s (%zu tokens) and %s (%zu tokens) from %zu document(s), %.1f MiB in %.2f s, %.2f Mtok/s on %zu thread(s)\n",
             train.c_str(), n_train, val.c_str(), n_val, reader.documents(), mib, s, tokens.size() / s / 1e6, n_threads);
     return 0;
@@ -389,11 +469,15 @@ static int write_choices(const std::string& vocab, const Options& o) {
     DocumentReader reader(o.inputs, /*jsonl=*/true, "ctx");
     ChoiceSet set;
     std::vector<Document> docs;
-    while (reader.next_batch(&docs, 8u << 20, &err))
+    while (!g_stop_signal && reader.next_batch(&docs, 8u << 20, &err))
         for (const Document& d : docs) {
+            if (g_stop_signal) break;
             set.examples.emplace_back();
             if (!choice_example(d, enc, &set.K, &set.examples.back(), &err)) return fail(err);
         }
+    // the last check (choices_write renames the file into place: a signal from then on comes too
+    // late, and the run ends as usual); checked first, as an interrupted read fails with EINTR
+    if (g_stop_signal) return stopped("nothing written (" + o.out + " is as it was)");
     if (!err.empty()) return fail(err);
     if (set.examples.empty()) return fail("no examples in the input (empty files, or only blank lines)");
     if (!choices_write(o.out, set, &err)) return fail(err);
@@ -414,6 +498,8 @@ int main(int argc, char** argv) {
     std::string vocab = !o.vocab.empty() ? o.vocab : env && *env ? env : "../shared/data/gpt2";
     err = output_problem(o, vocab);
     if (!err.empty()) return fail(err);
+    // -o's modes, which can run long, stop cleanly on a signal (--export-decoder writes one small file in a moment)
+    if (o.mode == "shards" || o.mode == "choices") catch_stop_signals();
     if (o.mode == "shards") return write_shards(vocab, o);  // loads one encoder per thread
     if (o.mode == "choices") return write_choices(vocab, o);
     Gpt2Encoder enc;

@@ -6,14 +6,18 @@ behind): bad JSON, a missing field, invalid UTF-8, options that do not go togeth
 that already has shards, a validation size that leaves nothing to train on, an output that is one
 of the inputs or the vocabulary (also through a symlink or ./), an empty output path, a corpus
 too small to give each shard 2 tokens; a failed write of the train/val pair leaves the old pair
-as it was; --val-tokens -1 (the help's "N") is accepted."""
+as it was; --val-tokens -1 (the help's "N") is accepted; a run stopped by SIGINT, SIGTERM or
+SIGHUP removes the shards it wrote or leaves the old output as it was (exit 128 + N, one line),
+and one started with SIGHUP ignored (nohup) keeps ignoring it."""
 import glob
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
@@ -307,4 +311,72 @@ with tempfile.TemporaryDirectory() as tmp:
     refused("--val-tokens -1 without --shard-tokens", (texts[0], "--val-tokens", "-1", "-o", os.path.join(tmp, "r18")),
             "--val-tokens needs --shard-tokens", tmp)
     refused("--hellaswag with --val-tokens -1", ("--hellaswag", hs, "--val-tokens", "-1", "-o", os.path.join(tmp, "r18")), "no --jsonl", tmp)
+    # stopped by a signal: a --shard-tokens run caught mid-corpus removes the shards it wrote (no
+    # corpus cut short is left to train on); the other -o modes leave the old output as it was; one
+    # line, exit 128 + the signal's number. The input is a named pipe that this test writes: opening
+    # it for writing returns only once the run has opened it (its handler is in place by then), and
+    # the run gets nothing more than what the test wrote until the signal, so it is caught mid-run
+    # every time: waiting to read more, or still writing the shards of what it got.
+    fifo, sig_dir = os.path.join(tmp, "slow.jsonl"), os.path.join(tmp, "sig")
+    os.mkdir(sig_dir)
+
+    def signalled(sig, args, data, ready=lambda: True, ignored=()):
+        """data/tokenize reading the pipe (then args), fed data; sig once ready(), then the input's
+        end: (exit code, stderr). The stop signals start at their default disposition (a test run
+        as a shell's background job would pass SIGINT on ignored), or ignored if in `ignored`."""
+        def dispositions():
+            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(s, signal.SIG_IGN if s in ignored else signal.SIG_DFL)
+        os.mkfifo(fifo)
+        p = subprocess.Popen([TOKENIZE, fifo, *args, "--vocab", vocab], stderr=subprocess.PIPE, text=True, errors="replace",
+                             preexec_fn=dispositions)
+        w = os.open(fifo, os.O_WRONLY)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(w, view):]
+            deadline = time.monotonic() + 30
+            while not ready() and p.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            p.send_signal(sig)
+        except BrokenPipeError:
+            pass  # the run ended early: the checks say how
+        os.close(w)  # the end of the input: a run whose read began just after the signal stops at its next check
+        try:
+            _, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+        os.remove(fifo)
+        return p.returncode, err
+
+    with open(os.path.join(sig_dir, "keep.txt"), "w") as f:  # files that are not the run's: left alone
+        f.write("not the run's\n")
+    shutil.copy(os.path.join(out, "dflt_val.bin"), os.path.join(sig_dir, "other_train_000000.bin"))
+    before = contents(sig_dir)
+    batch = "".join(json.dumps({"text": d}) + "\n" for d in docs).encode()
+    # one thread's batch (8 MiB), encoded and written as ~20 shards while the rest waits in the pipe
+    data = batch * ((8 << 20) // len(batch) + 2)
+    prefix = os.path.join(sig_dir, "c")
+    rc, err = signalled(signal.SIGINT, ("--jsonl", "--shard-tokens", "100000", "--threads", "1", "-o", prefix), data,
+                        ready=lambda: glob.glob(prefix + "_train_*.bin"))
+    wrote = err.split("removed the ")[-1].split(" ")[0]
+    check(rc == 130 and len(err.strip().splitlines()) == 1 and "tokenize: interrupted by signal 2 (Interrupt): removed the " in err and
+          wrote.isdigit() and int(wrote) >= 2 and contents(sig_dir) == before,
+          f"SIGINT mid-corpus with --shard-tokens: exit 130, one line, the shards it wrote removed (no .tmp left), "
+          f"the other files as they were: {err.strip()}")
+    rc, _ = run(texts[0], texts[1], "-o", os.path.join(sig_dir, "pair"))
+    before = contents(sig_dir)
+    rc, err = signalled(signal.SIGTERM, ("--jsonl", "--threads", "1", "-o", os.path.join(sig_dir, "pair")), batch)
+    check(rc == 143 and len(err.strip().splitlines()) == 1 and "interrupted by signal 15 (Terminated): nothing written (" in err and
+          contents(sig_dir) == before, f"SIGTERM without --shard-tokens: exit 143, one line, the old pair as it was, no .tmp: {err.strip()}")
+    rc, _ = run("--hellaswag", hs, "-o", os.path.join(sig_dir, "hs.bin"))
+    before = contents(sig_dir)
+    rc, err = signalled(signal.SIGHUP, ("--hellaswag", "-o", os.path.join(sig_dir, "hs.bin")), open(hs, "rb").read())
+    check(rc == 129 and "interrupted by signal 1 (Hangup): nothing written (" in err and contents(sig_dir) == before,
+          f"SIGHUP in --hellaswag: exit 129, the old file as it was: {err.strip()}")
+    rc, err = signalled(signal.SIGHUP, ("--jsonl", "--shard-tokens", "5000", "-o", os.path.join(sig_dir, "nohup")), batch,
+                        ignored=(signal.SIGHUP,))
+    check(rc == 0 and "wrote " in err and glob.glob(os.path.join(sig_dir, "nohup_train_*.bin")),
+          f"SIGHUP ignored from the start (nohup): still ignored, the run completes: {err.strip()}")
 finish()
