@@ -116,7 +116,7 @@ if has zero1; then
 fi
 if has val; then
     # the validation loss covers the same rows at any -b and GPU count: --eval-only (FP32) of the
-    # reference model on tinyshakespeare's validation shard (its 32 rows of 1024 tokens) at -b 64
+    # reference model on tinyshakespeare's validation shard (its 33 rows of 1024 tokens) at -b 64
     # (one batch larger than the set), -b 4 and -b 5 (a short last batch), and with 2 and 3 ranks
     # sharing the GPU (own_host.sh); equal up to the order of the float sums and GEMM algorithms
     e="-e dev_data/reference_model.bin -j dev_data/tinyshakespeare_val.bin -t 1024 --eval-only -g 0"
