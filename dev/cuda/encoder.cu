@@ -1,4 +1,4 @@
-// Checks llmc/encoder.cuh against a CPU reference:
+// Checks llmc/encoder.cuh against a CPU reference, at C = 768, 64 and 1600 (B=8, T=256):
 //   - encoder_forward: out = wte[tokens] + wpe[t];
 //   - encoder_backward: dwte (through TokenBuckets built from random tokens with many repeats)
 //     and dwpe, both accumulated onto non-zero initial gradients (rows not touched must stay);
@@ -22,7 +22,8 @@ __global__ void spin_kernel(long long cycles) {
 // Correctness: small vocabulary, many repeated tokens, maxT > T (rows T.. stay put). One batch,
 // its weights, an upstream gradient and non-zero starting gradients, on host and device.
 struct EncoderCase {
-    static constexpr int B = 8, T = 256, C = 768, maxT = 320, V = 1000, Vp = 1024, BT = B * T;
+    static constexpr int B = 8, T = 256, maxT = 320, V = 1000, Vp = 1024, BT = B * T;
+    int C = 768;                             // the width: GPT-2 small's, and others (check_encoder)
     std::vector<int> tokens;                 // (B, T)
     std::vector<float> wte, wpe;             // (Vp, C), (maxT, C)
     std::vector<float> dout, dwte0, dwpe0;   // (B, T, C), (Vp, C), (maxT, C): the starting gradients
@@ -32,7 +33,7 @@ struct EncoderCase {
 };
 
 static void encoder_case_create(EncoderCase* e, Context* ctx) {
-    const int BT = EncoderCase::BT, C = EncoderCase::C, V = EncoderCase::V;
+    const int BT = EncoderCase::BT, C = e->C, V = EncoderCase::V;
     e->tokens.resize(BT);
     for (int i = 0; i < BT; i++) e->tokens[i] = randint(0, 4) == 0 ? randint(0, V) : randint(0, 24);
     e->tokens[7] = V - 1;  // the last real token
@@ -58,13 +59,13 @@ static void encoder_backward_from_start(Context* ctx, EncoderCase* e, const std:
     upload(e->d_dwte, e->dwte0);
     upload(e->d_dwpe, e->dwpe0);
     token_buckets_build(&e->tb, tokens.data(), EncoderCase::BT, ctx->stream);
-    encoder_backward(ctx, e->d_dwte, e->d_dwpe, e->d_dout, e->tb, EncoderCase::B, EncoderCase::T, EncoderCase::C);
-    out[0] = bytes_of(e->d_dwte, (size_t)EncoderCase::Vp * EncoderCase::C * sizeof(floatX));
-    out[1] = bytes_of(e->d_dwpe, (size_t)EncoderCase::maxT * EncoderCase::C * sizeof(floatX));
+    encoder_backward(ctx, e->d_dwte, e->d_dwpe, e->d_dout, e->tb, EncoderCase::B, EncoderCase::T, e->C);
+    out[0] = bytes_of(e->d_dwte, (size_t)EncoderCase::Vp * e->C * sizeof(floatX));
+    out[1] = bytes_of(e->d_dwpe, (size_t)EncoderCase::maxT * e->C * sizeof(floatX));
 }
 
 static void check_encoder_forward(Context* ctx, const EncoderCase& e, double tol) {
-    const int BT = EncoderCase::BT, C = EncoderCase::C, T = EncoderCase::T;
+    const int BT = EncoderCase::BT, C = e.C, T = EncoderCase::T;
     floatX* d_out = dalloc<floatX>((size_t)BT * C);
     poison(d_out, (size_t)BT * C);
     encoder_forward(ctx, d_out, e.d_tokens, e.d_wte, e.d_wpe, EncoderCase::B, T, C);
@@ -72,12 +73,12 @@ static void check_encoder_forward(Context* ctx, const EncoderCase& e, double tol
     for (int bt = 0; bt < BT; bt++)
         for (int c = 0; c < C; c++)
             ref[(size_t)bt * C + c] = (double)e.wte[(size_t)e.tokens[bt] * C + c] + e.wpe[(size_t)(bt % T) * C + c];
-    check_close("encoder_forward", from_device(d_out, (size_t)BT * C), ref, tol);
+    check_close("encoder_forward C=" + std::to_string(C), from_device(d_out, (size_t)BT * C), ref, tol);
 }
 
 // backward, accumulating onto non-zero gradients
 static void check_encoder_backward(Context* ctx, EncoderCase* e, double tol) {
-    const int BT = EncoderCase::BT, C = EncoderCase::C, T = EncoderCase::T;
+    const int BT = EncoderCase::BT, C = e->C, T = EncoderCase::T;
     encoder_backward(ctx, e->d_dwte, e->d_dwpe, e->d_dout, e->tb, EncoderCase::B, T, C);
     std::vector<double> ref_wte(e->dwte0.begin(), e->dwte0.end()), ref_wpe(e->dwpe0.begin(), e->dwpe0.end());
     for (int bt = 0; bt < BT; bt++)
@@ -86,16 +87,16 @@ static void check_encoder_backward(Context* ctx, EncoderCase* e, double tol) {
             ref_wte[(size_t)e->tokens[bt] * C + c] += d;
             ref_wpe[(size_t)(bt % T) * C + c] += d;
         }
-    check_close("encoder_backward dwte (accumulated)", from_device(e->d_dwte, (size_t)EncoderCase::Vp * C), ref_wte, tol);
-    check_close("encoder_backward dwpe (accumulated)", from_device(e->d_dwpe, (size_t)EncoderCase::maxT * C), ref_wpe, tol);
+    check_close("encoder_backward dwte (accumulated) C=" + std::to_string(C), from_device(e->d_dwte, (size_t)EncoderCase::Vp * C), ref_wte, tol);
+    check_close("encoder_backward dwpe (accumulated) C=" + std::to_string(C), from_device(e->d_dwpe, (size_t)EncoderCase::maxT * C), ref_wpe, tol);
 }
 
 // determinism: the same start twice, buckets rebuilt in between
 static void check_encoder_deterministic(Context* ctx, EncoderCase* e) {
     std::vector<unsigned char> runs[2][2];
     for (int r = 0; r < 2; r++) encoder_backward_from_start(ctx, e, e->tokens, runs[r]);
-    check_true("encoder_backward deterministic dwte", runs[0][0] == runs[1][0], "two runs bitwise identical");
-    check_true("encoder_backward deterministic dwpe", runs[0][1] == runs[1][1], "two runs bitwise identical");
+    check_true("encoder_backward deterministic dwte C=" + std::to_string(e->C), runs[0][0] == runs[1][0], "two runs bitwise identical");
+    check_true("encoder_backward deterministic dwpe C=" + std::to_string(e->C), runs[0][1] == runs[1][1], "two runs bitwise identical");
 }
 
 // in a CUDA graph (as the trainer replays its backward): captured while the buckets hold
@@ -110,20 +111,21 @@ static void check_encoder_graph_replay(Context* ctx, EncoderCase* e) {
     upload(e->d_dwpe, e->dwpe0);
     token_buckets_build(&e->tb, e->tokens.data(), EncoderCase::BT, ctx->stream);
     cudaGraphExec_t exec = graph_capture(ctx, [&] {
-        encoder_backward(ctx, e->d_dwte, e->d_dwpe, e->d_dout, e->tb, EncoderCase::B, EncoderCase::T, EncoderCase::C);
+        encoder_backward(ctx, e->d_dwte, e->d_dwpe, e->d_dout, e->tb, EncoderCase::B, EncoderCase::T, e->C);
     });
     token_buckets_build(&e->tb, few.data(), EncoderCase::BT, ctx->stream);
     cudaCheck(cudaGraphLaunch(exec, ctx->stream));
     cudaCheck(cudaStreamSynchronize(ctx->stream));
-    replayed[0] = bytes_of(e->d_dwte, (size_t)EncoderCase::Vp * EncoderCase::C * sizeof(floatX));
-    replayed[1] = bytes_of(e->d_dwpe, (size_t)EncoderCase::maxT * EncoderCase::C * sizeof(floatX));
+    replayed[0] = bytes_of(e->d_dwte, (size_t)EncoderCase::Vp * e->C * sizeof(floatX));
+    replayed[1] = bytes_of(e->d_dwpe, (size_t)EncoderCase::maxT * e->C * sizeof(floatX));
     cudaCheck(cudaGraphExecDestroy(exec));
-    check_true("encoder_backward replayed in a CUDA graph captured on another batch",
+    check_true("encoder_backward replayed in a CUDA graph captured on another batch C=" + std::to_string(e->C),
                eager[0] == replayed[0] && eager[1] == replayed[1], "bitwise equal to an eager run on the new batch");
 }
 
-static void check_encoder(Context* ctx, double tol) {
+static void check_encoder(Context* ctx, double tol, int C) {
     EncoderCase e;
+    e.C = C;
     encoder_case_create(&e, ctx);
     check_encoder_forward(ctx, e, tol);
     check_encoder_backward(ctx, &e, tol);
@@ -184,7 +186,9 @@ int main() {
     Context ctx;
     context_create(&ctx, 0);
     check_begin(ctx, "encoder");
-    check_encoder(&ctx, tol_default());
+    // GPT-2 small's width; one head's (fewer x128 chunks than the wte kernel's threads); d48's
+    // (1600: chunks not a multiple of the threads)
+    for (int C : {768, 64, 1600}) check_encoder(&ctx, tol_default(), C);
     check_pageable_upload(&ctx);
     if (timing_enabled()) time_encoder(&ctx);
     context_destroy(&ctx);

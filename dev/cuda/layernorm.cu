@@ -1,5 +1,6 @@
 // Checks llmc/layernorm.cuh against a float64 CPU reference, for C = 768 and C = 1600 (and the
-// backward also at C = 1024 and 1280, and at 999 rows):
+// backward also at C = 1024 and 1280, and at 999 rows), and at 1000 rows of the widths at the
+// edges of layernorm_supports: 64, 192 and the widest (4096; 2048 in FP32):
 //   - layernorm_forward: out, mean, rstd;
 //   - layernorm_backward: dinp accumulated onto a non-zero initial dinp, dw/db accumulated onto
 //     non-zero initial values, and a projection's bias gradient (dproj_bias: the column sums of
@@ -227,6 +228,12 @@ int main() {
     check_backward(&ctx, 999, 768);  // fewer rows than warps in the grid, and not a multiple of 8
     check_backward(&ctx, 1000, 1024);
     check_backward(&ctx, N, 1280);  // d36's width: the widest whose bias sums fit the registers in 16-bit
+    // the edges of layernorm_supports: one head's width (a warp's lanes only partly used), 192 (not
+    // a multiple of a warp's 32 x128 chunks), and the widest supported (4096; 2048 in FP32)
+    for (int C : {64, 192, layernorm_max_channels()}) {
+        check_forward(&ctx, 1000, C);
+        check_backward(&ctx, 1000, C);
+    }
 
     // ---- timing: N = B*T = 65536 rows (GPT-2 124M at B=64, T=1024) of C = 768, then C = 1600
     if (timing_enabled()) {
