@@ -219,19 +219,27 @@ inline void dataloader_advance(DataLoader* dl) {
     dataloader_plan_shard(dl);
 }
 
+// Reads `count` tokens of shard `f` from token `start` into `out`, checking that each is below
+// `vocab` (an id beyond it would index past the embedding table). false + one line naming the
+// file (and the position of a bad id). The training stream and the validation set both read so.
+inline bool read_tokens_checked(const std::string& f, size_t start, size_t count, int vocab, uint16_t* out, std::string* err) {
+    if (!shard_read_tokens(f, start, count, out, err)) return false;
+    for (size_t i = 0; i < count; i++)
+        if (out[i] >= vocab) {
+            *err = f + ": token " + std::to_string(out[i]) + " at position " + std::to_string(start + i) +
+                   " is not below the vocabulary size " + std::to_string(vocab);
+            return false;
+        }
+    return true;
+}
+
 // Fills inputs/targets with this rank's next micro-batch. On failure the position stays put.
 inline bool dataloader_next(DataLoader* dl, std::string* err) {
     const size_t bt = (size_t)dl->B * dl->T, step = dataloader_step_tokens(dl);
     const std::string& f = dl->files[dataloader_file(dl)];
     const size_t block_start = (size_t)dl->block_order[dl->at.block_pos] * step;
     const size_t start = block_start + ((size_t)dl->at.micro * dl->world + dl->rank) * bt;
-    if (!shard_read_tokens(f, start, bt + 1, dl->window.data(), err)) return false;
-    for (size_t i = 0; i <= bt; i++)
-        if (dl->window[i] >= dl->vocab) {
-            *err = f + ": token " + std::to_string(dl->window[i]) + " at position " + std::to_string(start + i) +
-                   " is not below the vocabulary size " + std::to_string(dl->vocab);
-            return false;
-        }
+    if (!read_tokens_checked(f, start, bt + 1, dl->vocab, dl->window.data(), err)) return false;
     for (size_t i = 0; i < bt; i++) { dl->inputs[i] = dl->window[i]; dl->targets[i] = dl->window[i + 1]; }
     dataloader_advance(dl);
     return true;
@@ -294,13 +302,7 @@ inline bool validation_read(ValidationSet* v, size_t first, size_t n, std::strin
                                            ": beyond the " + std::to_string(v->rows) + " rows of the set"; return false; }
         const size_t take = std::min(n - done, v->file_rows[f] - row), start = row * T, count = take * T + 1;
         v->window.resize(count);
-        if (!shard_read_tokens(v->files[f], start, count, v->window.data(), err)) return false;
-        for (size_t i = 0; i < count; i++)
-            if (v->window[i] >= v->vocab) {
-                *err = v->files[f] + ": token " + std::to_string(v->window[i]) + " at position " + std::to_string(start + i) +
-                       " is not below the vocabulary size " + std::to_string(v->vocab);
-                return false;
-            }
+        if (!read_tokens_checked(v->files[f], start, count, v->vocab, v->window.data(), err)) return false;
         for (size_t r = 0; r < take; r++)   // row r's inputs are tokens [r*T, r*T + T), its targets one further
             for (size_t t = 0; t < T; t++) {
                 v->inputs[(done + r) * T + t] = v->window[r * T + t];
