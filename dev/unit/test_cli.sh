@@ -81,6 +81,7 @@ expect "-b beyond 64 bits" "option --batch: 99999999999999999999 is out of range
 expect "--nccl-timeout 1e-46 (0 as a float: 'wait forever')" "option --nccl-timeout: 1e-46 is too close to 0 to be held as a 32-bit float" -- $bin --nccl-timeout 1e-46
 expect "-i ''" "option --train: an empty file pattern" -- $bin -i ""
 expect "--val-batches beyond one pass over --val" "option --val-batches: 100000 batches, but one pass over $tmp/d_val.bin is " -- $bin $d --val-batches 100000
+expect "--val with no row of T+1 tokens" "option --val: $tmp/d_val.bin: no shard holds one row of T + 1 = 1025 tokens (the largest holds " -- $bin -i $tmp/d_train.bin -j $tmp/d_val.bin -b 1 -t 1024
 expect "--val among the training files" "option --val: $tmp/d_train.bin is also one of --train's files" -- $bin -i "$tmp/d_*.bin" -j "$tmp/d_train.bin" -b 1 -t 8
 expect "-e a directory" "$tmp: is a directory, not a model file" -- $bin $d -e "$tmp"
 touch "$tmp/plainfile"
