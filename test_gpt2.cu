@@ -17,9 +17,11 @@
 #include "llmc/gpt2_step.cuh"
 #include "llmc/options.h"
 
-// logits, grads: ||ours - ref|| / ||ref||; loss and each training loss: |ours - ref| / ref.
-// Measured on an H200 (2026-11-30): fp32 4e-6 / 4e-6 / 1.4e-6 (losses); fp16 1.4e-3 / 1.6e-3 /
-// 1.7e-3; bf16 1.1e-2 / 1.3e-2 / 5.1e-3. Ten steps that memorize one batch amplify rounding
+// logits, grads: ||ours - ref|| / ||ref||; loss: |ours - ref| / ref; each training loss:
+// |ours - ref| / the initial loss (check_training says why).
+// Measured on an H200 (2026-12-04, the reference's d12 B=4 T=64): fp32 3.8e-6 / 4.0e-6 / 1.5e-6
+// (losses); fp16 1.3e-3 / 1.5e-3 / 1.8e-3; bf16 1.1e-2 / 1.3e-2 / 3.2e-3 (the README also lists
+// `run.sh shapes`' other widths and lengths). Ten steps that memorize one batch amplify rounding
 // differences step by step, hence the looser bound on the trajectory than on one step.
 struct Tolerances { float logits, loss, grads, losses; };
 #if defined(ENABLE_FP32)
@@ -173,7 +175,11 @@ static void check_grads(const Fixture& f, std::vector<float> g) {
 }
 
 // 4. training: the losses of `steps` AdamW steps on the same batch (from the second step on
-// through CUDA graphs, as the trainer runs them)
+// through CUDA graphs, as the trainer runs them). Each step's error is measured as a fraction of
+// the initial loss (~ln V), not of that step's loss: the steps memorize the one batch, and at
+// GPT-2's larger widths the loss falls to ~2e-4 within 10 steps (d48's C=1600, B=2, T=64), where
+// |ours - ref| / ref would measure the rounding of a number near zero (2e-7 absolute read as
+// 1e-3), not whether the model trained the same way.
 static void check_training(Fixture* f, const AdamWHyper& h) {
     ReferenceState& ref = f->ref;
     f->m.use_graphs = true;
@@ -181,7 +187,7 @@ static void check_training(Fixture* f, const AdamWHyper& h) {
     for (int s = 0; s < ref.steps; s++) {
         StepResult r = gpt2_train_step(&f->m, &f->ctx, 1, [&](int, int** in, int** tg) { *in = ref.x.data(); *tg = ref.y.data(); },
                                        h, &f->scaler, UpdateRules{ref.grad_clip});
-        const double d = fabs(r.loss - ref.losses[s]) / ref.losses[s];
+        const double d = fabs(r.loss - ref.losses[s]) / ref.losses[0];
         worst = std::max(worst, d);
         printf("     step %2d: loss %.6f (reference %.6f) norm %.4f%s\n", s, r.loss, ref.losses[s], r.grad_norm, r.skipped ? " SKIPPED" : "");
     }

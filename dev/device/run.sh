@@ -2,7 +2,11 @@
 # The one script a device call runs: reference state, whole-model tests, kernel checks, tokenizer
 # comparison, throughput. Binaries come prebuilt in build/<precision>/ (dev/device/build.sh).
 # Logs go to $OUT; a short table is printed last.
-#   dev/device/run.sh [sections...]   sections: ref test checks algos tok bench (default: all)
+#   dev/device/run.sh [sections...]   sections: ref test checks algos tok bench (default: all), shapes
+# shapes (only when named): the whole model against PyTorch (reference.py + test_gpt2cu in every
+# build of BUILDS) beyond the reference's d12 B=4 T=64: every GPT-2 width (NH 12/16/20/25, C 768
+# to 1600, with fewer layers), odd B and T, the full context. SHAPES: config:layers:B:T[:recompute
+# level,lm-head chunk] entries (the default below); each reference is removed after its tests.
 # BUILDS: the build/ subdirectories that test and checks run (default "fp32 fp16 bf16"); a name's
 # precision is its part before any "_" (BUILDS="bf16 bf16_all" checks a branch's build beside main's).
 # tok: needs .devdata/, a copy of ../shared/data (tinyshakespeare.txt, gpt2/) made before the call.
@@ -40,7 +44,30 @@ if has test; then
         summary+=("test_gpt2cu $p recompute 2: rc=$rc $(grep -c ^FAIL "$OUT/test_${p}_recompute2.log") FAIL$ref_note")
         # with the GEMM algorithms timed as the trainer's --gemm-tune 1 does
         build/$p/test_gpt2cu dev_data/reference_model.bin dev_data/reference_state.bin 0 16384 1 > "$OUT/test_${p}_tuned.log" 2>&1; rc=$?
-        summary+=("test_gpt2cu $p timed GEMM algorithms: rc=$rc $(grep -c ^FAIL "$OUT/test_${p}_tuned.log") FAIL; $(grep -o 'GEMM algorithms timed.*' "$OUT/test_${p}_tuned.log")$ref_note")
+        summary+=("test_gpt2cu $p timed GEMM algorithms: rc=$rc $(grep -c ^FAIL "$OUT/test_${p}_tuned.log") FAIL; $(grep -o 'GEMM algorithms timed:.*' "$OUT/test_${p}_tuned.log")$ref_note")
+    done
+fi
+if has shapes; then
+    for s in ${SHAPES:-d12:12:3:77:2,100 d12:12:1:1024 d24:4:2:129 d36:3:3:100 d48:2:2:64:1,64}; do
+        IFS=: read -r cfg layers B T extra <<< "$s"
+        name=$cfg-L$layers-B$B-T$T${extra:+-${extra//,/-}}
+        d=dev_data/shapes/$name
+        PYTHONUNBUFFERED=1 python3 dev/reference.py --config "$cfg" --layers "$layers" -B "$B" -T "$T" --out "$d" > "$OUT/ref_$name.log" 2>&1; rc=$?
+        if [ $rc -ne 0 ]; then
+            summary+=("shape $name: reference.py rc=$rc: $(grep -v '^[[:space:]]*$' "$OUT/ref_$name.log" | tail -n 1)")
+            continue
+        fi
+        for p in ${BUILDS:-fp32 fp16 bf16}; do
+            [ -x build/$p/test_gpt2cu ] || continue
+            # shellcheck disable=SC2086  # extra: the recompute level and lm-head chunk, as two arguments
+            build/$p/test_gpt2cu "$d/reference_model.bin" "$d/reference_state.bin" ${extra//,/ } > "$OUT/test_${p}_$name.log" 2>&1; rc=$?
+            # the relative errors of the logits, the loss, the worst gradient tensor and the 10 steps' losses
+            errs=$(awk '$1 == "PASS" || $1 == "FAIL" { if ($2 == "logits" || $2 == "loss" || $2 == "losses") e[$2] = $4;
+                        else if ($3 == "rel_err" && $4 + 0 > g + 0) { g = $4; gn = $2 } }
+                        END { printf "logits %s loss %s grads %s (%s) losses %s", e["logits"], e["loss"], g, gn, e["losses"] }' "$OUT/test_${p}_$name.log")
+            summary+=("shape $name $p: rc=$rc $(grep -c ^FAIL "$OUT/test_${p}_$name.log") FAIL; $errs")
+        done
+        rm -rf "$d"
     done
 fi
 if has checks; then

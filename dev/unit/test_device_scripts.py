@@ -6,7 +6,8 @@ the multi-rank scripts: test_rank_scripts.py):
       given twice (an A/A test) is two entries, with their own means and logs;
   graphs_ab.sh: steps printed as `scale N (skipped) |` are stripped of their timings too;
   run.sh ref / loop_run.sh: reference.py's exit status reaches the summary, and the lines after a
-      failed reference say so;
+      failed reference say so; run.sh shapes: a line per shape and build (the worst gradient
+      tensor named), the test's extra arguments passed on, each reference removed;
   loop_run.sh train: FP16 against PyTorch fp16-autocast (<= 0.75 %), BF16 against PyTorch fp32
       (<= 0.5 %), the README's claims; resume: the two runs' log.jsonl compared exactly;
   faults.sh ckpt: the killed-and-resumed run's log.jsonl (appended by every segment) against the
@@ -150,6 +151,50 @@ for ref_rc in (3, 0):
     flagged = [x for x in tests if f"reference.py FAILED rc={ref_rc}" in x]
     check(len(tests) == 4 and len(flagged) == (4 if ref_rc else 0),
           f"run.sh: the test lines {'say' if ref_rc else 'do not say'} that the reference failed")
+
+# run.sh shapes: a reference per shape in its own folder (removed after its tests), the test's
+# recompute level and lm-head chunk passed on, the errors summarised (the worst gradient tensor
+# named), a failed reference one line and no test run for it
+SHAPE_REFERENCE = """import os, sys
+a = sys.argv[1:]
+arg = lambda k: a[a.index(k) + 1]
+if arg("--config") == os.environ.get("STANDIN_REF_FAIL"):
+    print("RuntimeError: CUDA out of memory"); sys.exit(1)
+out = arg("--out")
+os.makedirs(out)
+for n in ("reference_model.bin", "reference_state.bin"):
+    open(os.path.join(out, n), "w").write(" ".join(a))
+print("wrote", out)
+"""
+SHAPE_TEST = """#!/usr/bin/env bash
+echo "args: $*" >> "$OUT/shape_test_args.txt"
+[ -f "$1" ] || { echo "error: $1: cannot open"; exit 1; }
+echo "PASS logits     rel_err 1.000e-03  max_abs 1.0e-02  (tol 1.0e-02)"
+echo "PASS loss       rel_err 2.000e-04  max_abs 1.0e-03  (tol 3.0e-03)"
+echo "PASS backward is deterministic, two runs: gradients bitwise equal"
+echo "PASS wte        rel_err 3.000e-03  max_abs 1.0e-03  (tol 6.0e-02)"
+echo "FAIL qkvw       rel_err 9.000e-02  max_abs 1.0e-01  (tol 6.0e-02)"
+echo "PASS fcb        rel_err 5.000e-03  max_abs 1.0e-03  (tol 6.0e-02)"
+echo "PASS losses     rel_err 4.000e-04  max_abs 1.0e-03  (tol 5.0e-03)"
+echo "PASS accum 2    rel_err 9.900e-01  max_abs 1.0e-03  (tol 1.0e-02)"
+echo "6 passed, 1 failed"; exit 1
+"""
+root = tree("run.sh")
+write(os.path.join(root, "dev/reference.py"), SHAPE_REFERENCE)
+write(os.path.join(root, "build/fp16/test_gpt2cu"), SHAPE_TEST, exe=True)
+rc, out, err = sh(root, "run.sh", ["shapes"], env={"BUILDS": "fp16", "STANDIN_REF_FAIL": "d24",
+                                                   "SHAPES": "d12:12:3:77:2,100 d24:4:2:129 d48:2:2:64"})
+summary = out.split("================ summary\n", 1)[-1].splitlines()
+check(summary == ["shape d12-L12-B3-T77-2-100 fp16: rc=1 1 FAIL; logits 1.000e-03 loss 2.000e-04 grads 9.000e-02 (qkvw) losses 4.000e-04",
+                  "shape d24-L4-B2-T129: reference.py rc=1: RuntimeError: CUDA out of memory",
+                  "shape d48-L2-B2-T64 fp16: rc=1 1 FAIL; logits 1.000e-03 loss 2.000e-04 grads 9.000e-02 (qkvw) losses 4.000e-04"],
+      "run.sh shapes: a line per shape and build, the worst gradient tensor named, a failed reference said", out + err)
+with open(os.path.join(root, "out/shape_test_args.txt")) as f:
+    args = f.read().splitlines()
+check(args == ["args: dev_data/shapes/d12-L12-B3-T77-2-100/reference_model.bin dev_data/shapes/d12-L12-B3-T77-2-100/reference_state.bin 2 100",
+               "args: dev_data/shapes/d48-L2-B2-T64/reference_model.bin dev_data/shapes/d48-L2-B2-T64/reference_state.bin"],
+      "run.sh shapes: each shape's files, its recompute level and lm-head chunk passed on", args)
+check(not os.listdir(os.path.join(root, "dev_data/shapes")), "run.sh shapes: each reference removed after its tests")
 
 # ---------------------------------------------------------------------------------------------
 # loop_run.sh with a stand-in trainer (losses from the step, the build's precision and env vars;
