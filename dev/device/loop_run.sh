@@ -25,6 +25,11 @@
 #      badres (not in the default set): --max-bad-steps across a resume: a run whose gradients turn
 #      NaN from step 3 on (--debug-nan 0:3), killed after step 5 and resumed, stops at step 7 with
 #      exit 2, as the uninterrupted run does (checkpoints keep the count of bad steps in a row);
+#      odd (not in the default set): the loop at a length and batch no other run uses, B=3, T=77,
+#      two micro-steps per step: 30 steps against PyTorch (FP32 within 1e-4 of PyTorch fp32, BF16
+#      within 0.5 %), validation and a 100-token sample (its window slides past T) at T=77, 2 ranks
+#      sharing the GPU against 1 (FP32, DDP and ZeRO-1, within 1e-5), and killed after step 10 and
+#      resumed, bitwise (FP16);
 #   5. memory and speed with --recompute 0/1/2 at B=64.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -104,6 +109,33 @@ if has resume; then
     summary+=("resume with another -l: rc=$? $(tail -n 1 "$OUT/resume_lr.log")")
     build/fp16/train_gpt2cu $common -x 20 -o runs/rb > "$OUT/resume_refuse.log" 2>&1
     summary+=("fresh run into a used --out: rc=$? $(tail -n 1 "$OUT/resume_refuse.log")")
+fi
+if has odd; then
+    # T=77 is not a multiple of the attention's 64- and 128-row tiles, and B*T = 231, the GEMMs'
+    # row count, is odd; 462 tokens per step
+    odd="-e dev_data/reference_model.bin -i dev_data/tinyshakespeare_train.bin -j dev_data/tinyshakespeare_val.bin -b 3 -t 77 -d 462 -l 6e-4 --warmup 5 --lr-final 0.1 --tokenizer dev_data/gpt2_tokenizer.bin"
+    python3 dev/train_reference.py --model dev_data/reference_model.bin --train dev_data/tinyshakespeare_train.bin \
+        -B 3 -T 77 -d 462 -x 30 --lr 6e-4 --warmup 5 --lr-schedule cosine --lr-final 0.1 > "$OUT/odd_torch.log" 2>&1; rrc=$?
+    for p in fp32 bf16; do
+        rm -rf runs/odd_$p
+        build/$p/train_gpt2cu $odd -x 30 -v 10 -s 30 -g 100 -o runs/odd_$p > "$OUT/odd_$p.log" 2>&1; rc=$?
+        tol=0.005; [ $p = fp32 ] && tol=1e-4
+        summary+=("30 steps B=3 T=77 $p (rc=$rc) vs PyTorch fp32 (rc=$rrc): $(python3 dev/compare_losses.py "$OUT/odd_torch.log" "$OUT/odd_$p.log" --tol $tol)$ref_note")
+        summary+=("   val: $(grep 'val loss' "$OUT/odd_$p.log" | tr '\n' ' ')samples: $(grep -c ': sample ---$' "$OUT/odd_$p.log")")
+    done
+    # 2 ranks sharing the GPU (own_host.sh), one micro-step each: the same 462 tokens per step as
+    # on 1 GPU, so FP32's losses within 1e-5, DDP and ZeRO-1
+    for z in 0 1; do
+        rm -rf runs/odd_r2z$z
+        timeout 300 mpirun --allow-run-as-root -np 2 --bind-to none dev/device/own_host.sh build/fp32/train_gpt2cu $odd -x 30 -v 10 -z $z \
+            -o runs/odd_r2z$z > "$OUT/odd_r2z$z.log" 2>&1; rc=$?
+        summary+=("B=3 T=77 FP32, 2 ranks sharing the GPU, --zero $z (rc=$rc) vs 1 rank: $(python3 dev/compare_losses.py "$OUT/odd_fp32.log" "$OUT/odd_r2z$z.log" --tol 1e-5)")
+    done
+    rm -rf runs/odd_ra runs/odd_rb
+    build/fp16/train_gpt2cu $odd -x 20 -o runs/odd_ra > "$OUT/odd_resume_a.log" 2>&1
+    build/fp16/train_gpt2cu $odd -x 20 -n 10 -o runs/odd_rb --debug-exit-after 10 > "$OUT/odd_resume_b1.log" 2>&1; b1=$?
+    build/fp16/train_gpt2cu -o runs/odd_rb --resume > "$OUT/odd_resume_b2.log" 2>&1
+    summary+=("B=3 T=77 resume (killed rc=$b1 after step 10), log.jsonl: $(python3 dev/compare_losses.py runs/odd_ra/log.jsonl runs/odd_rb/log.jsonl --tol 0)$ref_note")
 fi
 if has zero1; then
     # --zero 1 on one GPU (its shard is the whole model): checkpoints and resumes like DDP, and

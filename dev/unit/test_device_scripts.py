@@ -9,7 +9,8 @@ the multi-rank scripts: test_rank_scripts.py):
       failed reference say so; run.sh shapes: a line per shape and build (the worst gradient
       tensor named), the test's extra arguments passed on, each reference removed;
   loop_run.sh train: FP16 against PyTorch fp16-autocast (<= 0.75 %), BF16 against PyTorch fp32
-      (<= 0.5 %), the README's claims; resume: the two runs' log.jsonl compared exactly;
+      (<= 0.5 %), the README's claims; resume: the two runs' log.jsonl compared exactly; odd: B=3
+      T=77 against PyTorch (FP32 1e-4, BF16 0.5 %), 2 ranks against 1 (1e-5), a resume exactly;
   faults.sh ckpt: the killed-and-resumed run's log.jsonl (appended by every segment) against the
       uninterrupted run's, exactly;
   same_output.sh: two trainers whose outputs differ only in times are the same; a loss, a skip
@@ -220,7 +221,8 @@ if "--resume" in a:
     print("resumed from %s" % ck)
 elif out and os.path.exists(os.path.join(out, "log.jsonl")):
     print("error: %s: already holds a run" % out); sys.exit(1)
-off = {"fp16": 1.08 * (1 + float(os.environ.get("FP16_OFF", "0.005"))), "bf16": 1 + float(os.environ.get("BF16_OFF", "0.001"))}[prec]
+off = {"fp16": 1.08 * (1 + float(os.environ.get("FP16_OFF", "0.005"))), "bf16": 1 + float(os.environ.get("BF16_OFF", "0.001")),
+       "fp32": 1 + float(os.environ.get("FP32_OFF", "0"))}[prec]
 if out:
     os.makedirs(out, exist_ok=True)
 log = open(os.path.join(out, "log.jsonl"), "a") if out else None
@@ -252,11 +254,11 @@ for s in range(1, steps + 1):
 
 
 def loop_tree():
-    root = tree("loop_run.sh")
+    root = tree("loop_run.sh", "own_host.sh")
     write(os.path.join(root, "dev/reference.py"), REFERENCE)
     write(os.path.join(root, "dev/train_reference.py"), TRAIN_REFERENCE)
     write(os.path.join(root, "dev/plot.py"), "")
-    for p in ("fp16", "bf16"):
+    for p in ("fp16", "bf16", "fp32"):
         write(os.path.join(root, f"build/{p}/train_gpt2cu"), TRAINER, exe=True)
     return root
 
@@ -299,6 +301,25 @@ res = [x for x in summary if x.startswith("resume (killed")]
 check(len(res) == 1 and "log.jsonl: FAIL 20 steps" in res[0], f"loop_run.sh resume: a difference below the 6 printed decimals: FAIL", full)
 check(any(x.startswith("reference.py: rc=0 ") for x in summary) and not any("reference.py FAILED" in x for x in summary),
       "loop_run.sh: reference.py made the missing reference (rc=0): no line says it failed")
+
+# odd: B=3 T=77 against PyTorch fp32 at 1e-4 (FP32) and 0.5 % (BF16), 2 ranks (mpirun's stand-in)
+# against 1 at 1e-5, DDP and ZeRO-1, and the resume compared exactly
+for fp32_off, want in (("0", "OK"), ("2e-4", "FAIL")):
+    root = loop_tree()
+    summary, full = loop(root, ["odd"], FP32_OFF=fp32_off, PATH=gpu_tools(root))
+    with open(os.path.join(root, "args.log")) as f:
+        calls = f.read().splitlines()
+    check(len(calls) == 1 and "-B 3 -T 77 -d 462 -x 30" in calls[0], "loop_run.sh odd: PyTorch fp32 at B=3 T=77, 2 micro-steps, 30 steps", calls)
+    f32 = [x for x in summary if x.startswith("30 steps B=3 T=77 fp32")]
+    check(len(f32) == 1 and f": {want} 30 steps" in f32[0] and "(tol 0.0001)" in f32[0],
+          f"loop_run.sh odd: FP32 {fp32_off} off PyTorch fp32 at 1e-4: {want}", full)
+    check(any(x.startswith("30 steps B=3 T=77 bf16") and ": OK 30 steps" in x and "(tol 0.005)" in x for x in summary),
+          "loop_run.sh odd: BF16 (0.1 % off) vs PyTorch fp32 at 0.5 %: OK")
+    ranks = [x for x in summary if x.startswith("B=3 T=77 FP32, 2 ranks")]
+    check(len(ranks) == 2 and all(": OK 30 steps" in x and "(tol 1e-05)" in x for x in ranks) and "--zero 1" in ranks[1],
+          "loop_run.sh odd: 2 ranks vs 1 rank at 1e-5, DDP and ZeRO-1 (both off PyTorch alike)", summary)
+    check(any(x.startswith("B=3 T=77 resume (killed rc=137") and "log.jsonl: OK 20 steps" in x and "(tol 0)" in x for x in summary),
+          "loop_run.sh odd: the resumed run's log.jsonl exactly the straight run's")
 
 # a failed reference.py: its rc in the summary, the lines that read dev_data say so
 root = loop_tree()
