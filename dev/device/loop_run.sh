@@ -30,6 +30,11 @@
 #      within 0.5 %), validation and a 100-token sample (its window slides past T) at T=77, 2 ranks
 #      sharing the GPU against 1 (FP32, DDP and ZeRO-1, within 1e-5), and killed after step 10 and
 #      resumed, bitwise (FP16);
+#      width (not in the default set): the trainer at d48's width (C=1600, NH=25, 2 layers, a model
+#      file from dev/reference.py --layers 2): 1 rank against 3 sharing the GPU (DDP and ZeRO-1,
+#      FP32 within 1e-5, BF16 within 0.5 %), whose 143,609,600 parameters pad the buffer to 3 x 8 (d12's divide
+#      evenly by 2, 3 and 4 ranks, so the other checks never pad); ZeRO-1 on 3 ranks killed after
+#      step 5 and resumed, bitwise;
 #   5. memory and speed with --recompute 0/1/2 at B=64.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -136,6 +141,26 @@ if has odd; then
     build/fp16/train_gpt2cu $odd -x 20 -n 10 -o runs/odd_rb --debug-exit-after 10 > "$OUT/odd_resume_b1.log" 2>&1; b1=$?
     build/fp16/train_gpt2cu -o runs/odd_rb --resume > "$OUT/odd_resume_b2.log" 2>&1
     summary+=("B=3 T=77 resume (killed rc=$b1 after step 10), log.jsonl: $(python3 dev/compare_losses.py runs/odd_ra/log.jsonl runs/odd_rb/log.jsonl --tol 0)$ref_note")
+fi
+if has width; then
+    PYTHONUNBUFFERED=1 python3 dev/reference.py --config d48 --layers 2 -B 2 -T 64 --steps 1 --out dev_data/width > "$OUT/width_reference.log" 2>&1
+    summary+=("width: reference.py --config d48 --layers 2: rc=$? $(grep -v '^[[:space:]]*$' "$OUT/width_reference.log" | tail -n 1)")
+    w="-e dev_data/width/reference_model.bin -i dev_data/tinyshakespeare_train.bin -j dev_data/tinyshakespeare_val.bin -b 2 -t 64 -d 384 -x 10 -l 3e-4 --warmup 2 -v 5 -g 0"
+    r3="timeout 300 mpirun --allow-run-as-root -np 3 --bind-to none dev/device/own_host.sh"
+    rm -rf runs/width_*
+    for p in fp32 bf16; do
+        tol=5e-3; [ $p = fp32 ] && tol=1e-5
+        build/$p/train_gpt2cu $w -o runs/width_${p}_1 > "$OUT/width_${p}_1.log" 2>&1; rc=$?   # 3 micro-steps; 1 on each of 3 ranks
+        summary+=("width $p: 1 rank rc=$rc: $(grep -m1 '^GPT-2' "$OUT/width_${p}_1.log")")
+        for z in 0 1; do
+            $r3 build/$p/train_gpt2cu $w -z $z -o runs/width_${p}_3z$z > "$OUT/width_${p}_3z$z.log" 2>&1; rc=$?
+            summary+=("width $p: 3 ranks sharing the GPU, --zero $z (rc=$rc) vs 1 rank: $(python3 dev/compare_losses.py "$OUT/width_${p}_1.log" "$OUT/width_${p}_3z$z.log" --tol $tol)")
+        done
+    done
+    $r3 build/fp32/train_gpt2cu $w -z 1 -n 5 -o runs/width_3r --debug-exit-after 5 > "$OUT/width_3r1.log" 2>&1; b1=$?
+    $r3 build/fp32/train_gpt2cu -o runs/width_3r --resume > "$OUT/width_3r2.log" 2>&1; b2=$?
+    summary+=("width fp32: 3 ranks, ZeRO-1, killed (rc=$b1) after step 5, resumed (rc=$b2), log.jsonl: $(python3 dev/compare_losses.py runs/width_fp32_3z1/log.jsonl runs/width_3r/log.jsonl --tol 0)")
+    rm -rf dev_data/width
 fi
 if has zero1; then
     # --zero 1 on one GPU (its shard is the whole model): checkpoints and resumes like DDP, and

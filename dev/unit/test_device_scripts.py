@@ -11,6 +11,7 @@ the multi-rank scripts: test_rank_scripts.py):
   loop_run.sh train: FP16 against PyTorch fp16-autocast (<= 0.75 %), BF16 against PyTorch fp32
       (<= 0.5 %), the README's claims; resume: the two runs' log.jsonl compared exactly; odd: B=3
       T=77 against PyTorch (FP32 1e-4, BF16 0.5 %), 2 ranks against 1 (1e-5), a resume exactly;
+      width: 3 ranks against 1 (FP32 1e-5, BF16 0.5 %), the 3-rank resume exactly;
   faults.sh ckpt: the killed-and-resumed run's log.jsonl (appended by every segment) against the
       uninterrupted run's, exactly;
   same_output.sh: two trainers whose outputs differ only in times are the same; a loss, a skip
@@ -231,6 +232,8 @@ for s in range(start + 1, steps + 1):
     loss = (10.0 / s + 1.0) * off
     if "--resume" in a:
         loss += float(os.environ.get("RESUME_DRIFT", "0"))
+    if os.environ.get("STANDIN_RANKS"):   # launched by mpirun's stand-in
+        loss *= 1 + float(os.environ.get("RANKS_OFF", "0"))
     print("step %4d/%d | loss %.6f | norm 1.0000 | lr 6.00e-04 | scale 65536 | 1.00 ms" % (s, steps, loss))
     if log:
         log.write(json.dumps({"type": "step", "step": s, "loss": float("%.9g" % loss)}) + "\n"); log.flush()
@@ -320,6 +323,19 @@ for fp32_off, want in (("0", "OK"), ("2e-4", "FAIL")):
           "loop_run.sh odd: 2 ranks vs 1 rank at 1e-5, DDP and ZeRO-1 (both off PyTorch alike)", summary)
     check(any(x.startswith("B=3 T=77 resume (killed rc=137") and "log.jsonl: OK 20 steps" in x and "(tol 0)" in x for x in summary),
           "loop_run.sh odd: the resumed run's log.jsonl exactly the straight run's")
+
+# width: 1 rank against 3 (mpirun's stand-in) at 1e-5 (FP32) and 0.5 % (BF16), DDP and ZeRO-1, and
+# the 3-rank ZeRO-1 resume exactly
+for ranks_off, want32 in (("0", "OK"), ("2e-5", "FAIL")):
+    root = loop_tree()
+    summary, full = loop(root, ["width"], RANKS_OFF=ranks_off, PATH=gpu_tools(root))
+    lines = {p: [x for x in summary if x.startswith(f"width {p}: 3 ranks sharing the GPU")] for p in ("fp32", "bf16")}
+    check(len(lines["fp32"]) == 2 and all(f": {want32} 10 steps" in x and "(tol 1e-05)" in x for x in lines["fp32"]),
+          f"loop_run.sh width: FP32, 3 ranks {ranks_off} off 1 rank at 1e-5, DDP and ZeRO-1: {want32}", full)
+    check(len(lines["bf16"]) == 2 and all(": OK 10 steps" in x and "(tol 0.005)" in x for x in lines["bf16"]),
+          f"loop_run.sh width: BF16, 3 ranks {ranks_off} off 1 rank at 0.5 %: OK")
+    check(any(x.startswith("width fp32: 3 ranks, ZeRO-1, killed (rc=137)") and "log.jsonl: OK 10 steps" in x and "(tol 0)" in x
+              for x in summary), "loop_run.sh width: the resumed 3-rank ZeRO-1 run's log.jsonl exactly the straight one's", summary)
 
 # a failed reference.py: its rc in the summary, the lines that read dev_data say so
 root = loop_tree()
