@@ -33,8 +33,8 @@
 #      width (not in the default set): the trainer at d48's width (C=1600, NH=25, 2 layers, a model
 #      file from dev/reference.py --layers 2): 1 rank against 3 sharing the GPU (DDP and ZeRO-1,
 #      FP32 within 1e-5, BF16 within 0.5 %), whose 143,609,600 parameters pad the buffer to 3 x 8 (d12's divide
-#      evenly by 2, 3 and 4 ranks, so the other checks never pad); ZeRO-1 on 3 ranks killed after
-#      step 5 and resumed, bitwise;
+#      evenly by 2, 3 and 4 ranks, so the other checks never pad), also with --grad-int8 1 (BF16,
+#      0.5 %); ZeRO-1 on 3 ranks killed after step 5 and resumed, bitwise;
 #   5. memory and speed with --recompute 0/1/2 at B=64.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -156,6 +156,11 @@ if has width; then
             $r3 build/$p/train_gpt2cu $w -z $z -o runs/width_${p}_3z$z > "$OUT/width_${p}_3z$z.log" 2>&1; rc=$?
             summary+=("width $p: 3 ranks sharing the GPU, --zero $z (rc=$rc) vs 1 rank: $(python3 dev/compare_losses.py "$OUT/width_${p}_1.log" "$OUT/width_${p}_3z$z.log" --tol $tol)")
         done
+    done
+    # the gradients sent as int8 (--grad-int8 1): its pieces and groups cut at the padded shards' edges
+    for z in 0 1; do
+        $r3 build/bf16/train_gpt2cu $w -z $z --grad-int8 1 > "$OUT/width_int8_3z$z.log" 2>&1; rc=$?
+        summary+=("width bf16: 3 ranks, --grad-int8 1 --zero $z (rc=$rc) vs 1 rank: $(python3 dev/compare_losses.py "$OUT/width_bf16_1.log" "$OUT/width_int8_3z$z.log" --tol 5e-3)")
     done
     $r3 build/fp32/train_gpt2cu $w -z 1 -n 5 -o runs/width_3r --debug-exit-after 5 > "$OUT/width_3r1.log" 2>&1; b1=$?
     $r3 build/fp32/train_gpt2cu -o runs/width_3r --resume > "$OUT/width_3r2.log" 2>&1; b2=$?

@@ -17,7 +17,8 @@
 #   memprobe: attention_check --memcheck-probe: a freed tile read by TMA and by ordinary loads (the
 #            control): whether memcheck sees TMA's reads of global memory.
 #   [PRECISION=bf16] [RUNS="memcheck:trainer memcheck:attention ..."] [LIMIT_S=120] [BUDGET_S=480]
-#   [RECOMPUTE=0] [PRINT_LIMIT=20] [EXTRA="more compute-sanitizer options"] dev/device/sanitize.sh
+#   [RECOMPUTE=0] [PRINT_LIMIT=20] [EXTRA="more compute-sanitizer options"]
+#   [TRAINER_SHAPE="-b 2 -t 256": the trainer targets' batch and length, e.g. "-b 3 -t 77"] dev/device/sanitize.sh
 # RUNS: tool:target pairs (default: memcheck on the trainer, memprobe and every check; racecheck on
 # every check and raceprobe; initcheck on probe and the trainer; synccheck on trainer-ours). Each run
 # stops after LIMIT_S; runs not started within BUDGET_S of the start are listed as not run. One
@@ -70,7 +71,8 @@ for run in $RUNS; do
     if [ $(( $(date +%s) - start )) -ge "$BUDGET_S" ]; then summary+=("$tool $target: not run (BUDGET_S $BUDGET_S s spent)"); continue; fi
     case $target in
         trainer|trainer-ours|trainer-cublas)
-            cmd=(build/$p/train_gpt2cu --bench -e d12 -b 2 -t 256 --bench-warmup 1 --bench-steps 1 --cuda-graphs 0 -r "$RECOMPUTE") ;;
+            # shellcheck disable=SC2206  # TRAINER_SHAPE: options, split into words
+            cmd=(build/$p/train_gpt2cu --bench -e d12 ${TRAINER_SHAPE:--b 2 -t 256} --bench-warmup 1 --bench-steps 1 --cuda-graphs 0 -r "$RECOMPUTE") ;;
         probe) cmd=(build/$p/matmul_check --initcheck-probe) ;;
         raceprobe) cmd=(build/$p/attention_check --racecheck-probe) ;;
         memprobe) cmd=(build/$p/attention_check --memcheck-probe) ;;

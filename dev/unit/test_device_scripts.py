@@ -334,6 +334,9 @@ for ranks_off, want32 in (("0", "OK"), ("2e-5", "FAIL")):
           f"loop_run.sh width: FP32, 3 ranks {ranks_off} off 1 rank at 1e-5, DDP and ZeRO-1: {want32}", full)
     check(len(lines["bf16"]) == 2 and all(": OK 10 steps" in x and "(tol 0.005)" in x for x in lines["bf16"]),
           f"loop_run.sh width: BF16, 3 ranks {ranks_off} off 1 rank at 0.5 %: OK")
+    int8 = [x for x in summary if x.startswith("width bf16: 3 ranks, --grad-int8 1")]
+    check(len(int8) == 2 and all(": OK 10 steps" in x and "(tol 0.005)" in x for x in int8),
+          "loop_run.sh width: --grad-int8 1 on 3 ranks vs 1 rank at 0.5 %, DDP and ZeRO-1", summary)
     check(any(x.startswith("width fp32: 3 ranks, ZeRO-1, killed (rc=137)") and "log.jsonl: OK 10 steps" in x and "(tol 0)" in x
               for x in summary), "loop_run.sh width: the resumed 3-rank ZeRO-1 run's log.jsonl exactly the straight one's", summary)
 
@@ -483,6 +486,11 @@ log = open(os.path.join(root, "out/sanitize_racecheck_trainer-ours.log")).read()
 check(re.search(r"racecheck trainer-ours: rc=0 \d+s .*RACECHECK SUMMARY: 0 hazards.*\(host memory \+\d+\.\d GB\)", out) and
       "args: --tool racecheck --kernel-name-exclude regex=nvjet|cublas|xmma|cutlass --print-limit 20 build/bf16/train_gpt2cu --bench" in log,
       "sanitize.sh: trainer-ours leaves cuBLASLt's kernels unchecked; the host memory it took", out + err)
+check("--bench -e d12 -b 2 -t 256 --bench-warmup 1" in log, "sanitize.sh: the trainer at B=2, T=256 by default", log)
+rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "LIMIT_S": "2", "PRECISION": "bf16", "RUNS": "racecheck:trainer-ours",
+                                            "TRAINER_SHAPE": "-b 3 -t 77"})
+log = open(os.path.join(root, "out/sanitize_racecheck_trainer-ours.log")).read()
+check("--bench -e d12 -b 3 -t 77 --bench-warmup 1" in log, "sanitize.sh: TRAINER_SHAPE sets the trainer's batch and length", log)
 # BUDGET_S 2, not 1: the script reads a whole-second clock, so a first run could find 1 s "spent" already
 rc, out, err = sh(root, "sanitize.sh", env={"PATH": path, "STANDIN_MODE": "hang", "LIMIT_S": "2", "BUDGET_S": "2", "PRECISION": "bf16",
                                             "RUNS": "synccheck:trainer synccheck:attention"})
