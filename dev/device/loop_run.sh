@@ -42,6 +42,12 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 summary=()
 sections=${*:-tests train resume val recompute}
 has() { [[ " $sections " == *" $1 "* ]]; }
+# own_hosts N SECONDS COMMAND...: COMMAND as N ranks sharing the GPU, each a host of its own to NCCL
+# (dev/device/own_host.sh), stopped after SECONDS
+own_hosts() {
+    local n=$1 secs=$2; shift 2
+    timeout "$secs" mpirun --allow-run-as-root -np "$n" --bind-to none dev/device/own_host.sh "$@"
+}
 # the reference state (made when missing); when reference.py fails, the lines that read dev_data say so
 ref_note=""
 if [ ! -f dev_data/reference_model.bin ] || [ ! -f dev_data/reference_state.bin ]; then
@@ -132,8 +138,7 @@ if has odd; then
     # on 1 GPU, so FP32's losses within 1e-5, DDP and ZeRO-1
     for z in 0 1; do
         rm -rf runs/odd_r2z$z
-        timeout 300 mpirun --allow-run-as-root -np 2 --bind-to none dev/device/own_host.sh build/fp32/train_gpt2cu $odd -x 30 -v 10 -z $z \
-            -o runs/odd_r2z$z > "$OUT/odd_r2z$z.log" 2>&1; rc=$?
+        own_hosts 2 300 build/fp32/train_gpt2cu $odd -x 30 -v 10 -z $z -o runs/odd_r2z$z > "$OUT/odd_r2z$z.log" 2>&1; rc=$?
         summary+=("B=3 T=77 FP32, 2 ranks sharing the GPU, --zero $z (rc=$rc) vs 1 rank: $(python3 dev/compare_losses.py "$OUT/odd_fp32.log" "$OUT/odd_r2z$z.log" --tol 1e-5)")
     done
     rm -rf runs/odd_ra runs/odd_rb
@@ -146,24 +151,23 @@ if has width; then
     PYTHONUNBUFFERED=1 python3 dev/reference.py --config d48 --layers 2 -B 2 -T 64 --steps 1 --out dev_data/width > "$OUT/width_reference.log" 2>&1
     summary+=("width: reference.py --config d48 --layers 2: rc=$? $(grep -v '^[[:space:]]*$' "$OUT/width_reference.log" | tail -n 1)")
     w="-e dev_data/width/reference_model.bin -i dev_data/tinyshakespeare_train.bin -j dev_data/tinyshakespeare_val.bin -b 2 -t 64 -d 384 -x 10 -l 3e-4 --warmup 2 -v 5 -g 0"
-    r3="timeout 300 mpirun --allow-run-as-root -np 3 --bind-to none dev/device/own_host.sh"
     rm -rf runs/width_*
     for p in fp32 bf16; do
         tol=5e-3; [ $p = fp32 ] && tol=1e-5
         build/$p/train_gpt2cu $w -o runs/width_${p}_1 > "$OUT/width_${p}_1.log" 2>&1; rc=$?   # 3 micro-steps; 1 on each of 3 ranks
         summary+=("width $p: 1 rank rc=$rc: $(grep -m1 '^GPT-2' "$OUT/width_${p}_1.log")")
         for z in 0 1; do
-            $r3 build/$p/train_gpt2cu $w -z $z -o runs/width_${p}_3z$z > "$OUT/width_${p}_3z$z.log" 2>&1; rc=$?
+            own_hosts 3 300 build/$p/train_gpt2cu $w -z $z -o runs/width_${p}_3z$z > "$OUT/width_${p}_3z$z.log" 2>&1; rc=$?
             summary+=("width $p: 3 ranks sharing the GPU, --zero $z (rc=$rc) vs 1 rank: $(python3 dev/compare_losses.py "$OUT/width_${p}_1.log" "$OUT/width_${p}_3z$z.log" --tol $tol)")
         done
     done
     # the gradients sent as int8 (--grad-int8 1): its pieces and groups cut at the padded shards' edges
     for z in 0 1; do
-        $r3 build/bf16/train_gpt2cu $w -z $z --grad-int8 1 > "$OUT/width_int8_3z$z.log" 2>&1; rc=$?
+        own_hosts 3 300 build/bf16/train_gpt2cu $w -z $z --grad-int8 1 > "$OUT/width_int8_3z$z.log" 2>&1; rc=$?
         summary+=("width bf16: 3 ranks, --grad-int8 1 --zero $z (rc=$rc) vs 1 rank: $(python3 dev/compare_losses.py "$OUT/width_bf16_1.log" "$OUT/width_int8_3z$z.log" --tol 5e-3)")
     done
-    $r3 build/fp32/train_gpt2cu $w -z 1 -n 5 -o runs/width_3r --debug-exit-after 5 > "$OUT/width_3r1.log" 2>&1; b1=$?
-    $r3 build/fp32/train_gpt2cu -o runs/width_3r --resume > "$OUT/width_3r2.log" 2>&1; b2=$?
+    own_hosts 3 300 build/fp32/train_gpt2cu $w -z 1 -n 5 -o runs/width_3r --debug-exit-after 5 > "$OUT/width_3r1.log" 2>&1; b1=$?
+    own_hosts 3 300 build/fp32/train_gpt2cu -o runs/width_3r --resume > "$OUT/width_3r2.log" 2>&1; b2=$?
     summary+=("width fp32: 3 ranks, ZeRO-1, killed (rc=$b1) after step 5, resumed (rc=$b2), log.jsonl: $(python3 dev/compare_losses.py runs/width_fp32_3z1/log.jsonl runs/width_3r/log.jsonl --tol 0)")
     rm -rf dev_data/width
 fi
@@ -188,8 +192,7 @@ if has val; then
         vals+=" b$b:rc=$?:$(grep -o 'val loss [0-9.]*' "$OUT/val_b$b.log" | head -n 1 | cut -d' ' -f3)"
     done
     for n in 2 3; do
-        timeout 120 mpirun --allow-run-as-root -np $n --bind-to none dev/device/own_host.sh build/fp32/train_gpt2cu $e -b 5 \
-            > "$OUT/val_r$n.log" 2>&1
+        own_hosts $n 120 build/fp32/train_gpt2cu $e -b 5 > "$OUT/val_r$n.log" 2>&1
         vals+=" ${n}ranks_b5:rc=$?:$(grep -o 'val loss [0-9.]*' "$OUT/val_r$n.log" | head -n 1 | cut -d' ' -f3)"
     done
     summary+=("val, the same rows at any -b and GPU count (FP32 --eval-only):$vals$ref_note")
