@@ -68,6 +68,9 @@ with tempfile.TemporaryDirectory() as tmp:
     ref_out = os.path.join(tmp, "ref")
     rc, out, err = run("reference.py", ["--config", "tiny", "-T", "0", "--out", ref_out])
     check(one_line(rc, out, err, "need 1 <= T <= 64 for tiny"), f"reference.py -T 0: one line before PyTorch ({err.strip()})")
+    rc, out, err = run("reference.py", ["--config", "d48", "--layers", "0", "--out", ref_out])
+    check(one_line(rc, out, err, "--layers must be in [1, 1000], got 0") and not os.path.exists(ref_out),
+          f"reference.py --layers 0: one line before PyTorch, nothing written ({err.strip()})")
     rc, out, err = run("reference.py", ["--config", "tiny", "-B", "2", "-T", "16", "--out", ref_out])
     check(one_line(rc, out, err, needs("reference.py")) and not os.path.exists(ref_out),
           f"reference.py without PyTorch: one line, exit 1, nothing written ({err.strip()})")
