@@ -292,7 +292,7 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, 
         int port;
         const bool got = rendezvous == "tcp"
                              ? rendezvous_port(&port, err) && rendezvous_tcp(c->rank, c->world, &id, sizeof id, host ? host : "127.0.0.1", port, 120, err)
-                             : rendezvous_file(c->rank, &id, sizeof id, rendezvous.substr(5), 120, err);
+                             : rendezvous_file(c->rank, c->world, &id, sizeof id, rendezvous.substr(5), 120, err);
         if (!got && c->world_var && std::string(c->world_var) == "SLURM_NTASKS")   // also set in an sbatch script, srun or not
             *err += " (the " + std::to_string(c->world) + " ranks come from SLURM_NTASKS: in an sbatch script, start them with srun)";
         if (!got) return false;

@@ -86,17 +86,40 @@ inline int rendezvous_listen(int port, std::string* err) {
     return s;
 }
 
-// One accepted connection, on rank 0: the peer's rank (2 s to send it), the id, and the peer's
-// byte back (until the deadline, at least a second). Returns the rank served, or -1 for anything
-// else (a port probe, a wrong rank, a peer gone).
-inline int rendezvous_serve_peer(int peer, int world, const void* id, size_t bytes, std::chrono::steady_clock::time_point deadline) {
+// Marks the rendezvous' own messages (the peer's hello, rank 0's answer, the id file's header): a
+// port probe or another program is not taken for a rank, nor its bytes for a world size.
+constexpr int32_t RENDEZVOUS_MAGIC = 0x636d6c6c;   // "llmc"
+
+// The one line for ranks started with different world sizes: NCCL's bootstrap would wait forever
+// on a rank count that does not match (until --nccl-timeout, which would blame a dead peer).
+inline std::string rendezvous_world_mismatch(const std::string& them, int their_world, int rank, int world) {
+    return "rendezvous: " + them + " was started with a world size of " + std::to_string(their_world) + ", this rank " +
+           std::to_string(rank) + " with " + std::to_string(world) +
+           ": every rank needs the same world size (WORLD_SIZE, SLURM_NTASKS), and each run its own MASTER_PORT or id file";
+}
+
+// One accepted connection, on rank 0: the peer's hello (magic, rank, world size; 2 s to send it),
+// rank 0's answer (magic, world size), the id, and the peer's byte back (until the deadline, at
+// least a second). Returns the rank served, -2 with *err set for a rank started with another
+// world size, or -1 for anything else (a port probe, a wrong rank, a peer gone).
+inline int rendezvous_serve_peer(int peer, int world, const void* id, size_t bytes, std::chrono::steady_clock::time_point deadline,
+                                 std::string* err) {
     timeval tv{2, 0};
     setsockopt(peer, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    int32_t who = -1;
+    int32_t hello[3] = {0, -1, 0};
+    const int32_t answer[2] = {RENDEZVOUS_MAGIC, world};
+    // MSG_WAITALL: the hello whole even if it comes in pieces; MSG_NOSIGNAL: a peer gone meanwhile
+    // is an error return, not SIGPIPE
+    if (recv(peer, hello, sizeof hello, MSG_WAITALL) != (ssize_t)sizeof hello || hello[0] != RENDEZVOUS_MAGIC ||
+        send(peer, answer, sizeof answer, MSG_NOSIGNAL) != (ssize_t)sizeof answer)
+        return -1;
+    if (hello[2] != world) {
+        *err = rendezvous_world_mismatch("rank " + std::to_string(hello[1]), hello[2], 0, world);
+        return -2;
+    }
+    const int32_t who = hello[1];
     char ack = 0;
-    // MSG_NOSIGNAL: a peer gone meanwhile is an error return, not SIGPIPE
-    bool acked = read(peer, &who, sizeof who) == (ssize_t)sizeof who && who > 0 && who < world &&
-                 send(peer, id, bytes, MSG_NOSIGNAL) == (ssize_t)bytes;
+    bool acked = who > 0 && who < world && send(peer, id, bytes, MSG_NOSIGNAL) == (ssize_t)bytes;
     if (acked) {
         const auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
         timeval wait{std::max<long>(1, (long)left.count()), 0};
@@ -117,7 +140,12 @@ inline bool rendezvous_tcp_serve(int world, const void* id, size_t bytes, int po
         if (poll(&p, 1, 1000) > 0) {
             const int peer = accept(s, nullptr, nullptr);
             if (peer >= 0) {
-                const int who = rendezvous_serve_peer(peer, world, id, bytes, deadline);
+                const int who = rendezvous_serve_peer(peer, world, id, bytes, deadline, err);
+                if (who == -2) {   // this run cannot succeed: say so now, not at the deadline
+                    close(peer);
+                    close(s);
+                    return false;
+                }
                 if (who > 0 && !done[who]) {
                     done[who] = true;
                     served++;
@@ -153,9 +181,9 @@ inline bool connect_within(int s, const sockaddr* addr, socklen_t len, int ms) {
 }
 
 // Any other rank: connects to host:port (each of its addresses in turn, 2 s each at most; again
-// every 200 ms while rank 0 starts), sends its rank, reads the id (reads time out after 2 s) and
-// sends one byte back.
-inline bool rendezvous_tcp_fetch(int rank, void* id, size_t bytes, const std::string& host, int port, int timeout_s,
+// every 200 ms while rank 0 starts), sends its hello, reads rank 0's answer and the id (reads time
+// out after 2 s) and sends one byte back. A rank 0 started with another world size ends it at once.
+inline bool rendezvous_tcp_fetch(int rank, int world, void* id, size_t bytes, const std::string& host, int port, int timeout_s,
                                  std::chrono::steady_clock::time_point deadline, std::string* err) {
     addrinfo hints{}, *res = nullptr;
     hints.ai_socktype = SOCK_STREAM;
@@ -172,9 +200,17 @@ inline bool rendezvous_tcp_fetch(int rank, void* id, size_t bytes, const std::st
             if (s < 0) continue;
             timeval tv{2, 0};
             setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-            const int32_t me = rank;
+            const int32_t hello[3] = {RENDEZVOUS_MAGIC, rank, world};
+            int32_t answer[2] = {0, 0};   // rank 0's magic and world size
             if (connect_within(s, a->ai_addr, a->ai_addrlen, (int)std::min(2000LL, left_ms)) &&
-                send(s, &me, sizeof me, MSG_NOSIGNAL) == (ssize_t)sizeof me) {
+                send(s, hello, sizeof hello, MSG_NOSIGNAL) == (ssize_t)sizeof hello &&
+                recv(s, answer, sizeof answer, MSG_WAITALL) == (ssize_t)sizeof answer && answer[0] == RENDEZVOUS_MAGIC) {
+                if (answer[1] != world) {
+                    close(s);
+                    freeaddrinfo(res);
+                    *err = rendezvous_world_mismatch("rank 0 at " + host + ":" + std::to_string(port), answer[1], rank, world);
+                    return false;
+                }
                 size_t got = 0;
                 while (got < bytes) {
                     const ssize_t n = read(s, (char*)id + got, bytes - got);
@@ -195,10 +231,11 @@ inline bool rendezvous_tcp_fetch(int rank, void* id, size_t bytes, const std::st
 }
 
 // Rank 0 listens on `port` and serves one connection at a time; each other rank connects to
-// host:port (retrying while rank 0 starts), sends its rank as 4 bytes, reads the `bytes` of `id`
-// and sends back one byte. Rank 0 counts a rank as served only on that byte, once per rank: a port
+// host:port (retrying while rank 0 starts), sends its hello (RENDEZVOUS_MAGIC, its rank and world
+// size as 4 bytes each), reads rank 0's answer (the magic, rank 0's world size) and the `bytes` of
+// `id`, and sends back one byte. Ranks whose world sizes differ both stop at once, in one line. Rank 0 counts a rank as served only on that byte, once per rank: a port
 // probe, a peer that reconnects, or a peer that gave up before its turn is never mistaken for a
-// served rank. Rank 0 waits 2 s for a connection's rank (so a probe that never sends holds it 2 s
+// served rank. Rank 0 waits 2 s for a connection's hello (so a probe that never sends holds it 2 s
 // at most, and a peer queued behind it retries), then, once it has sent the id, for the byte until
 // the deadline: a live peer is never dropped for being slow, and a dead one closes its socket,
 // which ends the wait at once. A peer's reads time out after 2 s, so a server that never sends
@@ -208,29 +245,48 @@ inline bool rendezvous_tcp(int rank, int world, void* id, size_t bytes, const st
                            std::string* err) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
     if (rank == 0) return rendezvous_tcp_serve(world, id, bytes, port, timeout_s, deadline, err);
-    return rendezvous_tcp_fetch(rank, id, bytes, host, port, timeout_s, deadline, err);
+    return rendezvous_tcp_fetch(rank, world, id, bytes, host, port, timeout_s, deadline, err);
 }
 
-// Rank 0 writes the id to `path` (via a temporary name, so nobody reads half of it); the others
-// wait for the file. Rank 0 removes it once every rank has the communicator
+// Rank 0 writes its world size and the id to `path` (after RENDEZVOUS_MAGIC; via a temporary name,
+// so nobody reads half of it); the others wait for the file, and stop at once on a world size that
+// differs from theirs. Rank 0 removes it once every rank has the communicator
 // (rendezvous_file_done; also when creating it failed), so a requeued job that reuses the path does
 // not read a dead id. A file left by a run whose rank 0 died before that would still be read: a path unique to each attempt
 // is safest (the README's Slurm example adds SLURM_RESTART_COUNT).
-inline bool rendezvous_file(int rank, void* id, size_t bytes, const std::string& path, int timeout_s, std::string* err) {
+inline bool rendezvous_file(int rank, int world, void* id, size_t bytes, const std::string& path, int timeout_s, std::string* err) {
+    const size_t head = 2 * sizeof(int32_t);   // the magic and rank 0's world size, then the id
+    std::vector<char> text(head + bytes);
     if (rank == 0) {
+        const int32_t header[2] = {RENDEZVOUS_MAGIC, world};
+        memcpy(text.data(), header, head);
+        memcpy(text.data() + head, id, bytes);
         const std::string tmp = path + ".tmp";
         FILE* f = fopen(tmp.c_str(), "wb");
-        bool ok = f && fwrite(id, 1, bytes, f) == bytes;
+        bool ok = f && fwrite(text.data(), 1, text.size(), f) == text.size();
         if (f) ok = (fclose(f) == 0) && ok;
-        if (!ok || rename(tmp.c_str(), path.c_str()) != 0) { *err = "rendezvous: cannot write " + path + ": " + strerror(errno); return false; }
+        if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+            *err = "rendezvous: cannot write " + path + ": " + strerror(errno);
+            unlink(tmp.c_str());   // (after strerror: unlink may change errno)
+            return false;
+        }
         return true;
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
     while (std::chrono::steady_clock::now() < deadline) {
         if (FILE* f = fopen(path.c_str(), "rb")) {
-            const bool ok = fread(id, 1, bytes, f) == bytes;
+            const bool ok = fread(text.data(), 1, text.size(), f) == text.size();
             fclose(f);
-            if (ok) return true;
+            int32_t header[2];
+            memcpy(header, text.data(), head);
+            if (ok && header[0] == RENDEZVOUS_MAGIC && header[1] != world) {
+                *err = rendezvous_world_mismatch("the rank 0 that wrote " + path, header[1], rank, world);
+                return false;
+            }
+            if (ok && header[0] == RENDEZVOUS_MAGIC) {
+                memcpy(id, text.data() + head, bytes);
+                return true;
+            }
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }

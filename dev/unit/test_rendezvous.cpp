@@ -4,6 +4,7 @@
 // deadline instead of a hang.
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <array>
 #include <chrono>
 #include <thread>
@@ -72,8 +73,10 @@ static void test_tcp_silent_probes(const Id& id0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     sockaddr_in a{};
     a.sin_family = AF_INET; a.sin_addr.s_addr = htonl(INADDR_LOOPBACK); a.sin_port = htons(port);
-    const int probe = socket(AF_INET, SOCK_STREAM, 0), probe2 = socket(AF_INET, SOCK_STREAM, 0);
-    const bool probed = connect(probe, (sockaddr*)&a, sizeof a) == 0 && connect(probe2, (sockaddr*)&a, sizeof a) == 0;
+    const int probe = socket(AF_INET, SOCK_STREAM, 0), probe2 = socket(AF_INET, SOCK_STREAM, 0), probe3 = socket(AF_INET, SOCK_STREAM, 0);
+    const char* http = "GET / HTTP/1.0\r\n\r\n";   // and one that sends another protocol's bytes: not a rank, nor a world size
+    const bool probed = connect(probe, (sockaddr*)&a, sizeof a) == 0 && connect(probe2, (sockaddr*)&a, sizeof a) == 0 &&
+                        connect(probe3, (sockaddr*)&a, sizeof a) == 0 && send(probe3, http, strlen(http), 0) == (ssize_t)strlen(http);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     std::vector<std::thread> ranks;
     for (int r = 1; r < world; r++)
@@ -82,9 +85,10 @@ static void test_tcp_silent_probes(const Id& id0) {
     server.join();
     close(probe);
     close(probe2);
+    close(probe3);
     bool all = probed;
     for (int r = 0; r < world; r++) all &= ok[r] && got[r] == id0;
-    CHECK(all, "tcp: two silent probes ahead of the peers are not counted, and every peer still gets the id");
+    CHECK(all, "tcp: two silent probes and an HTTP request ahead of the peers are not counted, and every peer still gets the id");
 }
 
 // Checks over TCP that a peer slow to acknowledge (2.5 s, longer than a read timeout) is still counted.
@@ -98,8 +102,10 @@ static void test_tcp_slow_ack(const Id& id0) {
     const int s1 = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET; a.sin_addr.s_addr = htonl(INADDR_LOOPBACK); a.sin_port = htons(port);
-    const int32_t me = 1;
-    if (connect(s1, (sockaddr*)&a, sizeof a) == 0 && send(s1, &me, sizeof me, 0) == (ssize_t)sizeof me) {
+    const int32_t hello[3] = {RENDEZVOUS_MAGIC, 1, 2};   // rank 1 of 2
+    int32_t answer[2] = {0, 0};
+    if (connect(s1, (sockaddr*)&a, sizeof a) == 0 && send(s1, hello, sizeof hello, 0) == (ssize_t)sizeof hello &&
+        recv(s1, answer, sizeof answer, MSG_WAITALL) == (ssize_t)sizeof answer && answer[0] == RENDEZVOUS_MAGIC && answer[1] == 2) {
         size_t n = 0;
         while (n < got.size()) { const ssize_t k = read(s1, got.data() + n, got.size() - n); if (k <= 0) break; n += (size_t)k; }
         std::this_thread::sleep_for(std::chrono::milliseconds(2500));
@@ -109,6 +115,27 @@ static void test_tcp_slow_ack(const Id& id0) {
     server.join();
     close(s1);
     CHECK(ok0 && ok1, "tcp: a peer that acknowledges after 2.5 s is counted (rank 0 and the peer agree)");
+}
+
+// Checks over TCP that ranks started with different world sizes (WORLD_SIZE differs between the
+// processes, or a rank of another run on this port) are refused in one line each, at once: the id
+// alone would let them on to ncclCommInitRank, whose bootstrap waits forever on a rank count that
+// does not match (until --nccl-timeout, which blames a dead peer).
+static void test_tcp_world_mismatch(const Id& id0) {
+    const int port = free_port();
+    Id id = id0, got{};
+    std::string err0, err1;
+    bool ok0 = true, ok1 = true;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::thread server([&] { ok0 = rendezvous_tcp(0, 2, id.data(), id.size(), "127.0.0.1", port, 10, &err0); });
+    ok1 = rendezvous_tcp(1, 3, got.data(), got.size(), "127.0.0.1", port, 10, &err1);
+    server.join();
+    const double s = seconds_since(t0);
+    check_report(!ok0 && !ok1 && s < 5 && err0.find("world size of 3") != std::string::npos && err0.find("2") != std::string::npos &&
+                     err1.find("world size of 2") != std::string::npos && err0.find('\n') == std::string::npos &&
+                     err1.find('\n') == std::string::npos,
+                 "tcp: a rank with another world size than rank 0's: both refuse at once, in one line",
+                 "after " + std::to_string(s) + " s: rank 0 " + (ok0 ? "ok" : "'" + err0 + "'") + ", rank 1 " + (ok1 ? "ok" : "'" + err1 + "'"));
 }
 
 // Checks over TCP that a program already on the port makes rank 0 say so in one line.
@@ -194,10 +221,10 @@ static void test_file(const Id& id0) {
     std::vector<std::string> errs(world);
     std::vector<std::thread> ranks;
     for (int r = 1; r < world; r++)
-        ranks.emplace_back([&, r] { ok[r] = rendezvous_file(r, got[r].data(), got[r].size(), path, 20, &errs[r]); });
+        ranks.emplace_back([&, r] { ok[r] = rendezvous_file(r, world, got[r].data(), got[r].size(), path, 20, &errs[r]); });
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     got[0] = id0;
-    ok[0] = rendezvous_file(0, got[0].data(), got[0].size(), path, 20, &errs[0]);
+    ok[0] = rendezvous_file(0, world, got[0].data(), got[0].size(), path, 20, &errs[0]);
     for (auto& t : ranks) t.join();
     bool all = true;
     for (int r = 0; r < world; r++) all &= ok[r] && got[r] == id0;
@@ -208,8 +235,37 @@ static void test_file(const Id& id0) {
     CHECK(access(path.c_str(), F_OK) != 0 && access((path + ".tmp").c_str(), F_OK) != 0, "file: removed once the communicator exists");
     Id id{};
     std::string err;
-    const bool late = rendezvous_file(1, id.data(), id.size(), path, 1, &err);
+    const bool late = rendezvous_file(1, world, id.data(), id.size(), path, 1, &err);
     CHECK(!late && err == "rendezvous: " + path + " did not appear within 1 s (rank 0 not started, or it stopped on an error before the rendezvous: see its output)", "file: a missing file ends in one error line");
+}
+
+// Checks the file rendezvous with world sizes that differ (a typo in one process's WORLD_SIZE, or a
+// file a run of another size left on the path): the rank stops at once with one line naming the
+// file, not later in ncclCommInitRank's endless bootstrap; and a file rank 0 could not put in
+// place leaves no temporary file behind.
+static void test_file_world_mismatch(const Id& id0) {
+    const std::string path = "/tmp/llmc_test_rendezvous_world_" + std::to_string(getpid()) + ".id";
+    unlink(path.c_str());
+    Id id = id0, got{};
+    std::string err0, err1;
+    const bool ok0 = rendezvous_file(0, 2, id.data(), id.size(), path, 5, &err0);
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool ok1 = rendezvous_file(1, 3, got.data(), got.size(), path, 5, &err1);
+    const double s = seconds_since(t0);
+    check_report(ok0 && !ok1 && s < 2 && err1.find(path) != std::string::npos && err1.find("world size of 2") != std::string::npos &&
+                     err1.find("this rank 1 with 3") != std::string::npos && err1.find('\n') == std::string::npos,
+                 "file: a rank with another world size than the file's stops at once, in one line naming the file",
+                 "after " + std::to_string(s) + " s: '" + err1 + "'");
+    rendezvous_file_done(0, path);
+    // the path is a directory: the rename fails, and the temporary file is removed
+    const std::string dir = "/tmp/llmc_test_rendezvous_dir_" + std::to_string(getpid());
+    mkdir(dir.c_str(), 0700);
+    std::string err;
+    const bool ok = rendezvous_file(0, 2, id.data(), id.size(), dir, 5, &err);
+    check_report(!ok && err.find("cannot write " + dir) != std::string::npos && access((dir + ".tmp").c_str(), F_OK) != 0,
+                 "file: rank 0 unable to put the file in place says so and leaves no temporary file", "'" + err + "'");
+    unlink((dir + ".tmp").c_str());
+    rmdir(dir.c_str());
 }
 
 int main() {
@@ -218,10 +274,12 @@ int main() {
     test_tcp_peers_before_rank0(id0);
     test_tcp_silent_probes(id0);
     test_tcp_slow_ack(id0);
+    test_tcp_world_mismatch(id0);
     test_tcp_port_in_use(id0);
     test_tcp_silent_server();
     test_tcp_dropped_connects();
     test_rendezvous_port();
     test_file(id0);
+    test_file_world_mismatch(id0);
     return check_finish();
 }
