@@ -122,10 +122,12 @@ inline bool comm_launch(Comm* c, int* argc, char*** argv, std::string* err) {
 // rather than some waiting for the others at the NCCL id, and who should say why: rank 0 when it
 // failed itself (every rank's options are the same, so one line is enough), else each rank that
 // failed (its own files, e.g. a node whose copy of --out differs). Without MPI nothing links the
-// ranks yet: each knows only itself (a peer that failed alone is noticed at the id exchange).
+// ranks yet: each knows only itself, so each rank that failed says why (an error in the options
+// comes once per rank then): rank 0 notices a peer that failed alone only as a rank missing at the
+// id exchange (TCP) or in ncclCommInitRank (file), and cannot say why.
 struct LaunchVerdict { bool any_failed, say_why; };
 inline LaunchVerdict comm_launch_verdict(const Comm* c, bool failed) {
-    LaunchVerdict v{failed, failed && c->rank == 0};
+    LaunchVerdict v{failed, failed};
 #ifdef USE_MPI
     if (c->launcher == "mpi") {
         int mine[2] = {failed ? 1 : 0, failed && c->rank == 0 ? 1 : 0}, all[2] = {0, 0};
