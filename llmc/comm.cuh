@@ -49,6 +49,10 @@ struct Comm {
     ncclComm_t nccl = nullptr;
 #endif
     Watchdog* watchdog = nullptr;     // world > 1 only
+    // Rank 0 with the file rendezvous: the id file (set before the watchdog starts), and whether it
+    // is written and not yet removed: the watchdog's exit removes it then (a dead id for a rerun).
+    std::string id_file;
+    std::atomic<bool> id_file_left{false};
     // Run by comm_fail and by the watchdog before they end the process on a failure: any thread may
     // call it (train_gpt2.cu: waits for rank 0's background checkpoint write, so the checkpoint
     // taken before the failure is kept). Set once; null: nothing to do.
@@ -202,6 +206,9 @@ constexpr int WATCHDOG_EXIT_CODE = 3;
     fprintf(stderr, "rank %d: error: step %d, %s: %s%s%s; exiting\n", w->comm->rank, w->step.load(),
             w->phase.load(), why.c_str(), where.empty() ? "" : "; unfinished: ", where.c_str());
     fflush(stderr);
+    // the usual way the communicator's creation fails is a peer that never comes: this exit, not
+    // an error return, so the id file goes here too
+    if (w->comm->id_file_left) unlink(w->comm->id_file.c_str());
     if (void (*f)() = w->comm->before_exit.load()) f();   // _exit runs no exit handler
     _exit(WATCHDOG_EXIT_CODE);
 }
@@ -280,6 +287,7 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, 
     if (c->world == 1) return true;
 #ifdef USE_NCCL
     if (cta_policy >= 0) setenv("NCCL_CTA_POLICY", std::to_string(cta_policy).c_str(), 1);
+    if (c->rank == 0 && c->launcher != "mpi" && rendezvous.rfind("file:", 0) == 0) c->id_file = rendezvous.substr(5);
     watchdog_start(c, timeout_s);
     ncclUniqueId id;
     if (c->rank == 0) ncclCheck(ncclGetUniqueId(&id));
@@ -298,6 +306,7 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, 
         if (!got && c->world_var && std::string(c->world_var) == "SLURM_NTASKS")   // also set in an sbatch script, srun or not
             *err += " (the " + std::to_string(c->world) + " ranks come from SLURM_NTASKS: in an sbatch script, start them with srun)";
         if (!got) return false;
+        c->id_file_left = !c->id_file.empty();
     } else {
         *err = "option --rendezvous: '" + rendezvous + "' is not tcp or file:PATH";
         return false;
@@ -306,7 +315,11 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, 
     const ncclResult_t made = ncclCommInitRank(&c->nccl, c->world, id, c->rank);
     comm_unwatch(c);
     // the id file has served (or this id failed): removed either way, so a retry reads no dead id
-    if (c->launcher != "mpi" && rendezvous.rfind("file:", 0) == 0) rendezvous_file_done(c->rank, rendezvous.substr(5));
+    // (and by the watchdog when it ends the process inside ncclCommInitRank)
+    if (c->launcher != "mpi" && rendezvous.rfind("file:", 0) == 0) {
+        c->id_file_left = false;
+        rendezvous_file_done(c->rank, rendezvous.substr(5));
+    }
     if (made != ncclSuccess) {  // NCCL's own words say why (its return code alone is "invalid usage")
         std::string why = ncclGetLastError(nullptr);
         while (!why.empty() && isspace((unsigned char)why.back())) why.pop_back();

@@ -251,8 +251,8 @@ inline bool rendezvous_tcp(int rank, int world, void* id, size_t bytes, const st
 // Rank 0 writes its world size and the id to `path` (after RENDEZVOUS_MAGIC; via a temporary name,
 // so nobody reads half of it); the others wait for the file, and stop at once on a world size that
 // differs from theirs. Rank 0 removes it once every rank has the communicator
-// (rendezvous_file_done; also when creating it failed), so a requeued job that reuses the path does
-// not read a dead id. A file left by a run whose rank 0 died before that would still be read: a path unique to each attempt
+// (rendezvous_file_done; also when creating it failed, and llmc/comm.cuh's watchdog when it ends
+// rank 0 inside the creation), so a requeued job that reuses the path does not read a dead id. A file left by a run whose rank 0 died before that would still be read: a path unique to each attempt
 // is safest (the README's Slurm example adds SLURM_RESTART_COUNT).
 inline bool rendezvous_file(int rank, int world, void* id, size_t bytes, const std::string& path, int timeout_s, std::string* err) {
     const size_t head = 2 * sizeof(int32_t);   // the magic and rank 0's world size, then the id

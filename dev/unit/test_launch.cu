@@ -1,8 +1,9 @@
 // Unit test of the launch without MPI (llmc/comm.cuh: comm_launch, comm_launch_verdict): host code,
 // so it runs on a machine without a GPU (built by nvcc for the header; no CUDA call is made). The
-// environment launch reads torchrun's variables before Slurm's, and a rank that fails before the
-// ranks are linked says why itself: nobody else can.
+// environment launch reads torchrun's variables before Slurm's; a rank that fails before the ranks
+// are linked says why itself (nobody else can); the watchdog's exit removes rank 0's id file.
 #include <cstdlib>
+#include <sys/wait.h>
 #include "dev/unit/check.h"
 #include "llmc/comm.cuh"
 
@@ -57,8 +58,38 @@ static void test_verdict_without_mpi() {
     clear_launch_env();
 }
 
+// The file rendezvous' id file when the watchdog ends rank 0 inside ncclCommInitRank (a peer that
+// never came: the usual way that creation fails): the file is removed before the exit, as when the
+// creation returns an error, so a rerun on the same path reads no dead id. (The watchdog is made by
+// hand: watchdog_start needs a GPU; watchdog_fire makes no CUDA call without a pending bucket.)
+static void test_watchdog_removes_id_file() {
+    const std::string path = "/tmp/llmc_test_launch_" + std::to_string(getpid()) + ".id";
+    FILE* f = fopen(path.c_str(), "wb");
+    CHECK(f && fputs("id", f) >= 0 && fclose(f) == 0, "an id file, as rank 0 writes it");
+    fflush(stdout);
+    const pid_t child = fork();
+    if (child == 0) {
+        Comm c;   // rank 0 of 2, as comm_init leaves it once the file is written
+        c.world = 2;
+        c.id_file = path;
+        c.id_file_left = true;
+        Watchdog w;
+        w.comm = &c;
+        w.phase = "creating the NCCL communicator";
+        c.watchdog = &w;
+        watchdog_fire(&w, "no progress for 1 s (--nccl-timeout): a peer rank died or hangs");
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    check_report(WIFEXITED(status) && WEXITSTATUS(status) == WATCHDOG_EXIT_CODE && access(path.c_str(), F_OK) != 0,
+                 "the watchdog's exit during the communicator's creation removes rank 0's id file",
+                 "exit status " + std::to_string(status) + ", file " + (access(path.c_str(), F_OK) == 0 ? "left" : "removed"));
+    unlink(path.c_str());
+}
+
 int main() {
     test_torchrun_under_slurm();
     test_verdict_without_mpi();
+    test_watchdog_removes_id_file();
     return check_finish();
 }
