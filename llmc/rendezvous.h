@@ -101,9 +101,10 @@ inline std::string rendezvous_world_mismatch(const std::string& them, int their_
 // One accepted connection, on rank 0: the peer's hello (magic, rank, world size; 2 s to send it),
 // rank 0's answer (magic, world size), the id, and the peer's byte back (until the deadline, at
 // least a second). Returns the rank served, -2 with *err set for a rank started with another
-// world size, or -1 for anything else (a port probe, a wrong rank, a peer gone).
-inline int rendezvous_serve_peer(int peer, int world, const void* id, size_t bytes, std::chrono::steady_clock::time_point deadline,
-                                 std::string* err) {
+// world size or a rank in `done` (served already: it acknowledged the id, so it never connects
+// again; another process has its rank), or -1 for anything else (a port probe, a peer gone).
+inline int rendezvous_serve_peer(int peer, int world, const std::vector<bool>& done, const void* id, size_t bytes,
+                                 std::chrono::steady_clock::time_point deadline, std::string* err) {
     timeval tv{2, 0};
     setsockopt(peer, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     int32_t hello[3] = {0, -1, 0};
@@ -118,6 +119,10 @@ inline int rendezvous_serve_peer(int peer, int world, const void* id, size_t byt
         return -2;
     }
     const int32_t who = hello[1];
+    if (who > 0 && who < world && done[who]) {
+        *err = "rendezvous: rank " + std::to_string(who) + " connected twice: two processes have the same rank (RANK, SLURM_PROCID)";
+        return -2;
+    }
     char ack = 0;
     bool acked = who > 0 && who < world && send(peer, id, bytes, MSG_NOSIGNAL) == (ssize_t)bytes;
     if (acked) {
@@ -140,7 +145,7 @@ inline bool rendezvous_tcp_serve(int world, const void* id, size_t bytes, int po
         if (poll(&p, 1, 1000) > 0) {
             const int peer = accept(s, nullptr, nullptr);
             if (peer >= 0) {
-                const int who = rendezvous_serve_peer(peer, world, id, bytes, deadline, err);
+                const int who = rendezvous_serve_peer(peer, world, done, id, bytes, deadline, err);
                 if (who == -2) {   // this run cannot succeed: say so now, not at the deadline
                     close(peer);
                     close(s);
@@ -235,7 +240,8 @@ inline bool rendezvous_tcp_fetch(int rank, int world, void* id, size_t bytes, co
 // size as 4 bytes each), reads rank 0's answer (the magic, rank 0's world size) and the `bytes` of
 // `id`, and sends back one byte. Ranks whose world sizes differ both stop at once, in one line. Rank 0 counts a rank as served only on that byte, once per rank: a port
 // probe, a peer that reconnects, or a peer that gave up before its turn is never mistaken for a
-// served rank. Rank 0 waits 2 s for a connection's hello (so a probe that never sends holds it 2 s
+// served rank; a served rank that connects again is a second process with that rank, and stops
+// rank 0 at once. Rank 0 waits 2 s for a connection's hello (so a probe that never sends holds it 2 s
 // at most, and a peer queued behind it retries), then, once it has sent the id, for the byte until
 // the deadline: a live peer is never dropped for being slow, and a dead one closes its socket,
 // which ends the wait at once. A peer's reads time out after 2 s, so a server that never sends

@@ -138,6 +138,26 @@ static void test_tcp_world_mismatch(const Id& id0) {
                  "after " + std::to_string(s) + " s: rank 0 " + (ok0 ? "ok" : "'" + err0 + "'") + ", rank 1 " + (ok1 ? "ok" : "'" + err1 + "'"));
 }
 
+// Checks over TCP that two processes with the same rank (RANK alike on two of them) stop rank 0 at
+// once with one line naming the rank: a rank counted as served has acknowledged the id, so it never
+// connects again. Before, the second one got the id too, and NCCL's bootstrap, which refuses a rank
+// that checked in twice, left every rank waiting until --nccl-timeout.
+static void test_tcp_duplicate_rank(const Id& id0) {
+    const int port = free_port();
+    Id id = id0, got1{}, got2{};
+    std::string err0, err1, err2;
+    bool ok0 = true, ok1 = false;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::thread server([&] { ok0 = rendezvous_tcp(0, 3, id.data(), id.size(), "127.0.0.1", port, 10, &err0); });
+    ok1 = rendezvous_tcp(1, 3, got1.data(), got1.size(), "127.0.0.1", port, 10, &err1);
+    const bool ok2 = rendezvous_tcp(1, 3, got2.data(), got2.size(), "127.0.0.1", port, 3, &err2);
+    server.join();
+    const double s = seconds_since(t0);
+    check_report(ok1 && !ok2 && !ok0 && s < 8 && err0.find("rank 1 connected twice") != std::string::npos && err0.find('\n') == std::string::npos,
+                 "tcp: two processes with rank 1: rank 0 stops at once, in one line naming the rank, and the second gets no id",
+                 "after " + std::to_string(s) + " s: rank 0 " + (ok0 ? "ok" : "'" + err0 + "'") + ", second rank 1 " + (ok2 ? "ok" : "'" + err2 + "'"));
+}
+
 // Checks over TCP that a program already on the port makes rank 0 say so in one line.
 static void test_tcp_port_in_use(const Id& id0) {
     const int port = free_port(), holder = silent_listener(port);
@@ -275,6 +295,7 @@ int main() {
     test_tcp_silent_probes(id0);
     test_tcp_slow_ack(id0);
     test_tcp_world_mismatch(id0);
+    test_tcp_duplicate_rank(id0);
     test_tcp_port_in_use(id0);
     test_tcp_silent_server();
     test_tcp_dropped_connects();
