@@ -70,6 +70,10 @@ expect "-x 0" "option --max-steps: 0 is not a step count" -- $bin -x 0
 expect "--beta2 1" "option --beta2: must be below 1" -- $bin --beta2 1
 expect "--skip-loss-z 0.5" "option --skip-loss-z: 0.5 would skip a large share of ordinary steps" -- $bin --skip-loss-z 0.5
 expect "--spike-window 8" "option --spike-window: 8 is out of range" -- $bin --spike-window 8
+# file: without a PATH (rank 0 wrote ./.tmp and failed on "", the other ranks waited 120 s): refused, nothing written
+expect "--rendezvous file:" "option --rendezvous: 'file:' names no PATH" -- bash -c "cd $tmp/empty && $PWD/$bin --bench --rendezvous file:"
+if [ -e "$tmp/empty/.tmp" ]; then failed=$((failed + 1)); echo "FAIL --rendezvous file: wrote .tmp"
+else passed=$((passed + 1)); echo "PASS --rendezvous file: wrote nothing"; fi
 # the launch environment (torchrun's and Slurm's variables), checked before anything else
 expect "WORLD_SIZE=0" "environment variable WORLD_SIZE=0: must be at least 1" -- env WORLD_SIZE=0 $bin
 expect "WORLD_SIZE=abc" "environment variable WORLD_SIZE='abc' is not a whole number" -- env WORLD_SIZE=abc $bin
