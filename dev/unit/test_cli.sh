@@ -64,6 +64,16 @@ expect "--hellaswag missing file" "option --hellaswag: $tmp/none.bin: cannot ope
 expect "--hellaswag not a choices file" "bad magic" -- $bin $d --hellaswag "$tmp/d_val.bin"
 expect "--hellaswag longer than -t" "the longest example (context + ending) is" -- $bin $d --hellaswag "$tmp/hs.bin"
 expect "--hellaswag rows above B*T" "one example is 4 rows of 12 tokens, more than B*T = 16 (raise -b)" -- $bin -i $tmp/d_train.bin -j $tmp/d_val.bin -b 1 -t 16 --hellaswag "$tmp/hs.bin"
+# --gemm-algos naming a file that cannot be read: refused before anything is written to -o (the
+# check needs the CUDA context, so only where a GPU is visible; it used to come after -o's
+# log.jsonl and options.txt were written, and the corrected command was refused as "already holds a run")
+if nvidia-smi -L >/dev/null 2>&1; then
+    expect "--gemm-algos missing file" "option --gemm-algos: $tmp/none.txt: cannot open" -- $bin $d -o "$tmp/ga" --gemm-algos "$tmp/none.txt"
+    if [ -e "$tmp/ga/log.jsonl" ] || [ -e "$tmp/ga/options.txt" ]; then failed=$((failed + 1)); echo "FAIL a refused --gemm-algos left a run in -o"
+    else passed=$((passed + 1)); echo "PASS a refused --gemm-algos wrote nothing to -o"; fi
+else
+    echo "note: no GPU visible: the --gemm-algos check skipped"
+fi
 expect "--eval-only with --out" "option --eval-only: only evaluates -e's model and writes nothing; not with --out" -- $bin $d --eval-only -o "$tmp/ev"
 expect "--eval-only with --bench" "not with --bench" -- $bin --eval-only --bench
 expect "-x 0" "option --max-steps: 0 is not a step count" -- $bin -x 0
