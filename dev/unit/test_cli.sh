@@ -92,6 +92,7 @@ expect "RANK beyond WORLD_SIZE" "environment variable RANK=5: must be in [0, WOR
 expect "SLURM_PROCID not a number" "environment variable SLURM_PROCID='x' is not a whole number" -- env -u WORLD_SIZE SLURM_NTASKS=2 SLURM_PROCID=x $bin
 # numbers a type cannot hold, and file options that name nothing usable
 expect "-b beyond 64 bits" "option --batch: 99999999999999999999 is out of range" -- $bin -b 99999999999999999999
+expect "-b of 301 digits: quoted cut, the range still said" "0000... is out of range [1, 4096]" -- $bin -b "1$(printf '%0300d' 0)"
 expect "--nccl-timeout 1e-46 (0 as a float: 'wait forever')" "option --nccl-timeout: 1e-46 is too close to 0 to be held as a 32-bit float" -- $bin --nccl-timeout 1e-46
 expect "-i ''" "option --train: an empty file pattern" -- $bin -i ""
 expect "--val-batches beyond one pass over --val" "option --val-batches: 100000 batches, but one pass over $tmp/d_val.bin is " -- $bin $d --val-batches 100000
