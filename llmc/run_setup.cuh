@@ -1,7 +1,8 @@
 // A training run's state (Run) and the pieces of its setup: the options (configure, which main
 // calls), then, in the order train_gpt2.cu's setup() calls them, the model's shape, the data
-// (training, validation, --hellaswag), the memory check and the model, where samples start, the
-// run's first lines, and the GEMM algorithms. Everything here runs before the first step
+// (training, validation, --hellaswag), the --gemm-algos file (once the communicator is made), the
+// memory check and the model, where samples start, the run's first lines, and the GEMM
+// algorithms. Everything here runs before the first step
 // (ranks_agree also once at the end, for the last checkpoint: finish_checkpoint); the step loop,
 // checkpoints and stop signals stay in train_gpt2.cu.
 #pragma once
