@@ -230,6 +230,7 @@ bool setup(Run* r, std::string* err) {
                                  : gpu_peak(r->ctx.props.major, r->ctx.props.minor, r->ctx.props.name, sizeof(floatX) == 4);
     if (!comm_init(&r->comm, tc.rendezvous, tc.nccl_timeout, tc.nccl_cta_policy, err)) return false;
     if (r->comm.world > 1) r->startup.mark("NCCL", steady_ms());   // the id exchange and ncclCommInitRank
+    if (!read_gemm_algos(r, err)) return false;   // before anything is written to --out
     if (tc.resume && !tc.bench && !tc.out.empty()) {   // (resume_options made --model the checkpoint's model.bin)
         std::vector<std::pair<long long, std::string>> found;   // the complete checkpoints, oldest first
         if (!ckpt_detail::list_complete(tc.out, &found, err)) return false;

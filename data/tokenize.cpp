@@ -207,6 +207,13 @@ static bool parse_args(int argc, char** argv, Options* o, std::string* err) {
     return err->empty();
 }
 
+// All of s to stdout, flushed before the exit code is chosen: a short output sits in stdio's buffer
+// until exit, where a failed write (a full disk) would be lost without a word and the run exit 0.
+static int write_stdout(const std::string& s) {
+    if (fwrite(s.data(), 1, s.size(), stdout) == s.size() && fflush(stdout) == 0) return 0;
+    return fail(std::string("cannot write stdout: ") + strerror(errno));
+}
+
 static int print_ids(Gpt2Encoder& enc, const std::string& path) {
     std::vector<int> ids;
     std::string err;
@@ -214,7 +221,7 @@ static int print_ids(Gpt2Encoder& enc, const std::string& path) {
     std::string line;
     for (size_t i = 0; i < ids.size(); i++) line += (i ? " " : "") + std::to_string(ids[i]);
     line += '\n';
-    return fwrite(line.data(), 1, line.size(), stdout) == line.size() ? 0 : fail("cannot write stdout");
+    return write_stdout(line);
 }
 
 static int decode_stdin(const Gpt2Encoder& enc) {
@@ -222,6 +229,7 @@ static int decode_stdin(const Gpt2Encoder& enc) {
     char buf[1 << 16];
     size_t got;
     while ((got = fread(buf, 1, sizeof(buf), stdin)) > 0) in.append(buf, got);
+    if (ferror(stdin)) return fail(std::string("--decode: cannot read stdin: ") + strerror(errno));  // not "no ids"
     in += ' ';  // so the last id ends like the others
     for (char c : in) {
         if (!isspace((unsigned char)c)) { word += c; continue; }
@@ -233,7 +241,7 @@ static int decode_stdin(const Gpt2Encoder& enc) {
         out += enc.decoder()[id];
         word.clear();
     }
-    return fwrite(out.data(), 1, out.size(), stdout) == out.size() ? 0 : fail("cannot write stdout");
+    return write_stdout(out);
 }
 
 // Encoding speed: the first pass fills the piece cache; the repeats (about one second's

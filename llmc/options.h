@@ -85,23 +85,22 @@ inline bool option_set(const Option& o, const std::string& flag, const std::stri
     // Too large (or too small) to hold: strtoll/strtod saturate with ERANGE, and a float option
     // must not round a non-zero value to 0 or to infinity (--nccl-timeout 1e-46 would mean "never").
     if (real && ((errno == ERANGE && std::fabs(v) < 1) || (o.type == OPT_FLOAT && v != 0 && (float)v == 0))) {
-        *err = "option " + flag + ": " + text + (o.type == OPT_FLOAT ? " is too close to 0 to be held as a 32-bit float" : " is below a double's normal range");
+        *err = "option " + flag + ": " + printable(text) + (o.type == OPT_FLOAT ? " is too close to 0 to be held as a 32-bit float" : " is below a double's normal range");
         return false;
     }
     // a subnormal float is held, but the GPU's fast math (--use_fast_math) reads it as 0 (--eps 1e-40: 0/0)
     if (o.type == OPT_FLOAT && v != 0 && std::fabs((float)v) < FLT_MIN) {
-        *err = "option " + flag + ": " + text + " is below a 32-bit float's normal range (the GPU would read it as 0)";
+        *err = "option " + flag + ": " + printable(text) + " is below a 32-bit float's normal range (the GPU would read it as 0)";
         return false;
     }
     const bool too_large = errno == ERANGE || (o.type == OPT_FLOAT && std::isinf((float)v));
     // an int option's range is at most int's, whatever the table says (it may leave it unbounded)
     const double lo = o.type == OPT_INT ? std::max(o.min, (double)INT_MIN) : o.min,
                  hi = o.type == OPT_INT ? std::min(o.max, (double)INT_MAX) : o.max;
-    if (too_large || v < lo || v > hi) {
-        char buf[160];
-        snprintf(buf, sizeof buf, real ? "option %s: %s is out of range [%g, %g]" : "option %s: %s is out of range [%.0f, %.0f]",
-                 flag.c_str(), text.c_str(), lo, hi);
-        *err = buf;
+    if (too_large || v < lo || v > hi) {   // the value quoted cut (printable): a 300-digit one pushed the range out of the line
+        char range[96];
+        snprintf(range, sizeof range, real ? " is out of range [%g, %g]" : " is out of range [%.0f, %.0f]", lo, hi);
+        *err = "option " + flag + ": " + printable(text) + range;
         return false;
     }
     if (o.type == OPT_INT) *(int*)o.target = (int)whole;

@@ -1,7 +1,8 @@
 // A training run's state (Run) and the pieces of its setup: the options (configure, which main
 // calls), then, in the order train_gpt2.cu's setup() calls them, the model's shape, the data
-// (training, validation, --hellaswag), the memory check and the model, where samples start, the
-// run's first lines, and the GEMM algorithms. Everything here runs before the first step
+// (training, validation, --hellaswag), the --gemm-algos file (once the communicator is made), the
+// memory check and the model, where samples start, the run's first lines, and the GEMM
+// algorithms. Everything here runs before the first step
 // (ranks_agree also once at the end, for the last checkpoint: finish_checkpoint); the step loop,
 // checkpoints and stop signals stay in train_gpt2.cu.
 #pragma once
@@ -156,6 +157,24 @@ inline bool configure(Run* r, int argc, const char* const* argv, bool* help, std
     return true;
 }
 
+// --gemm-algos: every rank reads and checks the named file (collective: a bad one fails them all
+// alike) and pins its choices for the GEMM plans. setup() calls it before the run directory is
+// written: refused after, it left log.jsonl in --out, and the same command with the file's name
+// corrected was then refused too ("already holds a run"). Needs the CUDA context (the file's
+// header names the GPU and cuBLASLt's version) and the communicator.
+inline bool read_gemm_algos(Run* r, std::string* err) {
+    const TrainConfig& tc = r->tc;
+    if (tc.gemm_algos.empty()) return true;
+    std::string text, why;
+    std::map<MatmulKey, int> pinned;
+    bool read = read_text_file(tc.gemm_algos, &text, err);
+    if (!read) *err = "option --gemm-algos: " + *err;
+    else if (!(read = matmul_choices_parse(&r->ctx, text, &pinned, &why))) *err = "option --gemm-algos: " + tc.gemm_algos + ": " + why;
+    if (!ranks_agree(r, read, "to read --gemm-algos", err)) return false;
+    r->ctx.plans->pinned = pinned;
+    return true;
+}
+
 // The GEMM algorithms (--gemm-tune, --gemm-algos). Rank 0 takes its choices from a file (the
 // --gemm-algos file, else <out>/gemm_algos.txt when a run directory holds one: always on --resume)
 // or times them (gpt2_tune_gemms); every rank then adopts rank 0's, so all ranks, and a resumed
@@ -169,14 +188,7 @@ inline bool choose_gemm_algorithms(Run* r, std::string* err) {
     Context* ctx = &r->ctx;
     const bool rank0 = r->comm.rank == 0;
     std::string from;  // the file this rank took its choices from ("" = none: timed, or untimed); only rank 0 reads <out>/gemm_algos.txt
-    if (!tc.gemm_algos.empty()) {  // every rank checks the named file, so a bad one fails them all alike
-        std::string text, why;
-        std::map<MatmulKey, int> pinned;
-        bool read = read_text_file(tc.gemm_algos, &text, err);
-        if (!read) *err = "option --gemm-algos: " + *err;
-        else if (!(read = matmul_choices_parse(ctx, text, &pinned, &why))) *err = "option --gemm-algos: " + tc.gemm_algos + ": " + why;
-        if (!ranks_agree(r, read, "to read --gemm-algos", err)) return false;
-        ctx->plans->pinned = pinned;
+    if (!tc.gemm_algos.empty()) {  // read and pinned on every rank before the run directory was written (read_gemm_algos)
         from = tc.gemm_algos;
     } else if (rank0 && !kept.empty() && file_exists(kept)) {
         std::string text, why;

@@ -155,6 +155,11 @@ inline bool check_train_config(TrainConfig* c, int world, std::string* err) {
         *err = "option --rendezvous: '" + printable(c->rendezvous) + "' is not tcp or file:PATH";
         return false;
     }
+    // an empty PATH: rank 0 would write "./.tmp" and fail to rename it to "", the others poll "" for 120 s
+    if (c->rendezvous == "file:") {
+        *err = "option --rendezvous: 'file:' names no PATH (file:PATH: the id file every rank reads)";
+        return false;
+    }
     if (!c->debug_nan.empty()) {
         // RANK:STEP, each a whole number (strtoll: sscanf's %d would wrap a value beyond int)
         auto whole = [](const std::string& text, long long* v) {

@@ -64,12 +64,26 @@ expect "--hellaswag missing file" "option --hellaswag: $tmp/none.bin: cannot ope
 expect "--hellaswag not a choices file" "bad magic" -- $bin $d --hellaswag "$tmp/d_val.bin"
 expect "--hellaswag longer than -t" "the longest example (context + ending) is" -- $bin $d --hellaswag "$tmp/hs.bin"
 expect "--hellaswag rows above B*T" "one example is 4 rows of 12 tokens, more than B*T = 16 (raise -b)" -- $bin -i $tmp/d_train.bin -j $tmp/d_val.bin -b 1 -t 16 --hellaswag "$tmp/hs.bin"
+# --gemm-algos naming a file that cannot be read: refused before anything is written to -o (the
+# check needs the CUDA context, so only where a GPU is visible; it used to come after -o's
+# log.jsonl and options.txt were written, and the corrected command was refused as "already holds a run")
+if nvidia-smi -L >/dev/null 2>&1; then
+    expect "--gemm-algos missing file" "option --gemm-algos: $tmp/none.txt: cannot open" -- $bin $d -o "$tmp/ga" --gemm-algos "$tmp/none.txt"
+    if [ -e "$tmp/ga/log.jsonl" ] || [ -e "$tmp/ga/options.txt" ]; then failed=$((failed + 1)); echo "FAIL a refused --gemm-algos left a run in -o"
+    else passed=$((passed + 1)); echo "PASS a refused --gemm-algos wrote nothing to -o"; fi
+else
+    echo "note: no GPU visible: the --gemm-algos check skipped"
+fi
 expect "--eval-only with --out" "option --eval-only: only evaluates -e's model and writes nothing; not with --out" -- $bin $d --eval-only -o "$tmp/ev"
 expect "--eval-only with --bench" "not with --bench" -- $bin --eval-only --bench
 expect "-x 0" "option --max-steps: 0 is not a step count" -- $bin -x 0
 expect "--beta2 1" "option --beta2: must be below 1" -- $bin --beta2 1
 expect "--skip-loss-z 0.5" "option --skip-loss-z: 0.5 would skip a large share of ordinary steps" -- $bin --skip-loss-z 0.5
 expect "--spike-window 8" "option --spike-window: 8 is out of range" -- $bin --spike-window 8
+# file: without a PATH (rank 0 wrote ./.tmp and failed on "", the other ranks waited 120 s): refused, nothing written
+expect "--rendezvous file:" "option --rendezvous: 'file:' names no PATH" -- bash -c "cd $tmp/empty && $PWD/$bin --bench --rendezvous file:"
+if [ -e "$tmp/empty/.tmp" ]; then failed=$((failed + 1)); echo "FAIL --rendezvous file: wrote .tmp"
+else passed=$((passed + 1)); echo "PASS --rendezvous file: wrote nothing"; fi
 # the launch environment (torchrun's and Slurm's variables), checked before anything else
 expect "WORLD_SIZE=0" "environment variable WORLD_SIZE=0: must be at least 1" -- env WORLD_SIZE=0 $bin
 expect "WORLD_SIZE=abc" "environment variable WORLD_SIZE='abc' is not a whole number" -- env WORLD_SIZE=abc $bin
@@ -78,6 +92,7 @@ expect "RANK beyond WORLD_SIZE" "environment variable RANK=5: must be in [0, WOR
 expect "SLURM_PROCID not a number" "environment variable SLURM_PROCID='x' is not a whole number" -- env -u WORLD_SIZE SLURM_NTASKS=2 SLURM_PROCID=x $bin
 # numbers a type cannot hold, and file options that name nothing usable
 expect "-b beyond 64 bits" "option --batch: 99999999999999999999 is out of range" -- $bin -b 99999999999999999999
+expect "-b of 301 digits: quoted cut, the range still said" "0000... is out of range [1, 4096]" -- $bin -b "1$(printf '%0300d' 0)"
 expect "--nccl-timeout 1e-46 (0 as a float: 'wait forever')" "option --nccl-timeout: 1e-46 is too close to 0 to be held as a 32-bit float" -- $bin --nccl-timeout 1e-46
 expect "-i ''" "option --train: an empty file pattern" -- $bin -i ""
 expect "--val-batches beyond one pass over --val" "option --val-batches: 100000 batches, but one pass over $tmp/d_val.bin is " -- $bin $d --val-batches 100000

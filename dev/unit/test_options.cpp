@@ -63,6 +63,16 @@ int main() {
               "--name=VALUE takes a value that starts with -; -0 is held as 0 (options.txt would keep '-0')");
         CHECK(parse({"--name", "-x.txt"}, &t, &e) && t.name == "-x.txt", "a value that starts with - but names no option is a value");
     }
+    {   // a bad number is quoted cut, as every bad value is (printable): a 1000-digit value made a
+        // 1000-byte line, and an integer's line was cut by its buffer before it said the range
+        const std::string tiny = "0." + std::string(1000, '0') + "1", huge = "1" + std::string(300, '0');
+        Cfg t; std::string e1, e2;
+        const bool small = !parse({"--lr", tiny.c_str()}, &t, &e1) && e1.size() < 200 && e1.find("option --lr: 0.000") == 0 &&
+                           e1.find("... is too close to 0 to be held as a 32-bit float") != std::string::npos;
+        check_report(small, "a 1000-digit number too close to 0: quoted cut, the reason kept", "got " + std::to_string(e1.size()) + " bytes");
+        const bool large = !parse({"-b", huge.c_str()}, &t, &e2) && e2.size() < 200 && e2.find("... is out of range [1, 64]") != std::string::npos;
+        check_report(large, "a 301-digit integer: quoted cut, and the range still said", "got '" + e2 + "'");
+    }
     rejects({"--no\npe\x1b"}, "unknown option '--no\\x0ape\\x1b' (see --help)",
             "an unknown option with a newline (found by fuzzing): control bytes as \\xNN, one line");
     {

@@ -153,6 +153,15 @@ static void test_eval_and_sample() {
     CHECK(sample_text(5, text) == "step 5: sample ---\n" + text + "\n---", "sample_text: the text between two marker lines");
     CHECK(parses(sample_json(5, text), &j) && j["type"] == "sample" && j["text"] == text,
           "sample_json: quotes, newline, tab, backslash, a control byte and UTF-8 come back as written");
+    // A sample's bytes need not be UTF-8: byte-level BPE tokens can hold part of a character, and a
+    // sample can end inside one or (an untrained model) hold any bytes. Each invalid sequence becomes
+    // one U+FFFD, as tiktoken's decode (errors="replace") gives it; written raw, the line was no JSON.
+    const std::string cut = "caf\xe6\x97", stray = "a\x80\xff" "b\xed\xa0\x80" "c\xf0\x9f\x91\x8b\xc3";
+    CHECK(parses(sample_json(6, cut), &j) && j["text"] == "caf\xef\xbf\xbd",
+          "sample_json: a sample that ends inside a character is JSON, the cut character one U+FFFD");
+    CHECK(parses(sample_json(7, stray), &j) &&
+          j["text"] == "a\xef\xbf\xbd\xef\xbf\xbd" "b\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" "c\xf0\x9f\x91\x8b\xef\xbf\xbd",
+          "sample_json: stray bytes and a surrogate's bytes each one U+FFFD (Python's errors=\"replace\"), UTF-8 kept");
 }
 
 // the startup line and object: the phases between marks, adding up to the whole

@@ -311,6 +311,24 @@ with tempfile.TemporaryDirectory() as tmp:
     refused("--val-tokens -1 without --shard-tokens", (texts[0], "--val-tokens", "-1", "-o", os.path.join(tmp, "r18")),
             "--val-tokens needs --shard-tokens", tmp)
     refused("--hellaswag with --val-tokens -1", ("--hellaswag", hs, "--val-tokens", "-1", "-o", os.path.join(tmp, "r18")), "no --jsonl", tmp)
+    # --ids and --decode write stdout: ids back to the same bytes; a write that fails (a full disk) is
+    # an error even when the output is short enough to sit in stdio's buffer until exit (it was lost
+    # there with exit 0), and so is a stdin that cannot be read (it decoded as nothing, exit 0)
+    ids = subprocess.run([TOKENIZE, "--ids", texts[1], "--vocab", vocab], capture_output=True).stdout
+    back = subprocess.run([TOKENIZE, "--decode", "--vocab", vocab], input=ids, capture_output=True)
+    check(back.returncode == 0 and back.stdout == open(texts[1], "rb").read(), "--ids then --decode: the file's bytes")
+    if os.path.exists("/dev/full"):
+        for name, args, stdin in (("--ids", ("--ids", texts[1]), None), ("--decode", ("--decode",), ids)):
+            with open("/dev/full", "wb") as full:
+                r = subprocess.run([TOKENIZE, *args, "--vocab", vocab], input=stdin, stdout=full, stderr=subprocess.PIPE, text=stdin is None)
+            err = r.stderr if stdin is None else r.stderr.decode(errors="replace")
+            check(r.returncode == 1 and err.count("\n") == 1 and "tokenize: cannot write stdout" in err,
+                  f"{name} into a full disk (/dev/full): one line, exit 1: {err.strip()}")
+    folder = os.open(tmp, os.O_RDONLY)   # a directory opens, and its first read fails (EISDIR)
+    r = subprocess.run([TOKENIZE, "--decode", "--vocab", vocab], stdin=folder, capture_output=True, text=True)
+    os.close(folder)
+    check(r.returncode == 1 and r.stderr.count("\n") == 1 and "--decode: cannot read stdin" in r.stderr and not r.stdout,
+          f"--decode from a stdin that cannot be read: one line, exit 1: {r.stderr.strip()}")
     # stopped by a signal: a --shard-tokens run caught mid-corpus removes the shards it wrote (no
     # corpus cut short is left to train on); the other -o modes leave the old output as it was; one
     # line, exit 128 + the signal's number. The input is a named pipe that this test writes: opening

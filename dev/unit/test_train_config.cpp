@@ -123,6 +123,9 @@ static void test_values_in_range_that_make_no_sense() {
     // a refused text value is shown with its control bytes as \xNN, so the error stays one line (found by fuzzing)
     refuses({"--lr-schedule", "cos\nine"}, "option --lr-schedule: 'cos\\x0aine' is not one of");
     refuses({"--rendezvous", "udp\n"}, "option --rendezvous: 'udp\\x0a' is not tcp or file:PATH");
+    // file: without a PATH: rank 0 wrote the id to "./.tmp", could not rename it to "", and the
+    // other ranks polled "" for 120 s; refused before any GPU work instead
+    refuses({"--rendezvous", "file:"}, "option --rendezvous: 'file:' names no PATH (file:PATH: the id file every rank reads)");
     refuses({"--debug-nan", "0\n:3"}, "option --debug-nan: '0\\x0a:3' is not RANK:STEP");
     // options.txt is one option a line: a value with a line break would split there, and its
     // rest would read as another option on --resume (found by fuzzing the round trip)
