@@ -297,7 +297,9 @@ void after_step(Run* r, bool last) {
                                                    &r->sample_rng);
         const std::string text = r->comm.rank == 0 ? decode_tokens(r->tok, toks.data(), toks.size()) : "";
         if (r->comm.rank == 0) {
-            printf("%s\n", sample_text(r->step, text).c_str());
+            // fwrite, not printf's %s: a sample may hold a NUL byte (token 188), which %s would stop at
+            const std::string shown = sample_text(r->step, text) + "\n";
+            fwrite(shown.data(), 1, shown.size(), stdout);
             r->log.line(sample_json(r->step, text));
         }
     }
