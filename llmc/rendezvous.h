@@ -89,6 +89,8 @@ inline int rendezvous_listen(int port, std::string* err) {
 // Marks the rendezvous' own messages (the peer's hello, rank 0's answer, the id file's header): a
 // port probe or another program is not taken for a rank, nor its bytes for a world size.
 constexpr int32_t RENDEZVOUS_MAGIC = 0x636d6c6c;   // "llmc"
+// Rank 0's answer in place of its world size: "this rank has its id already" (another process has it)
+constexpr int32_t RENDEZVOUS_SERVED = -1;
 
 // The one line for ranks started with different world sizes: NCCL's bootstrap would wait forever
 // on a rank count that does not match (until --nccl-timeout, which would blame a dead peer).
@@ -108,18 +110,20 @@ inline int rendezvous_serve_peer(int peer, int world, const std::vector<bool>& d
     timeval tv{2, 0};
     setsockopt(peer, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     int32_t hello[3] = {0, -1, 0};
-    const int32_t answer[2] = {RENDEZVOUS_MAGIC, world};
     // MSG_WAITALL: the hello whole even if it comes in pieces; MSG_NOSIGNAL: a peer gone meanwhile
     // is an error return, not SIGPIPE
-    if (recv(peer, hello, sizeof hello, MSG_WAITALL) != (ssize_t)sizeof hello || hello[0] != RENDEZVOUS_MAGIC ||
-        send(peer, answer, sizeof answer, MSG_NOSIGNAL) != (ssize_t)sizeof answer)
-        return -1;
+    if (recv(peer, hello, sizeof hello, MSG_WAITALL) != (ssize_t)sizeof hello || hello[0] != RENDEZVOUS_MAGIC) return -1;
+    const int32_t who = hello[1];
+    const bool twice = who > 0 && who < world && done[who];
+    // the answer's world size is RENDEZVOUS_SERVED for a rank served already: the second process
+    // with that rank is told so, rather than retrying a closed port until its deadline
+    const int32_t answer[2] = {RENDEZVOUS_MAGIC, twice ? RENDEZVOUS_SERVED : world};
+    if (send(peer, answer, sizeof answer, MSG_NOSIGNAL) != (ssize_t)sizeof answer) return -1;
     if (hello[2] != world) {
-        *err = rendezvous_world_mismatch("rank " + std::to_string(hello[1]), hello[2], 0, world);
+        *err = rendezvous_world_mismatch("rank " + std::to_string(who), hello[2], 0, world);
         return -2;
     }
-    const int32_t who = hello[1];
-    if (who > 0 && who < world && done[who]) {
+    if (twice) {
         *err = "rendezvous: rank " + std::to_string(who) + " connected twice: two processes have the same rank (RANK, SLURM_PROCID)";
         return -2;
     }
@@ -213,7 +217,10 @@ inline bool rendezvous_tcp_fetch(int rank, int world, void* id, size_t bytes, co
                 if (answer[1] != world) {
                     close(s);
                     freeaddrinfo(res);
-                    *err = rendezvous_world_mismatch("rank 0 at " + host + ":" + std::to_string(port), answer[1], rank, world);
+                    *err = answer[1] == RENDEZVOUS_SERVED
+                               ? "rendezvous: rank 0 at " + host + ":" + std::to_string(port) + " gave rank " + std::to_string(rank) +
+                                     "'s id to another process already: two processes have the same rank (RANK, SLURM_PROCID)"
+                               : rendezvous_world_mismatch("rank 0 at " + host + ":" + std::to_string(port), answer[1], rank, world);
                     return false;
                 }
                 size_t got = 0;
@@ -240,8 +247,8 @@ inline bool rendezvous_tcp_fetch(int rank, int world, void* id, size_t bytes, co
 // size as 4 bytes each), reads rank 0's answer (the magic, rank 0's world size) and the `bytes` of
 // `id`, and sends back one byte. Ranks whose world sizes differ both stop at once, in one line. Rank 0 counts a rank as served only on that byte, once per rank: a port
 // probe, a peer that reconnects, or a peer that gave up before its turn is never mistaken for a
-// served rank; a served rank that connects again is a second process with that rank, and stops
-// rank 0 at once. Rank 0 waits 2 s for a connection's hello (so a probe that never sends holds it 2 s
+// served rank; a served rank that connects again is a second process with that rank: rank 0
+// answers it RENDEZVOUS_SERVED and stops at once, and that process stops too, both in one line. Rank 0 waits 2 s for a connection's hello (so a probe that never sends holds it 2 s
 // at most, and a peer queued behind it retries), then, once it has sent the id, for the byte until
 // the deadline: a live peer is never dropped for being slow, and a dead one closes its socket,
 // which ends the wait at once. A peer's reads time out after 2 s, so a server that never sends

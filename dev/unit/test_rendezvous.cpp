@@ -153,8 +153,9 @@ static void test_tcp_duplicate_rank(const Id& id0) {
     const bool ok2 = rendezvous_tcp(1, 3, got2.data(), got2.size(), "127.0.0.1", port, 3, &err2);
     server.join();
     const double s = seconds_since(t0);
-    check_report(ok1 && !ok2 && !ok0 && s < 8 && err0.find("rank 1 connected twice") != std::string::npos && err0.find('\n') == std::string::npos,
-                 "tcp: two processes with rank 1: rank 0 stops at once, in one line naming the rank, and the second gets no id",
+    check_report(ok1 && !ok2 && !ok0 && s < 8 && err0.find("rank 1 connected twice") != std::string::npos && err0.find('\n') == std::string::npos &&
+                     err2.find("gave rank 1's id to another process already") != std::string::npos && err2.find('\n') == std::string::npos,
+                 "tcp: two processes with rank 1: rank 0 stops at once, in one line naming the rank; the second gets no id and is told why",
                  "after " + std::to_string(s) + " s: rank 0 " + (ok0 ? "ok" : "'" + err0 + "'") + ", second rank 1 " + (ok2 ? "ok" : "'" + err2 + "'"));
 }
 
