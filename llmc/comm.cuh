@@ -105,8 +105,11 @@ inline bool comm_launch(Comm* c, int* argc, char*** argv, std::string* err) {
     if (under_mpirun && getenv("OMPI_COMM_WORLD_SIZE"))
         return env_launch(c, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", err);
 #endif
-    if (getenv("WORLD_SIZE")) return env_launch(c, "RANK", "WORLD_SIZE", "LOCAL_RANK", err);
-    if (getenv("SLURM_NTASKS")) return env_launch(c, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", err);
+    // a variable set but empty counts as unset: `WORLD_SIZE=` in a job script under srun must not
+    // hide SLURM_NTASKS and run every process alone on GPU 0
+    auto given = [](const char* v) { return getenv(v) && *getenv(v); };
+    if (given("WORLD_SIZE")) return env_launch(c, "RANK", "WORLD_SIZE", "LOCAL_RANK", err);
+    if (given("SLURM_NTASKS")) return env_launch(c, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", err);
 #ifndef USE_MPI
     // another MPI's launcher (MPICH's or Intel MPI's mpiexec set PMI_SIZE) and none of the above:
     // each process would otherwise run alone, all on GPU 0, all writing the same --out
@@ -301,8 +304,10 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, 
         const char* host = getenv("MASTER_ADDR");
         int port;
         const bool got = rendezvous == "tcp"
-                             ? rendezvous_port(&port, err) && rendezvous_tcp(c->rank, c->world, &id, sizeof id, host ? host : "127.0.0.1", port, 120, err)
+                             ? rendezvous_port(&port, err) && rendezvous_tcp(c->rank, c->world, &id, sizeof id, host && *host ? host : "127.0.0.1", port, 120, err)
                              : rendezvous_file(c->rank, c->world, &id, sizeof id, rendezvous.substr(5), 120, err);
+        if (!got && rendezvous == "tcp" && c->rank > 0 && !(host && *host))   // right on one node, the likely cause on several
+            *err += " (MASTER_ADDR is not set, so 127.0.0.1 was used: on several nodes set it to rank 0's host)";
         if (!got && c->world_var && std::string(c->world_var) == "SLURM_NTASKS")   // also set in an sbatch script, srun or not
             *err += " (the " + std::to_string(c->world) + " ranks come from SLURM_NTASKS: in an sbatch script, start them with srun)";
         if (!got) return false;

@@ -39,6 +39,19 @@ static void test_torchrun_under_slurm() {
           "srun: SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID");
 }
 
+// An empty WORLD_SIZE (`export WORLD_SIZE=` in a job script) is no torchrun launch: under srun,
+// Slurm's variables must still give each process its rank, not a world of 1 on GPU 0 for all.
+static void test_empty_world_size() {
+    clear_launch_env();
+    setenv("WORLD_SIZE", "", 1);
+    setenv("SLURM_PROCID", "2", 1); setenv("SLURM_NTASKS", "4", 1); setenv("SLURM_LOCALID", "2", 1);
+    Comm c;
+    std::string err;
+    CHECK(launch(&c, &err) && c.rank == 2 && c.world == 4 && c.local_rank == 2 && std::string(c.world_var) == "SLURM_NTASKS",
+          "WORLD_SIZE set but empty: Slurm's variables give the rank");
+    clear_launch_env();
+}
+
 // A rank other than 0 that fails before the ranks are linked (its options, --resume's files: e.g.
 // a node whose view of --out differs) must say why: without MPI nobody else can. Before, only rank
 // 0 spoke, so rank 1 exited 1 without a word and rank 0 waited 120 s at the id exchange (TCP) or
@@ -89,6 +102,7 @@ static void test_watchdog_removes_id_file() {
 
 int main() {
     test_torchrun_under_slurm();
+    test_empty_world_size();
     test_verdict_without_mpi();
     test_watchdog_removes_id_file();
     return check_finish();
