@@ -5,7 +5,8 @@
 #   2. throughput at T=1024 and a 524288-token global batch: 1 GPU, N GPUs with and without P2P,
 #      DDP and ZeRO-1 (--bench);
 #   3. the launch without MPI (RANK/WORLD_SIZE/LOCAL_RANK + TCP rendezvous), with the MPI build and
-#      with the build without MPI (build/nompi, make NO_MPI=1);
+#      with the build without MPI (build/nompi, make NO_MPI=1); and launches that must be refused
+#      at the id exchange (world sizes that differ, a rank twice), each process's exit code and time;
 #   4. `ceiling`: where the last percent of scaling goes. REPEAT times: 1 GPU alone, then N
 #      independent 1-GPU runs at once (one per GPU, no communication: what N GPUs give at best on
 #      this host's power and clocks), then N-GPU DDP; then DDP under each NCCL setting in
@@ -143,6 +144,32 @@ if has env; then
         summary+=("NO_MPI build, 1 GPU: $(grep -h ^RESULT "$OUT"/nompi_1gpu.log || tail -n 3 "$OUT"/nompi_1gpu.log)")
         summary+=("NO_MPI build, env launch (TCP): $(PORT=29512 env_launch nompi build/nompi/train_gpt2cu)")
     fi
+    # launches that cannot work must end at the id exchange, each process in one line, not in
+    # NCCL's bootstrap at --nccl-timeout: processes given as RANK:WORLD_SIZE
+    #   env_refused NAME RENDEZVOUS RANK:WORLD...   per process: exit code, seconds, its error line
+    env_refused() {
+        local name=$1 rdv=$2 i=0 spec; shift 2
+        for spec in "$@"; do
+            ( t=$(date +%s.%N)
+              RANK=${spec%%:*} WORLD_SIZE=${spec##*:} LOCAL_RANK=${spec%%:*} MASTER_ADDR=127.0.0.1 MASTER_PORT=${PORT:-29513} \
+                  timeout 60 $RUN build/bf16/train_gpt2cu --rendezvous "$rdv" --nccl-timeout 10 --bench -b 8 -t 1024 \
+                  --bench-warmup 1 --bench-steps 3 > "$OUT/${name}_$i.log" 2>&1
+              rc=$?
+              echo "$spec rc=$rc $(awk "BEGIN { printf \"%.1f s\", $(date +%s.%N) - $t }"): $(grep -m1 -h error "$OUT/${name}_$i.log" | cut -c1-200)" > "$OUT/${name}_$i.rc" ) &
+            i=$((i + 1))
+            sleep 0.3   # in the order given (the second process with a rank comes after the first)
+        done
+        wait
+        cat "$OUT/${name}"_*.rc | sed 's/^/    /'
+    }
+    summary+=("env launch, WORLD_SIZE 2 and 3 (TCP): both stop at once"
+              "$(env_refused world_tcp tcp 0:2 1:3)")
+    rm -f /tmp/rdv_world.id
+    summary+=("env launch, WORLD_SIZE 2 and 3 (file): rank 1 stops at once, rank 0 at --nccl-timeout 10, the id file removed"
+              "$(env_refused world_file file:/tmp/rdv_world.id 0:2 1:3)"
+              "    id file left: $([ -e /tmp/rdv_world.id ] && echo yes || echo no)")
+    summary+=("env launch, RANK 1 twice in a world of 3 (TCP): rank 0 and the second rank 1 stop at once"
+              "$(env_refused twice_tcp tcp 0:3 1:3 1:3)")
     save_summary
 fi
 if has ceiling; then

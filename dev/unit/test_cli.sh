@@ -27,7 +27,10 @@ bin=./train_gpt2cu
 if [ ! -x "$bin" ] || [ ! -x data/tokenize ]; then echo "FAIL test_cli: build ./train_gpt2cu and data/tokenize first"; echo "0 passed, 1 failed"; exit 1; fi
 # a tiny dataset: 90 % train, 10 % val
 for i in $(seq 60); do echo "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer."; done > "$tmp/text.txt"
-data/tokenize "$tmp/text.txt" -o "$tmp/d" >/dev/null 2>&1
+# (checked: without it every check that reads the data would fail on "no file matches" instead)
+if ! tok_err=$(data/tokenize "$tmp/text.txt" -o "$tmp/d" 2>&1 >/dev/null) || [ ! -s "$tmp/d_train.bin" ]; then
+    echo "FAIL test_cli: data/tokenize made no dataset: $(printf '%s' "$tok_err" | head -n 1)"; echo "0 passed, 1 failed"; exit 1
+fi
 d="-i $tmp/d_train.bin -j $tmp/d_val.bin -b 1 -t 8"
 # first: --help (which also loads the CUDA libraries into the page cache, so the timings below are the program's)
 $bin --help > "$tmp/help.txt" 2>&1 && grep -q -- "--total-batch-tokens" "$tmp/help.txt" && grep -q "^Exit codes: 0 done" "$tmp/help.txt" \
