@@ -226,12 +226,18 @@ inline bool check_train_config(TrainConfig* c, int world, std::string* err) {
 }
 
 // The checkpoint options only mean something where checkpoints are written: with --out, in a
-// run that trains. Given without that they would be dropped in silence, and a user who asked for
-// a checkpoint every 100 steps would learn only after a crash that there are none. So they are
-// refused when GIVEN on the command line (their defaults are fine anywhere). false + one line.
+// run that trains; the --bench-* options only with --bench. Given without that they would be
+// dropped in silence: a user who asked for a checkpoint every 100 steps would learn only after a
+// crash that there are none, and `--bench-steps 50` without --bench trains on the data instead of
+// timing. So they are refused when GIVEN on the command line (their defaults are fine anywhere).
+// false + one line.
 inline bool check_checkpoint_options(const TrainConfig& c, int argc, const char* const* argv, std::string* err) {
     TrainConfig names;   // options_given reads only the table's names
     for (const std::string& name : options_given(train_options(&names), argc, argv)) {
+        if (name.rfind("bench-", 0) == 0 && !c.bench) {
+            *err = "option --" + name + ": only with --bench (this run trains; it times no benchmark)";
+            return false;
+        }
         if (name != "checkpoint-every" && name != "keep-checkpoints" && name != "checkpoint-async") continue;
         if (c.bench || c.eval_only) {
             *err = "option --" + name + ": not with " + (c.bench ? "--bench" : "--eval-only") + ", which writes no checkpoints";

@@ -48,6 +48,7 @@ expect "out of range" "option --peak-tflops: -3 is out of range [0, 1e+06]" -- $
 expect "global batch" "not a multiple of B*T*GPUs" -- $bin -b 3 -t 7 -d 100
 expect "--resume without --out" "--resume needs --out" -- $bin --resume
 expect "-n without --out" "option --checkpoint-every needs --out" -- $bin $d -n 10
+expect "--bench-steps without --bench" "option --bench-steps: only with --bench" -- $bin $d --bench-steps 50
 expect "missing shards" "no file matches" -- $bin -i "$tmp/none_*.bin"
 mkdir -p "$tmp/empty"
 expect "missing default dataset names the command" "make data" -- bash -c "cd $tmp/empty && $PWD/$bin"

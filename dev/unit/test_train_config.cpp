@@ -87,6 +87,14 @@ static void test_cross_option_checks() {
     refuses({"--checkpoint-async", "0"}, "option --checkpoint-async needs --out");
     refuses({"--bench", "-o", "r", "-n", "5"}, "option --checkpoint-every: not with --bench, which writes no checkpoints");
     refuses({"--eval-only", "--keep-checkpoints", "0"}, "option --keep-checkpoints: not with --eval-only, which writes no checkpoints");
+    // the benchmark's options without --bench: the run would train instead of timing
+    refuses({"--bench-steps", "50"}, "option --bench-steps: only with --bench");
+    refuses({"--bench-warmup", "5"}, "option --bench-warmup: only with --bench");   // given, even at its default
+    refuses({"--bench-profile"}, "option --bench-profile: only with --bench");
+    c = TrainConfig();
+    CHECK(parse({"--bench-steps", "7", "--bench", "--bench-warmup", "0", "--bench-profile"}, &c, &err) && c.bench_steps == 7 &&
+              c.bench_warmup == 0 && c.bench_profile,
+          "the --bench-* options with --bench, given before or after it");
     c = TrainConfig();
     CHECK(parse({"-o", "r", "-n", "100", "--keep-checkpoints", "0", "--checkpoint-async", "0"}, &c, &err) && c.checkpoint_every == 100 &&
           c.keep_checkpoints == 0, "-n, --keep-checkpoints and --checkpoint-async with --out");
