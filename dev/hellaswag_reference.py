@@ -83,6 +83,8 @@ def read_choices(path):
             raise bad(f"example {e}: an empty context")
         if 0 in lens:
             raise bad(f"example {e}: ending {lens.index(0)} is empty")
+        if c + max(lens) > 65535:  # each length fits a uint16, their sum need not (choice_example_problem)
+            raise bad(f"example {e}: context + ending {next(i for i, n in enumerate(lens) if c + n > 65535)} exceed 65535 tokens")
         seen_longest = max([seen_longest] + [c + n for n in lens])
         examples.append((label, context, endings))
     if p != len(body):

@@ -195,6 +195,17 @@ with tempfile.TemporaryDirectory() as tmp:
         except ValueError as e:
             msg = str(e)
         check(msg.startswith(path + ": ") and "\n" not in msg, f"read_choices refuses {name}: {msg}")
+    # a row longer than 65535 tokens (context 65535 + an ending of 1): choices_read refuses it
+    # ("context + ending 0 exceed 65535 tokens"), so the reference must too
+    head = np.zeros(256, dtype="<i4")
+    head[:6] = [CHOICES_MAGIC, CHOICES_VERSION, 1, 2, 65536, 2 + 2 + 65535 + 2]
+    path = write(os.path.join(tmp, "long.bin"), head.tobytes() + np.array([0, 65535, 1, 1] + [5] * 65535 + [6, 7], dtype="<u2").tobytes())
+    try:
+        read_choices(path)
+        msg = ""
+    except ValueError as e:
+        msg = str(e)
+    check(msg == path + ": example 0: context + ending 0 exceed 65535 tokens", f"read_choices refuses a row of 65536 tokens, as choices_read: {msg}")
 
 # --- the reference's bookkeeping (numpy): row layout, which losses an ending sums, ties
 toy = [(1, [10, 11, 12], [[20], [21, 22], [23, 24, 25]]), (0, [30], [[40, 41], [42], [43]])]
