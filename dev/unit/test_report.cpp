@@ -352,6 +352,8 @@ static void test_gpu_peak() {
         {9, 0, "NVIDIA H200", true, 67, "H100/H200 SXM"},
         {9, 0, "NVIDIA H100 PCIe", false, 756, "H100 PCIe"},
         {9, 0, "NVIDIA H100 NVL", false, 835, "H100 NVL"},
+        {9, 0, "NVIDIA H20", false, 148, "H20"},       // sm_90 too, but a sixth of an H100 SXM's tensor rate
+        {9, 0, "NVIDIA H20", true, 44, "H20"},
         {9, 0, "NVIDIA H200 NVL", true, 60, "H200 NVL"},
         {8, 0, "NVIDIA A100-SXM4-80GB", false, 312, "A100"},
         {8, 0, "NVIDIA A100 80GB PCIe", true, 19.5, "A100"},
