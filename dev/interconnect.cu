@@ -153,7 +153,7 @@ static void allreduce_sweep(const SweepRanks& r, size_t max_mb) {
         time_allreduces(r, buf, st, a, b, count, 3);  // warm-up
         const float ms = time_allreduces(r, buf, st, a, b, count, bytes >= (256u << 20) ? 5 : 20);
         const double algbw = bytes / (ms * 1e-3) / 1e9, busbw = algbw * 2.0 * (n - 1) / n;
-        if (speak) printf("%10.1f MB %10.1f %10.1f %10.1f\n", bytes / 1048576.0, ms * 1e3, algbw, busbw);
+        if (speak) printf("%9.1f MiB %10.1f %10.1f %10.1f\n", bytes / 1048576.0, ms * 1e3, algbw, busbw);   // (2^20 bytes; GB/s: 1e9)
         fit.push_back({(double)bytes * 2.0 * (n - 1) / n, ms * 1e-3});
     }
     // least squares t = alpha + x / busbw over the sweep, x = the bytes each link carries

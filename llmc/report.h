@@ -186,13 +186,16 @@ struct RunShape {
 };
 
 // "RESULT key=value ..." (one line, no newline); per_rank: rank_phase_fields' text ("" on one GPU).
+// exposed_comm_pct is the mean exposed time over the mean step (the timed steps' exposed time over
+// their time, as tok_per_s_mean and dev/scaling.py's step ms): not over the median step, which a
+// step stalled on its peers is not in, and against which a mean could exceed 100 %.
 inline std::string result_line(const RunShape& r, const StepTimes& t, const std::string& per_rank) {
     const double tok_s = r.total_batch / (t.median_ms / 1e3), mfu = mfu_percent(r.flops_per_token, tok_s, r.peak_flops);
     return text_printf("RESULT precision=%s model=L%dC%d gpus=%d zero=%d B=%d T=%d accum=%d total_batch=%lld steps=%zu median_ms=%.3f "
                        "tok_per_s=%.0f mean_ms=%.3f tok_per_s_mean=%.0f mfu=%.2f fwd_ms=%.3f bwd_ms=%.3f opt_ms=%.3f exposed_comm_ms=%.3f "
                        "exposed_comm_pct=%.2f comm_ms=%.3f comm_mb=%.1f busbw_gbs=%.1f bwd_last_ms=%.3f bwd_other_ms=%.3f device_mem_gb=%.2f%s%s",
                        r.precision, r.layers, r.channels, r.gpus, r.zero, r.B, r.T, r.accum, r.total_batch, t.steps, t.median_ms, tok_s,
-                       t.mean_ms, r.total_batch / (t.mean_ms / 1e3), mfu, t.fwd, t.bwd, t.opt, t.exposed, 100.0 * t.exposed / t.median_ms,
+                       t.mean_ms, r.total_batch / (t.mean_ms / 1e3), mfu, t.fwd, t.bwd, t.opt, t.exposed, 100.0 * t.exposed / t.mean_ms,
                        t.comm_ms, t.comm_bytes / 1e6, bus_bandwidth_gbs(t.comm_bytes, t.comm_ms, r.gpus, r.zero != 0), t.bwd_last,
                        t.bwd_other, r.device_mem_gb, r.grad_int8 ? " grad_int8=1" : "", per_rank.c_str());
 }

@@ -37,6 +37,7 @@ inline GpuPeak gpu_peak(int cc_major, int cc_minor, const std::string& name, boo
         {9, 0, {"H800", "PCIe"}, 756, 51, "H800 PCIe"},
         {9, 0, {"H100", "NVL"}, 835, 60, "H100 NVL"},
         {9, 0, {"H200", "NVL"}, 835, 60, "H200 NVL"},
+        {9, 0, {"H20", ""}, 148, 44, "H20"},   // sm_90 as well: the row below would count it at 989
         {9, 0, {"", ""}, 989, 67, "H100/H200 SXM"},
         {8, 0, {"A30", ""}, 165, 10.3, "A30"},
         {8, 0, {"", ""}, 312, 19.5, "A100"},

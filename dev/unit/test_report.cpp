@@ -239,7 +239,24 @@ static void test_result_line(const std::string& per_rank) {
     CHECK(std::stod(kv["tok_per_s"]) == std::round(tok_s) && std::stod(kv["tok_per_s_mean"]) == std::round(524288 / 3e-3),
           "result_line: tokens/s of the median step and of the mean");
     CHECK(near(std::stod(kv["mfu"]), 100.0 * 6.0 * 124e6 * tok_s / (2 * 989e12), 0.01 / 100), "result_line: MFU from the median step");
-    CHECK(kv["exposed_comm_pct"] == "50.00" && kv["comm_mb"] == "200.0" && kv["busbw_gbs"] == "40.0" && kv["device_mem_gb"] == "24.25", "result_line: exposed share of the median step, MB, bus bandwidth, memory");
+    CHECK(kv["exposed_comm_pct"] == "66.67" && kv["comm_mb"] == "200.0" && kv["busbw_gbs"] == "40.0" && kv["device_mem_gb"] == "24.25", "result_line: exposed share of the mean step (2 of 3 ms), MB, bus bandwidth, memory");
+    // the exposed share is of the same steps' time as the exposed ms (both means): one step stalled
+    // on a peer must not make it "of the median step", which the stall is not in (nine steps of
+    // 100 ms with 1 ms exposed and one of 1100 ms with 1001: 101 of 200 ms on average, 50.5 %, as
+    // the communication summary's line says; of the 100 ms median it would be 101 %)
+    std::vector<float> stall_ms(9, 100.0f);
+    std::vector<StepResult> stall(9, timed_step(30, 68, 1, 2, 2e8, 68, -1));
+    stall_ms.push_back(1100.0f);
+    stall.push_back(timed_step(30, 68, 1001, 1002, 2e8, 68, -1));
+    const StepTimes ts = summarize_steps(stall_ms, stall);
+    RunShape shape1 = shape;
+    shape1.accum = 1;
+    kv.clear();
+    result_keys(result_line(shape1, ts, ""), &kv);
+    CHECK(ts.median_ms == 100 && kv["exposed_comm_ms"] == "101.000" && kv["exposed_comm_pct"] == "50.50" &&
+              comm_summary_text(shape1, ts).find("not hidden under the backward: 50.5 % of the step") != std::string::npos,
+          "result_line: exposed share of the timed steps' time (mean over mean), as the summary says: exposed_comm_pct=" +
+              kv["exposed_comm_pct"]);
     const RunShape one{"fp16", 12, 768, 1, 0, 64, 1024, 8, 524288, 6.0 * 124e6, 0, 1};
     const std::string res1 = result_line(one, t, "");
     kv.clear();
@@ -335,6 +352,8 @@ static void test_gpu_peak() {
         {9, 0, "NVIDIA H200", true, 67, "H100/H200 SXM"},
         {9, 0, "NVIDIA H100 PCIe", false, 756, "H100 PCIe"},
         {9, 0, "NVIDIA H100 NVL", false, 835, "H100 NVL"},
+        {9, 0, "NVIDIA H20", false, 148, "H20"},       // sm_90 too, but a sixth of an H100 SXM's tensor rate
+        {9, 0, "NVIDIA H20", true, 44, "H20"},
         {9, 0, "NVIDIA H200 NVL", true, 60, "H200 NVL"},
         {8, 0, "NVIDIA A100-SXM4-80GB", false, 312, "A100"},
         {8, 0, "NVIDIA A100 80GB PCIe", true, 19.5, "A100"},
