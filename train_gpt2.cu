@@ -59,25 +59,35 @@ TrainState train_state(const Run* r) {
 // taken before the failure is kept (llmc/checkpoint_writer.cuh): exit() from the main thread (an
 // error: a bad token in the data, a CUDA error) through an exit handler, which joins the writer,
 // so it is also done with CUDA and stdio before exit() tears them down; and comm_fail and the
-// watchdog (a peer died or hangs), which end the process without exit handlers (MPI_Abort,
-// _exit), through Comm::before_exit, which waits for the write's end, at most
-// CHECKPOINT_EXIT_WAIT_S. Exit handlers, like signal handlers, reach nothing but globals. The exit
-// handler is registered at the first background write, after the CUDA runtime's own, so it runs
-// before them.
+// watchdog (a peer died or hangs), through Comm::before_exit, which waits for the write's end, at
+// most CHECKPOINT_EXIT_WAIT_S, before they end the process: the watchdog and comm_fail under
+// mpirun without exit handlers (_exit, MPI_Abort), comm_fail otherwise with exit(), whose handler
+// then must not wait again (without end, should the disk hang) once that wait has given up and
+// said the write is left incomplete. Exit handlers, like signal handlers, reach nothing but
+// globals. The exit handler is registered at the first background write, after the CUDA
+// runtime's own, so it runs before them.
 static std::atomic<CheckpointWriter*> exit_writer{nullptr};
+static std::atomic<bool> exit_wait_gave_up{false};
 constexpr double CHECKPOINT_EXIT_WAIT_S = 300;
 static void finish_write_on_exit() {
     CheckpointWriter* w = exit_writer;
-    if (w && w->thread.joinable()) w->thread.join();
+    if (!w || !w->thread.joinable()) return;
+    if (exit_wait_gave_up) {   // the writer still uses CUDA and stdio: end without tearing them down under it
+        fflush(stdout);
+        _exit(EXIT_FAILURE);   // only failures exit() with a write in flight (the normal end has joined it)
+    }
+    w->thread.join();
 }
 static void finish_write_before_failing() {   // any thread
     const CheckpointWriter* w = exit_writer;
     if (!w || !w->in_flight) return;
     printf("note: waiting for the background checkpoint write to end before exiting (at most %.0f s)\n", CHECKPOINT_EXIT_WAIT_S);
     fflush(stdout);
-    if (!checkpoint_writer_drain(w, CHECKPOINT_EXIT_WAIT_S))
+    if (!checkpoint_writer_drain(w, CHECKPOINT_EXIT_WAIT_S)) {
+        exit_wait_gave_up = true;
         printf("note: the checkpoint write had not ended after %.0f s: it is left incomplete (--resume takes the one before)\n",
                CHECKPOINT_EXIT_WAIT_S);
+    }
     fflush(stdout);
 }
 

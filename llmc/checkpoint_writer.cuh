@@ -18,7 +18,8 @@
 // waits for the last one before it ends, also when it ends on a failure: an error of its own
 // (comm_fail, and any exit(): the trainer's exit handler joins the writer, so CUDA and stdio are
 // torn down only after it is done with them) or a peer that died or hangs (the watchdog, before
-// its _exit). So the checkpoint taken before the failure is kept. Not when the process is killed:
+// its _exit); the watchdog and comm_fail wait at most 300 s (train_gpt2.cu,
+// CHECKPOINT_EXIT_WAIT_S). So the checkpoint taken before the failure is kept. Not when the process is killed:
 // a SIGKILL, or mpirun ending the job because another rank failed (MPI_Abort); that write is left
 // a .tmp, and --resume takes the one before. A failed write (a full disk) ends the run at the next
 // step with its line, as a foreground write would.
