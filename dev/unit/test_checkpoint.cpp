@@ -1,6 +1,8 @@
 // Training checkpoints (llmc/checkpoint.h): bit-exact round trip, keep_last, which directories
 // count as complete, and the one-line rejection of every broken or mismatched checkpoint.
 #include <unistd.h>
+#include <sys/resource.h>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
@@ -395,6 +397,35 @@ static void test_no_checkpoint_directories(const Fixture& fx) {
           err.find('\n') == std::string::npos, "write into an impossible directory: one line");
 }
 
+// A disk that fills up mid-write, as a file size limit gives it (EFBIG where ENOSPC would be): cut
+// off in model.bin, early in state.bin and 3 bytes before its end, each write fails with one line
+// naming the file, leaves no .tmp, and the checkpoint before it stays the newest complete one.
+static void test_disk_full(const Fixture& fx) {
+    const std::string out = fx.root + "/full";
+    std::string err, found;
+    CHECK(checkpoint_write(out, example_state(1000), fx.master.data(), fx.m.data(), fx.v.data(), 1, &err), "write step 1000");
+    void (*old)(int) = signal(SIGXFSZ, SIG_IGN);   // past the limit write() fails instead of the process dying
+    struct rlimit saved;
+    getrlimit(RLIMIT_FSIZE, &saved);
+    const long long model = 1024 + 4LL * (long long)fx.n, state = 1024 + 8LL * (long long)fx.n;
+    int step = 1000;
+    for (const auto& [limit, file] : {std::pair<long long, const char*>{model / 2, "model.bin"}, {model + 16, "state.bin"}, {state - 3, "state.bin"}}) {
+        struct rlimit r = saved;
+        r.rlim_cur = (rlim_t)limit;
+        setrlimit(RLIMIT_FSIZE, &r);
+        step += 1000;
+        const bool wrote = checkpoint_write(out, example_state(step), fx.master.data(), fx.m.data(), fx.v.data(), 1, &err);
+        setrlimit(RLIMIT_FSIZE, &saved);
+        char name[32];
+        snprintf(name, sizeof name, "/step_%08d", step);
+        CHECK(!wrote && err.find(out + name + ".tmp/" + file + ": write failed: ") == 0 && err.find('\n') == std::string::npos &&
+              !exists(out + name + ".tmp") && !exists(out + name) && checkpoint_find_latest(out, &found, &err) &&
+              found == out + "/step_00001000",
+              std::string("disk full at byte ") + std::to_string(limit) + " (" + file + "): one line, no .tmp, step 1000 still the newest");
+    }
+    signal(SIGXFSZ, old);
+}
+
 int main(int argc, char** argv) {
     // the sub-process mode dev/unit/test_cli.sh uses (see make_checkpoint)
     if ((argc == 6 || argc == 8) && std::string(argv[1]) == "--make") return make_checkpoint(argc, argv);
@@ -417,6 +448,7 @@ int main(int argc, char** argv) {
     test_rejects_corrupt_header_or_model(fx, out3);
     test_rejects_another_run(fx, out3);
     test_no_checkpoint_directories(fx);
+    test_disk_full(fx);
     sh("rm -rf " + root);
     return check_finish();
 }
