@@ -45,9 +45,18 @@ def check_hf_dir(hf_dir):
             c = json.load(f)
     except (OSError, ValueError) as e:
         raise ConvertError(f"{path}: cannot read: {e}")
+    if not isinstance(c, dict):
+        raise ConvertError(f"{path}: not a JSON object")
     if c.get("model_type", "gpt2") != "gpt2":
         raise ConvertError(f"{path}: model_type {c.get('model_type')!r}, only gpt2 is supported")
-    C, NH = c.get("n_embd", 768), c.get("n_head", 12)
+    # the sizes (GPT2Config's defaults where absent) are positive integers, or the checks below
+    # would die on them (n_head 0: a division by zero; "768": a string) with a traceback
+    sizes = {k: c.get(k, d) for k, d in (("n_positions", 1024), ("vocab_size", 50257), ("n_layer", 12),
+                                         ("n_head", 12), ("n_embd", 768))}
+    bad = [f"{k} {v!r}" for k, v in sizes.items() if type(v) is not int or v <= 0]
+    if bad:
+        raise ConvertError(f"{path}: {', '.join(bad)}: not a positive integer")
+    C, NH = sizes["n_embd"], sizes["n_head"]
     # gelu_pytorch_tanh is the same function as gelu_new (the tanh approximation the trainer uses)
     act = c.get("activation_function", "gelu_new")
     problems = []
@@ -57,7 +66,8 @@ def check_hf_dir(hf_dir):
         problems.append(f"n_embd {C} is not a multiple of n_head {NH}")
     if c.get("n_inner") not in (None, 4 * C):
         problems.append(f"n_inner {c['n_inner']} (the trainer's MLP is 4*n_embd = {4 * C})")
-    if abs(c.get("layer_norm_epsilon", 1e-5) - 1e-5) > 1e-12:
+    eps = c.get("layer_norm_epsilon", 1e-5)
+    if type(eps) not in (int, float) or abs(eps - 1e-5) > 1e-12:
         problems.append(f"layer_norm_epsilon {c['layer_norm_epsilon']} (the trainer uses 1e-5)")
     if not c.get("scale_attn_weights", True) or c.get("scale_attn_by_inverse_layer_idx", False):
         problems.append("attention scaling other than 1/sqrt(head size)")
@@ -67,8 +77,7 @@ def check_hf_dir(hf_dir):
         problems.append("cross-attention layers")
     if problems:
         raise ConvertError(f"{path}: the trainer cannot run this model: " + "; ".join(problems))
-    return dict(maxT=c.get("n_positions", 1024), V=c.get("vocab_size", 50257),
-                L=c.get("n_layer", 12), NH=NH, C=C)
+    return dict(maxT=sizes["n_positions"], V=sizes["vocab_size"], L=sizes["n_layer"], NH=NH, C=C)
 
 
 def load_hf(hf_dir):

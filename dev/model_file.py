@@ -9,6 +9,10 @@ Model file (llm.c compatible, little-endian):
 Token shard (llm.c, little-endian):
   256 x int32 header: [0]=20240520 magic, [1]=1 version, [2]=number of tokens; then uint16 tokens.
 """
+import math
+import os
+import stat
+
 import numpy as np
 
 MODEL_MAGIC, MODEL_VERSION = 20240326, 3
@@ -82,6 +86,9 @@ def write_model(path, params, config):
 def read_model(path):
     """Returns (config, params) with params a dict name -> float32 numpy array.
     Raises ValueError with a one-line message when the file is not a valid fp32 model file."""
+    mode = os.stat(path).st_mode  # a directory, or a named pipe (open would wait for a writer forever):
+    if not stat.S_ISREG(mode):    # refused unopened, as llmc/checkpoint.h does
+        raise ValueError(f"{path}: {'is a directory' if stat.S_ISDIR(mode) else 'not a regular file'}, not a model file")
     with open(path, "rb") as f:
         head = f.read(HEADER_INTS * 4)
         data = f.read()
@@ -97,13 +104,15 @@ def read_model(path):
         raise ValueError(f"{path}: bad sizes maxT={maxT} V={V} L={L} NH={NH} C={C} Vp={Vp}")
     config = dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp)
     shapes = param_shapes(config)
-    expected = sum(int(np.prod(s)) for s in shapes.values()) * 4
+    # math.prod counts in Python's unbounded ints: np.prod's int64 wraps on a corrupt header's sizes
+    # and can land on the file's length, which then fails later with no file named
+    expected = sum(math.prod(s) for s in shapes.values()) * 4
     if len(data) != expected:
         raise ValueError(f"{path}: {len(data)} parameter bytes, expected {expected} for this config")
     flat = np.frombuffer(data, dtype="<f4")
     params, offset = {}, 0
     for name in PARAM_ORDER:
-        n = int(np.prod(shapes[name]))
+        n = math.prod(shapes[name])
         params[name] = flat[offset:offset + n].reshape(shapes[name]).copy()
         offset += n
     return config, params

@@ -111,7 +111,11 @@ inline bool read_ranges(FILE* f, StateIO& io, int which, const Ranges& ranges) {
 // Reads and checks the header; on success *cfg holds the model's shape.
 inline bool model_file_read_header(const std::string& path, GPT2Config* cfg, std::string* err) {
     struct stat st;
-    if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) { *err = path + ": is a directory, not a model file"; return false; }
+    // a directory, or a named pipe (fopen would wait for a writer forever): refused unopened
+    if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+        *err = path + (S_ISDIR(st.st_mode) ? ": is a directory, not a model file" : ": not a regular file, not a model file");
+        return false;
+    }
     FILE* f = fopen(path.c_str(), "rb");
     if (!f) { *err = path + ": cannot open: " + strerror(errno); return false; }
     int32_t h[MODEL_HEADER_INTS];

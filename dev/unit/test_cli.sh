@@ -103,6 +103,8 @@ expect "--val-batches beyond one pass over --val" "option --val-batches: 100000 
 expect "--val with no row of T+1 tokens" "option --val: $tmp/d_val.bin: no shard holds one row of T + 1 = 1025 tokens (the largest holds " -- $bin -i $tmp/d_train.bin -j $tmp/d_val.bin -b 1 -t 1024
 expect "--val among the training files" "option --val: $tmp/d_train.bin is also one of --train's files" -- $bin -i "$tmp/d_*.bin" -j "$tmp/d_train.bin" -b 1 -t 8
 expect "-e a directory" "$tmp: is a directory, not a model file" -- $bin $d -e "$tmp"
+mkfifo "$tmp/fifo.bin"   # no writer: opening it would wait forever (timeout turns a hang into a failure)
+expect "-e a named pipe" "$tmp/fifo.bin: not a regular file, not a model file" -- timeout 5 $bin $d -e "$tmp/fifo.bin"
 touch "$tmp/plainfile"
 expect "-o under a file" "option --out: $tmp/plainfile: not a directory" -- $bin $d -o "$tmp/plainfile/run"
 expect "--bench --resume" "option --resume: not with --bench" -- $bin --bench --resume -o "$tmp/bres"

@@ -37,4 +37,25 @@ with tempfile.TemporaryDirectory() as tmp:
     r = subprocess.run([sys.executable, script, os.path.join(tmp, "none.bin"), os.path.join(tmp, "o3")],
                        capture_output=True, text=True)
     check(r.returncode == 1 and r.stderr.count("\n") == 1 and r.stderr.startswith("error: "), f"missing model file: {r.stderr.strip()}")
+    # a named pipe with no writer: open() would wait for one forever; refused unopened, as the trainer does
+    fifo = os.path.join(tmp, "fifo.bin")
+    os.mkfifo(fifo)
+    try:
+        r = subprocess.run([sys.executable, script, fifo, os.path.join(tmp, "o4")], capture_output=True, text=True, timeout=30)
+        ok, said = r.returncode == 1 and r.stderr.count("\n") == 1 and fifo + ": not a regular file" in r.stderr, r.stderr.strip()
+    except subprocess.TimeoutExpired:
+        ok, said = False, "still waiting on the pipe after 30 s"
+    check(ok and not os.path.exists(os.path.join(tmp, "o4")), f"a named pipe as the model file: one line, exit 1 ({said})")
+    # a header whose sizes overflow 64 bits: C=2^17, L=2147465898 and this Vp make the parameter
+    # count wrap around int64 to exactly C, so a reader counting in int64 takes this 512 KiB file for a
+    # match; it must say the file does not fit its header (naming it), not fail later in a reshape
+    from model_file import HEADER_INTS, MODEL_MAGIC, MODEL_VERSION  # noqa: E402
+    wrap = os.path.join(tmp, "wrap.bin")
+    header = np.zeros(HEADER_INTS, dtype="<i4")
+    header[:8] = [MODEL_MAGIC, MODEL_VERSION, 1, 1, 2147465898, 1, 2 ** 17, 1279324]
+    with open(wrap, "wb") as f:
+        f.write(header.tobytes() + np.zeros(2 ** 17, dtype="<f4").tobytes())
+    r = subprocess.run([sys.executable, script, wrap, os.path.join(tmp, "o5")], capture_output=True, text=True)
+    check(r.returncode == 1 and r.stderr.count("\n") == 1 and r.stderr.startswith(f"error: {wrap}: ") and "expected" in r.stderr
+          and not os.path.exists(os.path.join(tmp, "o5")), f"a header whose sizes overflow int64: one line naming the file ({r.stderr.strip()})")
 finish()

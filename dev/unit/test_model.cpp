@@ -2,6 +2,8 @@
 #include <cstdio>
 #include <algorithm>
 #include <numeric>
+#include <csignal>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 #include "llmc/checkpoint.h"
@@ -76,6 +78,16 @@ int main() {
     bad("tiny.bin", "too small", [](std::vector<char>& v) { v.resize(100); });
     std::string e;
     CHECK(!model_file_read_header(dir + "/missing.bin", &got, &e) && e.find("cannot open") != std::string::npos, "missing file");
+    // a named pipe with no writer (e.g. -e FIFO): fopen would wait for a writer forever; it is refused
+    // before it is opened, as shards and the tokenizer's files are (the alarm ends a hang as a failure)
+    const std::string fifo = dir + "/fifo.bin";
+    CHECK(mkfifo(fifo.c_str(), 0600) == 0, "create a named pipe");
+    alarm(10);
+    const bool fifo_refused = !model_file_read_header(fifo, &got, &e);
+    alarm(0);
+    CHECK(fifo_refused && e.find(fifo) == 0 && e.find("not a regular file") != std::string::npos && e.find('\n') == std::string::npos,
+          "a named pipe as the model file: one line, refused, not waited on");
+    CHECK(!model_file_read_header(dir, &got, &e) && e == dir + ": is a directory, not a model file", "a directory as the model file");
     GPT2Config other = s; other.num_layers = 3;
     CHECK(!model_file_read_params(path, other, r.data(), &e) && e.find("differs") != std::string::npos, "config mismatch rejected");
     system(("rm -rf " + dir).c_str());

@@ -93,6 +93,20 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, out, err = run("convert_hf.py", [hf, conv])
     check(one_line(rc, out, err, needs("convert_hf.py")) and not os.path.exists(conv),
           f"convert_hf.py without PyTorch: one line, exit 1, nothing written ({err.strip()})")
+    # a config.json whose sizes are not positive integers, or that is not an object: one line naming
+    # it, before PyTorch is needed (not a ZeroDivisionError, TypeError or AttributeError traceback)
+    for what, text in [("n_head 0", '{"n_head": 0}'), ("n_embd as a string", '{"n_embd": "768"}'),
+                       ("n_layer -1", '{"n_layer": -1}'), ("n_positions 1.5", '{"n_positions": 1.5}'),
+                       ("layer_norm_epsilon null", '{"layer_norm_epsilon": null}'),
+                       ("a JSON list", '[1]')]:
+        bad_hf = os.path.join(tmp, "bad_hf")
+        os.makedirs(bad_hf, exist_ok=True)
+        with open(os.path.join(bad_hf, "config.json"), "w") as f:
+            f.write(text)
+        open(os.path.join(bad_hf, "model.safetensors"), "w").close()
+        rc, out, err = run("convert_hf.py", [bad_hf, conv])
+        check(one_line(rc, out, err, "error: " + os.path.join(bad_hf, "config.json") + ": ") and not os.path.exists(conv),
+              f"convert_hf.py, config.json with {what}: one line naming it, nothing written ({err.strip()[-300:]})")
     rc, out, err = run("convert_hf.py", ["--selftest"])
     check(one_line(rc, out, err, needs("convert_hf.py")), f"convert_hf.py --selftest without PyTorch: one line ({err.strip()})")
     try:
