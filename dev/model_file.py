@@ -78,9 +78,18 @@ def write_model(path, params, config):
     header = np.zeros(HEADER_INTS, dtype="<i4")
     header[:8] = [MODEL_MAGIC, MODEL_VERSION, config["maxT"], config["V"],
                   config["L"], config["NH"], config["C"], Vp]
-    with open(path, "wb") as f:
-        f.write(header.tobytes())
-        write_tensors(f, params, param_shapes(dict(config, Vp=Vp)))
+    # through a temporary name: a write that fails halfway (a tensor of the wrong shape, a full
+    # disk) leaves no partial model file, and an existing one at `path` as it was
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(header.tobytes())
+            write_tensors(f, params, param_shapes(dict(config, Vp=Vp)))
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
 
 
 def read_model(path):

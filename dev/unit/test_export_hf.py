@@ -58,4 +58,17 @@ with tempfile.TemporaryDirectory() as tmp:
     r = subprocess.run([sys.executable, script, wrap, os.path.join(tmp, "o5")], capture_output=True, text=True)
     check(r.returncode == 1 and r.stderr.count("\n") == 1 and r.stderr.startswith(f"error: {wrap}: ") and "expected" in r.stderr
           and not os.path.exists(os.path.join(tmp, "o5")), f"a header whose sizes overflow int64: one line naming the file ({r.stderr.strip()})")
+    # write_model failing halfway (its last tensor of the wrong shape) leaves the file there as it was, and no .tmp
+    kept = os.path.join(tmp, "m.bin")
+    before = open(kept, "rb").read()
+    bad = {n: np.ones(s, dtype="<f4") for n, s in shapes.items()}
+    last = list(shapes)[-1]
+    bad[last] = np.ones((1,), dtype="<f4")
+    try:
+        write_model(kept, bad, config)
+        raised = ""
+    except ValueError as e:
+        raised = str(e)
+    check(raised.startswith(last) and open(kept, "rb").read() == before and not os.path.exists(kept + ".tmp"),
+          f"write_model failing at its last tensor: the existing file unchanged, no .tmp ({raised})")
 finish()
