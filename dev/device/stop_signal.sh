@@ -88,9 +88,11 @@ if has ranks; then
     mpirun --allow-run-as-root -np 2 --bind-to none --mca odls_base_sigkill_timeout 10 \
         sh -c 'exec dev/device/own_host.sh "$@" > "$0$OMPI_COMM_WORLD_RANK.log" 2>&1' "$OUT/sig_mpi_term_rank" \
         $bin $args -x 400 -o runs/sig_m_term > "$OUT/sig_mpi_term.log" 2>&1 & pid=$!
-    wait_for_line "$OUT/sig_mpi_term_rank0.log" "^step    5/" 60 $pid && { t0=$SECONDS; kill -TERM $pid; }
+    sent="NOT SENT (no step 5 line, or the run ended first)"   # (a failure then says which side missed)
+    wait_for_line "$OUT/sig_mpi_term_rank0.log" "^step    5/" 60 $pid && { t0=$SECONDS; kill -TERM $pid && sent="sent"; }
     wait $pid; rc=$?
     summary+=("mpirun -np 2 --mca odls_base_sigkill_timeout 10, output to files, SIGTERM to mpirun: rc=$rc after $((SECONDS - t0)) s, $(stop_line "$OUT/sig_mpi_term_rank0.log" || true); run directory: $(ls runs/sig_m_term 2>/dev/null | tr '\n' ' ')")
+    [ "$rc" = 4 ] || summary+=("   the SIGTERM: $sent; rank 0's first line: $(head -n 1 "$OUT/sig_mpi_term_rank0.log" | cut -c1-120)")
 fi
 echo "================ summary"
 printf '%s\n' "${summary[@]}" | tee "$OUT/stop_signal_summary.txt"
