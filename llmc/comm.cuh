@@ -290,7 +290,9 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, 
     if (c->world == 1) return true;
 #ifdef USE_NCCL
     if (cta_policy >= 0) setenv("NCCL_CTA_POLICY", std::to_string(cta_policy).c_str(), 1);
-    if (c->rank == 0 && c->launcher != "mpi" && rendezvous.rfind("file:", 0) == 0) c->id_file = rendezvous.substr(5);
+    // the file rendezvous' id file ("" for mpirun and TCP); rank 0's is removed by the watchdog too
+    const std::string id_path = c->launcher != "mpi" && rendezvous.rfind("file:", 0) == 0 ? rendezvous.substr(5) : "";
+    if (c->rank == 0) c->id_file = id_path;
     watchdog_start(c, timeout_s);
     ncclUniqueId id;
     if (c->rank == 0) ncclCheck(ncclGetUniqueId(&id));
@@ -305,7 +307,7 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, 
         int port;
         const bool got = rendezvous == "tcp"
                              ? rendezvous_port(&port, err) && rendezvous_tcp(c->rank, c->world, &id, sizeof id, host && *host ? host : "127.0.0.1", port, 120, err)
-                             : rendezvous_file(c->rank, c->world, &id, sizeof id, rendezvous.substr(5), 120, err);
+                             : rendezvous_file(c->rank, c->world, &id, sizeof id, id_path, 120, err);
         if (!got && rendezvous == "tcp" && c->rank > 0 && !(host && *host))   // right on one node, the likely cause on several
             *err += " (MASTER_ADDR is not set, so 127.0.0.1 was used: on several nodes set it to rank 0's host)";
         if (!got && c->world_var && std::string(c->world_var) == "SLURM_NTASKS")   // also set in an sbatch script, srun or not
@@ -321,9 +323,9 @@ inline bool comm_init(Comm* c, const std::string& rendezvous, double timeout_s, 
     comm_unwatch(c);
     // the id file has served (or this id failed): removed either way, so a retry reads no dead id
     // (and by the watchdog when it ends the process inside ncclCommInitRank)
-    if (c->launcher != "mpi" && rendezvous.rfind("file:", 0) == 0) {
+    if (!id_path.empty()) {
         c->id_file_left = false;
-        rendezvous_file_done(c->rank, rendezvous.substr(5));
+        rendezvous_file_done(c->rank, id_path);
     }
     if (made != ncclSuccess) {  // NCCL's own words say why (its return code alone is "invalid usage")
         std::string why = ncclGetLastError(nullptr);

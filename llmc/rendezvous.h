@@ -217,10 +217,11 @@ inline bool rendezvous_tcp_fetch(int rank, int world, void* id, size_t bytes, co
                 if (answer[1] != world) {
                     close(s);
                     freeaddrinfo(res);
+                    const std::string rank0 = "rank 0 at " + host + ":" + std::to_string(port);
                     *err = answer[1] == RENDEZVOUS_SERVED
-                               ? "rendezvous: rank 0 at " + host + ":" + std::to_string(port) + " gave rank " + std::to_string(rank) +
+                               ? "rendezvous: " + rank0 + " gave rank " + std::to_string(rank) +
                                      "'s id to another process already: two processes have the same rank (RANK, SLURM_PROCID)"
-                               : rendezvous_world_mismatch("rank 0 at " + host + ":" + std::to_string(port), answer[1], rank, world);
+                               : rendezvous_world_mismatch(rank0, answer[1], rank, world);
                     return false;
                 }
                 size_t got = 0;

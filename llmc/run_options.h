@@ -69,7 +69,7 @@ inline bool configure_run(TrainConfig* tc, int world, int precision_code, int ar
                           std::string* note, std::string* err) {
     if (!options_parse(train_options(tc), argc, argv, help, err)) return false;
     if (*help) return true;
-    if (!check_checkpoint_options(*tc, argc, argv, err)) return false;
+    if (!check_dependent_options(*tc, argc, argv, err)) return false;
     if (tc->resume && !tc->bench) return resume_options(tc, world, precision_code, argc, argv, note, err);
     return check_train_config(tc, world, err);
 }

@@ -225,13 +225,13 @@ inline bool check_train_config(TrainConfig* c, int world, std::string* err) {
     return true;
 }
 
-// The checkpoint options only mean something where checkpoints are written: with --out, in a
-// run that trains; the --bench-* options only with --bench. Given without that they would be
-// dropped in silence: a user who asked for a checkpoint every 100 steps would learn only after a
-// crash that there are none, and `--bench-steps 50` without --bench trains on the data instead of
-// timing. So they are refused when GIVEN on the command line (their defaults are fine anywhere).
-// false + one line.
-inline bool check_checkpoint_options(const TrainConfig& c, int argc, const char* const* argv, std::string* err) {
+// Options that mean something only beside another: the checkpoint options where checkpoints are
+// written (with --out, in a run that trains), the --bench-* options with --bench. Given without
+// it they would be dropped in silence: a user who asked for a checkpoint every 100 steps would
+// learn only after a crash that there are none, and `--bench-steps 50` without --bench trains on
+// the data instead of timing. So they are refused when GIVEN on the command line (their defaults
+// are fine anywhere). false + one line.
+inline bool check_dependent_options(const TrainConfig& c, int argc, const char* const* argv, std::string* err) {
     TrainConfig names;   // options_given reads only the table's names
     for (const std::string& name : options_given(train_options(&names), argc, argv)) {
         if (name.rfind("bench-", 0) == 0 && !c.bench) {
@@ -252,7 +252,7 @@ inline bool check_checkpoint_options(const TrainConfig& c, int argc, const char*
 // on any problem; sets *help for -h/--help (the caller prints options_help and exits 0).
 inline bool parse_train_config(TrainConfig* c, int argc, const char* const* argv, int world, bool* help, std::string* err) {
     if (!options_parse(train_options(c), argc, argv, help, err)) return false;
-    return *help || (check_checkpoint_options(*c, argc, argv, err) && check_train_config(c, world, err));
+    return *help || (check_dependent_options(*c, argc, argv, err) && check_train_config(c, world, err));
 }
 
 // --resume continues a run with the options it was started with: every checkpoint keeps them
