@@ -20,14 +20,23 @@ CXX        ?= g++
 PRECISION  ?= FP16
 SHARED_DIR ?= ../shared
 
-# --- GPU architecture: the visible GPU's compute capability, else 90 (never probed when CI=true)
+# --- GPU architecture: the visible GPU's compute capability, else 90 (never probed when CI=true).
+# Only digits are taken from nvidia-smi: without a working driver it prints its error on stdout
+# ("NVIDIA-SMI has failed ...", "Failed to initialize NVML: Driver/library version mismatch"),
+# which must not become the architecture. Probed once (:=), not at each use of GPU_ARCH.
 ifeq ($(CI),true)
   GPU_ARCH ?= 90
-else
-  GPU_ARCH ?= $(shell (nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null || true) | head -n 1 | tr -d '.[:space:]')
+else ifeq ($(origin GPU_ARCH),undefined)
+  GPU_ARCH := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '.[:space:]' | grep -x '[0-9][0-9]*')
 endif
 ifeq ($(strip $(GPU_ARCH)),)
   override GPU_ARCH := 90
+endif
+# one line here, instead of nvcc's "Unsupported gpu architecture" once per target (or a recipe
+# broken by a quote); digits only, as 90 means sm_90a with the wgmma kernels below
+no_digits = $(subst 0,,$(subst 1,,$(subst 2,,$(subst 3,,$(subst 4,,$(subst 5,,$(subst 6,,$(subst 7,,$(subst 8,,$(subst 9,,$(1)))))))))))
+ifneq ($(words $(GPU_ARCH))$(call no_digits,$(GPU_ARCH)),1)
+  $(error GPU_ARCH must be a compute capability without the dot (90, 80, 89, ...: nvidia-smi --query-gpu=compute_cap), not '$(GPU_ARCH)')
 endif
 # sm_90a unlocks wgmma/setmaxnreg; code built for it runs only on Hopper, which is what 90 means here.
 # USE_WGMMA: attention (forward, dQ, dK/dV) then runs on wgmma (llmc/flash_attention_wgmma*.cuh).
@@ -38,7 +47,8 @@ else
   GENCODE := -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH)
 endif
 
-ifeq ($(filter $(PRECISION),FP16 BF16 FP32),)
+# exactly one of them: a list ("FP16 BF16") would pass a filter and reach nvcc as a file name
+ifneq ($(words $(PRECISION))$(filter-out FP16 BF16 FP32,$(PRECISION)),1)
   $(error PRECISION must be FP16, BF16 or FP32, not '$(PRECISION)')
 endif
 
@@ -77,8 +87,9 @@ PCRE2_LIBS   ?= $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2
 # after free, leaks, undefined behaviour; a finding prints its stack and fails the program). The
 # GPU code is unchanged: compute-sanitizer checks that (dev/device/sanitize.sh). nvcc splits
 # -Xcompiler's value at commas, hence one -Xcompiler per flag; the ASan runtime links first.
+# override: a CXXFLAGS given on make's command line would otherwise drop the sanitizers silently.
 ifeq ($(SANITIZE),1)
-  CXXFLAGS   += -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+  override CXXFLAGS += -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
   NVCC_FLAGS += -g $(foreach f,-fsanitize=address -fsanitize=undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer,-Xcompiler $(f))
   NVCC_LIBS  := -lasan -lubsan $(NVCC_LIBS)
 endif
@@ -148,7 +159,8 @@ data: data/tokenize
 
 # CPU unit tests always; GPU tests (test_gpt2cu, dev/cuda checks) only where a GPU is visible
 # (then built first). The tokenizer tests read $(TINYSHAKESPEARE) and the vocabulary (GPT2_VOCAB_DIR).
-GPU_VISIBLE := $(if $(filter true,$(CI)),,$(shell nvidia-smi -L 2>/dev/null | head -n 1))
+# (nvidia-smi's exit status, as dev/run_tests.sh reads it: without a driver it prints an error on stdout)
+GPU_VISIBLE := $(if $(filter true,$(CI)),,$(shell nvidia-smi -L >/dev/null 2>&1 && echo yes))
 test: $(UNIT_BINS) data/tokenize train_gpt2cu $(if $(GPU_VISIBLE),test_gpt2cu cuda-checks)
 	@PRECISION=$(PRECISION) TINYSHAKESPEARE="$(TINYSHAKESPEARE)" bash dev/run_tests.sh $(UNIT_BINS)
 
