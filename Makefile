@@ -6,11 +6,13 @@
 #   make data                    the tokenizer and the tinyshakespeare shards
 #   make test                    CPU unit tests, plus GPU tests when a GPU is visible
 #   make cuda-checks             the per-kernel checks in dev/cuda
-#   make clean
+#   make unit                    the CPU unit-test programs only (build/unit/; make test builds and runs them)
+#   make info                    the settings and what was found (NCCL, MPI)
+#   make clean                   the build outputs (not dev_data)
 #
 # Variables you may set: PRECISION, GPU_ARCH (e.g. 90, 80), NO_MPI=1, NO_NCCL=1, SANITIZE=1, CI=true,
 # NVCC, NCCL_INCLUDE/NCCL_LIB, MPI_INCLUDE/MPI_LIB, PCRE2_CFLAGS/PCRE2_LIBS, EXTRA_FLAGS (more nvcc
-# flags for an experiment's build).
+# flags for an experiment's build), TINYSHAKESPEARE (make data's text, and the tokenizer tests').
 
 # a plain `make` builds `all` (the first rule below would otherwise be the default: FORCE, nothing)
 .DEFAULT_GOAL := all
