@@ -86,7 +86,8 @@ def _text_losses(text, skipped):
 
 def losses(path, skipped=None):
     """{step: loss} of a stdout log, a log.jsonl or a run directory; the last occurrence of a step
-    counts, and a resume drops the killed run's steps from the one it resumed at (resumed_at). skipped (a set): gets the steps the run skipped."""
+    counts, and a resume drops the killed run's steps from the one it resumed at (resumed_at).
+    skipped (a set): gets the steps the run skipped."""
     if os.path.isdir(path):
         path = os.path.join(path, "log.jsonl")
     try:
