@@ -4,9 +4,10 @@ A and B are each a stdout log (`step N/M | loss X | ...` lines, 6 decimals; dev/
 prints the same), a log.jsonl (the trainer's -o DIR/log.jsonl, or train_reference.py --log: the
 "type":"step" records, 9 significant digits, exact for a float; null = inf/nan), or a run directory
 (its log.jsonl). A file is read as JSONL when its name ends in .jsonl or its first line is a JSON
-object. Steps are matched by number, not position: a step that appears more than once (a resumed run
-appends to its log after a kill) counts with its LAST occurrence, and the two step sets must be
-equal. Losses that are both non-finite (inf/nan) at a step count as equal only where both runs
+object. Steps are matched by number, not position, and the two step sets must be equal. A run resumed after
+a kill appends to its log: from the step it resumed at on, its records replace the killed run's,
+also those of steps it has not reached (yet), so a step logged more than once counts with its LAST
+occurrence, and a resumed run that stopped before the killed one's last step ends where it stopped. Losses that are both non-finite (inf/nan) at a step count as equal only where both runs
 skipped that step (" (skipped)" on the line, "skipped":1 in JSONL); otherwise, and where only one is,
 a difference of inf. A run whose last loss is not finite FAILs, whatever the other did: two runs
 that diverged alike are not a check passed. Prints the relative difference at the first step both
@@ -45,8 +46,16 @@ def json_records(line):
         return out
 
 
+def resumed_at(steps, step, top):
+    """A log's steps go up by one, except where a run resumed (from its checkpoint at step - 1) and
+    appended to the killed run's log: there `step` is at most the highest read so far, `top`. Returns
+    the steps read before that the resumed run replaces, step and later, also those it has not
+    reached (yet): the killed run's steps past its last checkpoint belong to no run that went on."""
+    return [s for s in steps if s >= step] if step <= top else []
+
+
 def _jsonl_losses(text, skipped):
-    out = {}
+    out, top = {}, -1
     for line in text.splitlines():
         if not line.strip():
             continue
@@ -54,15 +63,22 @@ def _jsonl_losses(text, skipped):
             if not isinstance(rec, dict) or rec.get("type") != "step" or "step" not in rec or "loss" not in rec:
                 continue
             loss, step = rec["loss"], int(rec["step"])
-            out[step] = math.nan if loss is None else float(loss)
+            for s in resumed_at(out, step, top):
+                del out[s]
+                skipped.discard(s)
+            out[step], top = math.nan if loss is None else float(loss), step
             (skipped.add if rec.get("skipped") else skipped.discard)(step)
     return out
 
 
 def _text_losses(text, skipped):
-    out = {}
+    out, top = {}, -1
     for m in STEP_RE.finditer(text):   # later lines overwrite
         step, end = int(m.group(1)), text.find("\n", m.end())
+        for s in resumed_at(out, step, top):
+            del out[s]
+            skipped.discard(s)
+        top = step
         out[step] = float(m.group(2))
         (skipped.add if "(skipped)" in text[m.end():end if end >= 0 else len(text)] else skipped.discard)(step)
     return out
@@ -70,7 +86,8 @@ def _text_losses(text, skipped):
 
 def losses(path, skipped=None):
     """{step: loss} of a stdout log, a log.jsonl or a run directory; the last occurrence of a step
-    counts. skipped (a set): gets the steps the run skipped."""
+    counts, and a resume drops the killed run's steps from the one it resumed at (resumed_at).
+    skipped (a set): gets the steps the run skipped."""
     if os.path.isdir(path):
         path = os.path.join(path, "log.jsonl")
     try:

@@ -43,8 +43,6 @@ def kernel_times(rows, by_shape, path):
             ms = float(r["Metric Value"].replace(",", "")) * UNITS[unit]
         except (KeyError, AttributeError, ValueError):
             sys.exit(f"{path}: a gpu__time_duration.sum row without a kernel name or a number (ID {r.get('ID')})")
-        if len(name) > 70:
-            name = name[:67] + "..."
         key = (name, r.get("Grid Size") or "") if by_shape else (name, "")
         total[key] += ms
         count[key] += 1
@@ -61,9 +59,15 @@ def main():
     if not total:
         sys.exit(f"{args.csv}: no gpu__time_duration.sum rows (ncu --metrics gpu__time_duration.sum)")
     s = sum(total.values())
+    # The kernels are grouped by their whole names (cuBLAS' differ often only at the end: grouped by a
+    # shortened name, two kernels were one row); a long name is shortened where it is printed, unless
+    # another's would read the same, and then both are printed whole.
+    short = {name: name if len(name) <= 70 else name[:67] + "..." for name, _ in total}
+    alike = collections.Counter(short.values())     # (short has each kernel once, whatever its grids)
     print(f"{'kernel':72s} {'grid':>16s} {'calls':>5s} {'ms':>8s} {'%':>6s}")
     for key, ms in sorted(total.items(), key=lambda kv: -kv[1]):
-        print(f"{key[0]:72s} {key[1]:>16s} {count[key]:5d} {ms:8.3f} {100 * ms / s if s > 0 else 0.0:6.1f}")
+        name = short[key[0]] if alike[short[key[0]]] == 1 else key[0]
+        print(f"{name:72s} {key[1]:>16s} {count[key]:5d} {ms:8.3f} {100 * ms / s if s > 0 else 0.0:6.1f}")
     print(f"{'total':72s} {'':>16s} {sum(count.values()):5d} {s:8.3f}")
 
 

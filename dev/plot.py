@@ -23,7 +23,7 @@ the first step and checkpoint steps do not flatten the rest; last: the learning 
 import argparse, json, math, os, re, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_losses import json_records  # noqa: E402  (a log.jsonl line cut by a kill, read as compare_losses does)
+from compare_losses import json_records, resumed_at  # noqa: E402  (a log.jsonl line cut by a kill, a resume: read as compare_losses does)
 
 STEP_RE = re.compile(r"^step\s+(\d+)/\d+ \| loss (\S+) \| norm (\S+) \| lr (\S+)")
 VAL_RE = re.compile(r"^step\s+(\d+): val loss (\S+)")
@@ -63,6 +63,17 @@ def read_run(path):
         lines = f.read().splitlines()
     run = {"step": [], "eval": [], "hellaswag": [], "time": []}
     skipped = {}                                    # step -> its (latest) record was a skipped step
+    top = [-1]                                      # the highest step record read so far
+
+    def step_record(step):
+        """Before a step record: where it starts a resumed run, the killed run's records (of every
+        kind) from its step on are dropped, those the resumed run has not reached yet too."""
+        if resumed_at(skipped, step, top[0]):
+            for key in run:
+                run[key] = [r for r in run[key] if r[0] < step]
+            for s in resumed_at(skipped, step, top[0]):
+                del skipped[s]
+        top[0] = step
     first = next((l.strip() for l in lines if l.strip()), "")
     if first.startswith("{"):                       # JSONL
         for i, line in enumerate(lines):
@@ -79,6 +90,7 @@ def read_run(path):
                 kind = rec.get("type") if isinstance(rec, dict) else None
                 try:
                     if kind == "step":
+                        step_record(int(rec["step"]))
                         run["step"].append((int(rec["step"]), num(rec["loss"]), float(rec.get("lr", math.nan))))
                         skipped[int(rec["step"])] = bool(rec.get("skipped", 0))
                         if rec.get("ms") is not None and rec.get("exposed_comm_ms") is not None:
@@ -93,6 +105,7 @@ def read_run(path):
         for line in lines:
             m = STEP_RE.match(line)
             if m:
+                step_record(int(m.group(1)))
                 run["step"].append((int(m.group(1)), float(m.group(2)), float(m.group(4))))
                 skipped[int(m.group(1))] = "(skipped)" in line
                 t = TIME_RE.search(line)
@@ -104,7 +117,7 @@ def read_run(path):
             m = HS_RE.match(line)
             if m:
                 run["hellaswag"].append((int(m.group(1)), float(m.group(2)), float(m.group(3))))
-    # a resumed run appends to log.jsonl and may repeat steps: the later record of a step wins
+    # a step's records of one kind logged more than once (step_record dropped the killed run's): the later wins
     for key in run:
         run[key] = sorted({r[0]: r for r in run[key]}.values())
     if not any(run[k] for k in ("step", "eval", "hellaswag")):

@@ -19,6 +19,7 @@ probe then runs one process per GPU under the same mpirun, so its fit is the net
 """
 import argparse
 import csv
+import math
 import os
 import re
 import shutil
@@ -154,12 +155,31 @@ def parse_result(text):
         return None
     out = {}
     for kv in m.group(1).split():
+        if "=" not in kv:   # not a field (another rank's output on the same line, say): result_problem judges the rest
+            continue
         k, v = kv.split("=", 1)
         try:
             out[k] = float(v)
         except ValueError:
             out[k] = v
     return out
+
+
+# The RESULT fields a row is made of (the table, the ratios, the predictor): each a finite number.
+RESULT_NUMBERS = ("accum", "total_batch", "median_ms", "tok_per_s", "fwd_ms", "bwd_ms", "opt_ms", "exposed_comm_pct", "busbw_gbs")
+
+
+def result_problem(r):
+    """Why a parsed RESULT line cannot make a row, in words; None when it can. A field missing or not
+    a number (a line cut short, or mixed with other output) would otherwise end the whole sweep in a
+    KeyError or a format error, its measured rows unwritten; a zero or negative time, throughput or
+    accumulation would divide by zero in the ratios."""
+    need = RESULT_NUMBERS + (("mean_ms", "tok_per_s_mean") if "tok_per_s_mean" in r else ())
+    bad = [k for k in need if not isinstance(r.get(k), float) or not math.isfinite(r[k])]
+    if bad:
+        return f"the RESULT line has no number for {', '.join(bad)}"
+    bad = [k for k in ("accum", "median_ms", "tok_per_s", "mean_ms", "tok_per_s_mean") if k in r and r[k] <= 0]
+    return f"the RESULT line's {', '.join(bad)} not above 0" if bad else None
 
 
 def use_mean_step(r):
@@ -210,6 +230,10 @@ def run_config(a, n, T, mode, typ):
     r = parse_result(p.stdout)
     if r is None or p.returncode != 0:   # (a RESULT line and then a failure, e.g. a rank's teardown: failed too)
         print(f"  FAILED: {' '.join(cmd)} (exit code {p.returncode})\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}", file=sys.stderr)
+        return None
+    why = result_problem(r)
+    if why:              # a failed run too: the other runs' rows still get written
+        print(f"  FAILED: {' '.join(cmd)} ({why})\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}", file=sys.stderr)
         return None
     r.update(gpus=n, T=T, mode=mode, type=typ, label=label, B=B)
     use_mean_step(r)

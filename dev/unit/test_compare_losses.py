@@ -1,6 +1,6 @@
 """Unit test of dev/compare_losses.py on crafted logs (no GPU, no third-party packages): non-finite
 losses, `-nan`/`inf` in stdout logs, steps matched by number (the last occurrence of a repeated step
-counts), log.jsonl inputs (exact values, null = non-finite), one-line errors for bad inputs (a --tol
+counts; a resume drops what the killed run logged from its step on), log.jsonl inputs (exact values, null = non-finite), one-line errors for bad inputs (a --tol
 that is not a finite number >= 0 among them), and --help."""
 import atexit
 import json
@@ -107,7 +107,16 @@ rc, out, _ = run(resumed, a, 0)
 check(rc == 0 and out.startswith("OK 4 steps"), "the same, the resumed log first")
 stale = text_log("stale.log", [(1, "10.950000"), (2, "9.500000"), (3, "8.250000"), (4, "7.125000"), (3, "8.250001")])
 rc, out, _ = run(a, stale, 0)
-check(rc == 1 and out.startswith("FAIL 4 steps"), "a repeated step with another loss last: FAIL")
+check(rc == 1 and out.startswith("FAIL"), "a repeated step with another loss last: FAIL")
+# a resume from an earlier step supersedes what the killed run logged from there on, also the steps
+# the resumed run has not reached (yet): those were of a run whose state is gone, and counting them
+# reported a resumed run stopped at step 3 as matching to step 4, with the killed run's last loss
+behind = text_log("behind.log", [(1, "10.950000"), (2, "9.500000"), (3, "8.250000"), (4, "7.125000"), (2, "9.500000"), (3, "8.250000")])
+rc, out, _ = run(a, behind, 0)
+check(rc == 1 and out.startswith("FAIL: 4 vs 3 steps") and "only in A: 4" in out,
+      f"a resumed run behind the killed one's last step: the killed run's later steps dropped ({out.strip()})")
+rc, out, _ = run(text_log("a3.log", base[:3]), behind, 0)
+check(rc == 0 and verdict(rc, out) == ("OK", 3, "0.00e+00"), f"the same against the first 3 steps: OK ({out.strip()})")
 rc, out, _ = run(a, text_log("short.log", base[:3]), 0)
 check(rc == 1 and out.startswith("FAIL") and "only in A: 4" in out, "a step missing from B: FAIL")
 
@@ -130,6 +139,10 @@ check(rc == 0 and out.startswith("OK 4 steps"), "log.jsonl null against a stdout
 jr = jsonl_log("r.jsonl", [(1, 10.95), (2, 9.5), (3, 1.0), (4, 2.0), (2, 9.5), (3, 8.25), (4, 7.125)])
 rc, out, _ = run(ja, jr, 0)
 check(rc == 0 and out.startswith("OK 4 steps"), "log.jsonl appended by a resume: the last record of each step counts")
+jbehind = jsonl_log("behind.jsonl", [(1, 10.95), (2, 9.5), (3, 8.25), (4, 99.0), (2, 9.5), (3, 8.25)])
+rc, out, _ = run(ja, jbehind, 0)
+check(rc == 1 and out.startswith("FAIL: 4 vs 3 steps") and "only in A: 4" in out,
+      f"log.jsonl: a resumed run behind the killed one: the killed run's step 4 dropped ({out.strip()})")
 # a record cut short by a kill, the next run's first record on the same line
 cut = jsonl_log("cut.jsonl", [(1, 10.95), (2, 9.5), (3, 1.0)],
                 raw='{"type":"step","step":4,"lo' + json.dumps({"type": "step", "step": 3, "loss": 8.25}) + "\n"

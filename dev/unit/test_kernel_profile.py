@@ -52,6 +52,22 @@ with tempfile.TemporaryDirectory() as tmp:
     check(rc == 0 and t.get(("matmul_forward", "(64,1,1)")) == (1, 1.5, 60.0) and t.get(("matmul_forward", "(32,1,1)")) == (1, 0.5, 20.0),
           f"--by-shape: a row per kernel and grid ({t})")
 
+    # two kernels whose names differ only past the 67 characters the table shows (cuBLAS' names end in
+    # their variant): two rows, each with its own calls and time, not one row of both (the name was
+    # shortened before the kernels were grouped); each shown whole, as the shortened names would be alike
+    k1 = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_nn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_kernel__5x_cublas"
+    k2 = k1.replace("warpgroupsize1x1x1", "warpgroupsize2x1x1")
+    k3 = "x" * 80 + "_kernel"
+    long_names = write("long.csv", HEADER + row(0, k1, "(8,1,1)", "msecond", "1") + row(1, k2, "(8,1,1)", "msecond", "3")
+                       + row(2, k2, "(8,1,1)", "msecond", "1") + row(3, k3 + "(int)", "(8,1,1)", "msecond", "5"))
+    for opts in ([], ["--by-shape"]):
+        rc, out, err = run(long_names, *opts)
+        t = table(out)
+        grid = "(8,1,1)" if opts else ""
+        check(rc == 0 and t.get((k1, grid)) == (1, 1.0, 10.0) and t.get((k2, grid)) == (2, 4.0, 40.0)
+              and t.get((k3[:67] + "...", grid)) == (1, 5.0, 50.0), f"{' '.join(opts) or 'by name'}: kernels alike in their first 67 "
+              f"characters are rows of their own, shown whole; a long name alone shortened ({t})")
+
     rc, out, err = run("--help")
     check(rc == 0 and out.startswith("usage:") and "--by-shape" in out and not err, "--help: usage, exit 0")
     rc, out, err = run()

@@ -1,6 +1,6 @@
 """Unit test of dev/plot.py's log reader (no matplotlib needed; the drawing is checked only where
 matplotlib is installed): log.jsonl and the trainer's stdout give the same steps, validation
-losses, HellaSwag scores, step times and skipped steps; a resumed run's repeated step keeps its later record; a log without
+losses, HellaSwag scores, step times and skipped steps; a resumed run's records replace the killed run's from its first step on; a log without
 records, or with a broken line before the last, is one error; without matplotlib plot.py prints its
 summary, one line saying there is no PNG and exits 1."""
 import math
@@ -15,12 +15,16 @@ sys.path.insert(0, os.path.join(here, ".."))
 from check import check, finish  # noqa: E402
 from plot import PlotError, plot, read_run  # noqa: E402
 
-JSONL = """{"type":"step","step":1,"loss":10.5,"norm":1.0,"lr":6e-05,"skipped":1,"skip":"loss_spike","ms":120.5,"exposed_comm_ms":3.25}
+# killed after step 2 (before its evaluation), resumed from step 1's checkpoint: step 2 again, then
+# its evaluation
+JSONL = """{"type":"startup","seconds":1.5,"phases":{"launch":0.5}}
+{"type":"step","step":1,"loss":10.5,"norm":1.0,"lr":6e-05,"skipped":1,"skip":"loss_spike","ms":120.5,"exposed_comm_ms":3.25}
 {"type":"step","step":2,"loss":9.25,"norm":1.0,"lr":0.00012,"skipped":1,"ms":99,"exposed_comm_ms":1}
+{"type":"startup","seconds":1.5,"phases":{"launch":0.5}}
+{"type":"step","step":2,"loss":9.125,"norm":1.0,"lr":0.00012,"ms":100.25,"exposed_comm_ms":0.5}
 {"type":"eval","step":2,"val_loss":9.5}
 {"type":"hellaswag","step":2,"acc":0.25,"acc_norm":0.2675,"completion_loss":7.1,"examples":400,"seconds":0.1}
 {"type":"sample","step":2,"text":"x"}
-{"type":"step","step":2,"loss":9.125,"norm":1.0,"lr":0.00012,"ms":100.25,"exposed_comm_ms":0.5}
 """
 STDOUT = """GPT-2 L=12 NH=12 C=768 (124475904 parameters), bf16, 1 GPU(s)
 step    1/2 | loss 10.500000 | norm 1.0000 | lr 6.00e-05 | scale 1 (skipped) | 120.50 ms (fwd 1 bwd 1 exposed comm 3.25 opt 1) | 1 tok/s | MFU 1% | ETA 0s
@@ -45,6 +49,19 @@ with tempfile.TemporaryDirectory() as tmp:
     check(math.isnan(nulls["step"][1][1]) and nulls["skipped"] == [(2, 9.5)] and nulls["time"] == [],
           f"jsonl: a null (inf/nan) loss reads as nan; its skipped cross sits at the last finite loss; no times ({nulls['skipped']})")
     check(b == a, f"stdout log: the same records as log.jsonl ({b})")
+    # resumed from step 1 after a kill at step 3: what the killed run logged from step 2 on (steps,
+    # times, evaluations, skips) is gone, also step 3, which the resumed run has not reached yet; it
+    # was plotted as the curve's end, and summarized as the run's last loss
+    behind = read_run(write("behind.jsonl", "".join(
+        '{"type":"step","step":%d,"loss":%s,"lr":1e-4,"skipped":%d,"ms":100,"exposed_comm_ms":1}\n' % r
+        for r in [(1, 10, 0), (2, 9, 0), (3, 8, 1)]) + '{"type":"eval","step":2,"val_loss":8.5}\n'
+        '{"type":"hellaswag","step":3,"acc":0.25,"acc_norm":0.25}\n{"type":"step","step":2,"loss":7.5,"lr":1e-4,"skipped":0}\n'))
+    check(behind["step"] == [(1, 10.0, 1e-4), (2, 7.5, 1e-4)] and behind["eval"] == [] and behind["hellaswag"] == []
+          and behind["skipped"] == [] and behind["time"] == [(1, 100.0, 1.0)],
+          f"jsonl: a resume behind the killed run's last step drops the killed run's records from its step on ({behind})")
+    behind_text = read_run(write("behind.log", STDOUT + STDOUT.splitlines()[2].replace("9.125000", "8.000000") + "\n"))
+    check(behind_text["step"] == [(1, 10.5, 6e-05), (2, 8.0, 0.00012)] and behind_text["eval"] == [] and behind_text["hellaswag"] == [],
+          f"stdout log: the same ({behind_text})")
     nan_eval = read_run(write("nan_eval.jsonl", '{"type":"step","step":1,"loss":9.5}\n{"type":"eval","step":1,"val_loss":null}\n'))
     check(len(nan_eval["eval"]) == 1 and math.isnan(nan_eval["eval"][0][1]), "jsonl: a null (nan) validation loss reads as nan, not an error")
     cut = read_run(write("cut.jsonl", '{"type":"step","step":1,"loss":9.5}\n{"type":"st{"type":"step","step":2,"loss":9.25}\n'

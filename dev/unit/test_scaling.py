@@ -1,7 +1,8 @@
 """Unit test of dev/scaling.py's failed runs, with a stand-in trainer (no GPU): when no run is
 measured, one closing line, a non-zero exit and the earlier CSV / markdown left as they were; when
 some runs fail, the others written, then one line counting the failures and a non-zero exit; each
-failure keeps its FAILED detail; a --bin that is not a program is one argument error before any run."""
+failure keeps its FAILED detail; a RESULT line without a field the table needs is a failed run; a
+--bin that is not a program is one argument error before any run."""
 import os
 import subprocess
 import sys
@@ -88,6 +89,25 @@ with tempfile.TemporaryDirectory() as tmp:
     p = run(tmp, extra=["--modes", "seeds"])
     check(p.returncode == 2 and p.stderr.strip().splitlines()[-1] == "scaling.py: error: --modes seeds: seed and/or global, comma-separated",
           "--modes seeds: one argument error", p.stdout + p.stderr)
+
+# a RESULT line without a field the table needs, or with it not a number (a line cut short, another
+# rank's output in it): that run FAILED, one line saying which field, the other block's row written
+# (it was a KeyError, the sweep's measured rows lost); text that is no field (no "=") is passed over
+with tempfile.TemporaryDirectory() as tmp:
+    write(os.path.join(tmp, "standin"), TRAINER_STANDIN.replace(
+        "exposed_comm_pct=0.00 ", "{os.environ['STANDIN_PCT'] if T == 512 else 'exposed_comm_pct=0.00 '}"), exe=True)
+    out = os.path.join(tmp, "out")
+    for what, pct, why in [("no exposed_comm_pct", "", "the RESULT line has no number for exposed_comm_pct"),
+                           ("exposed_comm_pct=n/a", "exposed_comm_pct=n/a ", "the RESULT line has no number for exposed_comm_pct")]:
+        p = run(tmp, env=dict(STANDIN_PCT=pct))
+        last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
+        check(p.returncode == 1 and "Traceback" not in p.stderr and f" -t 512 " in p.stderr and f"({why})" in p.stderr
+              and last == f"scaling.py: 1 of 2 runs failed (see FAILED above); the 1 measured are in {out}.csv and .md"
+              and len(csv_rows(tmp)) == 1 and csv_rows(tmp)[0].startswith("d12,1,1024,global,"),
+              f"a RESULT line with {what}: that run FAILED saying why, the other row written, exit 1", p.stdout + p.stderr)
+    p = run(tmp, env=dict(STANDIN_PCT="exposed_comm_pct=0.00 [1,1]<stdout>: a warning "))
+    check(p.returncode == 0 and len(csv_rows(tmp)) == 2 and "Traceback" not in p.stderr,
+          "a RESULT line with words that are no field in it: read, both rows written", p.stdout + p.stderr)
 
 p = subprocess.run([sys.executable, SCALING, "--help"], capture_output=True, text=True)
 check(p.returncode == 0 and p.stdout.startswith("usage:") and not p.stderr, "--help: usage, exit 0")
