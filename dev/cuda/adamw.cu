@@ -6,8 +6,12 @@
 //     norms with spikes in them) vs spike_check run on the host (llmc/spike_guard.h);
 //   - adamw_update vs a float64 PyTorch-formula AdamW with grad multiplier = clip / loss_scale:
 //     with and without decay; with a shard [lo,hi) narrower than the tensor; the strided
-//     multi-instance launch (count > 1) with a shard cutting across instances. Elements outside
+//     multi-instance launch (count > 1) with a shard cutting across instances; offsets, sizes and
+//     shard bounds not multiples of ADAMW_VEC (the element-by-element path). Elements outside
 //     what is updated must stay bitwise untouched;
+//   - nonfinite_flag (the per-rank inf/nan scan before a reduction): a bucket at an odd offset with
+//     non-finite neighbours, inf/nan at its first, middle and last value, the other ranks' flags kept;
+//   - cast_from_master: params == (floatX) master exactly, nothing written past n;
 //   - timing (GB/s) of norm_squared and adamw_update over 124M parameters.
 // Run: make dev/cuda/adamw_check && ./dev/cuda/adamw_check   (PRECISION=BF16|FP32 for others)
 #include "check.cuh"
@@ -217,6 +221,61 @@ static void check_spike_guard(Context* ctx) {
     check_true("spike guard: running statistics within 1e-12 of the host's", worst_stat < 1e-12, buf);
 }
 
+// nonfinite_flag (llmc/norm.cuh): the per-rank inf/nan scan of a bucket before the reduction
+// (grad_reducer.cuh: flag = d_bad + rank, zeroed by the caller). The bucket: n = 100003 values
+// (not a multiple of the grid's threads) starting 3 elements into the buffer (any alignment),
+// with inf just before it and just after it (must not be read as part of it). The flags around
+// the rank's must stay as they are; an all-finite bucket must leave the rank's flag as it was.
+static void check_nonfinite_flag(Context* ctx) {
+    const size_t n = 100003, before = 3, after = 16;
+    const int sms = ctx->props.multiProcessorCount, rank = 2;
+    std::vector<float> g = randn(before + n + after);
+    for (size_t i = 0; i < before; i++) g[i] = INFINITY;
+    for (size_t i = before + n; i < g.size(); i++) g[i] = NAN;
+    floatX* d_g = to_device(g);
+    float* d_flags = dalloc<float>(4);
+    const std::vector<float> start = {0.25f, 0.5f, 0.0f, 0.75f};   // flags[rank] = 0, as the caller zeroes it
+    // (name, index into the bucket set non-finite (n: none), the value)
+    const struct { const char* name; size_t at; float value; } cases[] = {
+        {"all finite (the neighbours inf/nan): flag stays 0", n, 0.0f},
+        {"inf at the last value (the tail)", n - 1, INFINITY},
+        {"nan at the first value", 0, NAN},
+        {"-inf in the middle", n / 2 + 1, -INFINITY},
+    };
+    for (const auto& c : cases) {
+        std::vector<float> h = g;
+        if (c.at < n) h[before + c.at] = c.value;
+        upload(d_g, h);
+        cudaCheck(cudaMemcpy(d_flags, start.data(), 4 * sizeof(float), cudaMemcpyHostToDevice));
+        nonfinite_flag(d_flags + rank, d_g + before, n, sms, ctx->stream);
+        const std::vector<float> f = from_device_raw(d_flags, 4);
+        const float want = c.at < n ? 1.0f : 0.0f;
+        const bool ok = f[rank] == want && f[0] == start[0] && f[1] == start[1] && f[3] == start[3];
+        check_true(std::string("nonfinite_flag n=100003 at offset 3: ") + c.name, ok,
+                   "flag " + std::to_string(f[rank]) + " (want " + std::to_string(want) + "), other ranks' flags " +
+                       (f[0] == start[0] && f[1] == start[1] && f[3] == start[3] ? "untouched" : "WRITTEN"));
+    }
+}
+
+// cast_from_master (llmc/adamw.cuh): params <- (floatX) master after initializing or loading;
+// n = 100003 (the last block's tail), 32 poisoned elements past n must stay.
+static void check_cast_from_master(Context* ctx) {
+    const size_t n = 100003, pad = 32;
+    const std::vector<float> master = randn(n, 0.5f);
+    float* d_master = to_device_raw(master);
+    floatX* d_params = dalloc<floatX>(n + pad);
+    poison(d_params, n + pad);
+    cast_from_master(ctx, d_params, d_master, n);
+    const std::vector<float> got = from_device(d_params, n);
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; i++) wrong += got[i] != round_x(master[i]);
+    const std::vector<unsigned char> b = bytes_of(d_params, (n + pad) * sizeof(floatX));
+    bool tail = true;
+    for (size_t i = n * sizeof(floatX); i < b.size(); i++) tail &= b[i] == 0xFF;
+    check_true("cast_from_master n=100003: params == (floatX) master", wrong == 0, std::to_string(wrong) + " of 100003 differ");
+    check_true("cast_from_master: the 32 elements past n untouched", tail, tail ? "still poisoned" : "written");
+}
+
 int main() {
     Context ctx;
     context_create(&ctx, 0);
@@ -236,9 +295,16 @@ int main() {
         {"skip (inf gradient)", 300, 7000, 5000, 4, 0, P, true, 1},
         {"skip (nan gradient)", 1000, 0, 5000, 1, 0, P, true, 2},
         {"skip (loss spike)", 300, 7000, 5000, 4, 0, P, true, 3},
+        // adamw_kernel's element-by-element path: every case above has first, stride, n, lo and
+        // hi multiples of ADAMW_VEC, so only the vector path ever updated an element there
+        {"n=4998 (the last thread's 2 elements one by one)", 1000, 0, 4998, 1, 0, P, true, 0},
+        {"first=1001, shard [2501,4503) (element by element)", 1001, 0, 4998, 1, 2501, 4503, true, 0},
+        {"3 strided instances, stride 7001, n=4999, shard [3001,17003)", 301, 7001, 4999, 3, 3001, 17003, false, 0},
     };
     for (const AdamCase& k : cases) check_adamw(&ctx, k);
     check_spike_guard(&ctx);
+    check_nonfinite_flag(&ctx);
+    check_cast_from_master(&ctx);
 
     // ---- timing over GPT-2 small's 124M parameters
     if (timing_enabled()) {

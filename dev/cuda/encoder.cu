@@ -5,6 +5,7 @@
 //   - determinism: two backward runs from the same start (buckets rebuilt) give bitwise-equal
 //     dwte and dwpe; and a backward captured in a CUDA graph on one batch's buckets, replayed on
 //     another batch's (7 distinct tokens), equals an eager run on that batch bit for bit;
+//   - B=3, T=75, C=1600: element counts that leave the last block of each kernel partly used;
 //   - the pageable upload TokenBuckets relies on: the host may overwrite the source as soon as
 //     cudaMemcpyAsync returns, though the copy still waits in the stream;
 //   - timing at B=8, T=1024, C=768, Vp=50304.
@@ -134,6 +135,47 @@ static void check_encoder(Context* ctx, double tol, int C) {
     token_buckets_free(&e.tb);
 }
 
+// Sizes whose element counts are not multiples of a block: every EncoderCase launch has B*T = 2048
+// and T = 256 rows, so the forward's and the wpe backward's grids (256 threads of one x128 each)
+// divide exactly and their `idx >= ...` guards were never taken. Here B = 3, T = 75, C = 1600:
+// in 16-bit, forward 45000 chunks (175 full blocks + 200), wpe 15000 (58 + 152), wte 200 chunks
+// per row (6 blocks of 32 + 8); FP32 has twice the chunks, with partial last blocks too. Also what the evaluation's shorter batches (fewer rows, T < maxT) run.
+// out has 64 poisoned elements past B*T*C that must stay; dwte and dwpe accumulate onto non-zero.
+static void check_encoder_tails(Context* ctx, double tol) {
+    const int B = 3, T = 75, maxT = 80, C = 1600, V = 50, Vp = 64, BT = B * T;
+    const size_t pad = 64;
+    std::vector<int> tokens(BT);
+    for (int& t : tokens) t = randint(0, V);
+    std::vector<float> wte = randn((size_t)Vp * C), wpe = randn((size_t)maxT * C), dout = randn((size_t)BT * C);
+    std::vector<float> dwte0 = randn((size_t)Vp * C), dwpe0 = randn((size_t)maxT * C);
+    int* d_tokens = to_device_raw(tokens);
+    floatX *d_wte = to_device(wte), *d_wpe = to_device(wpe), *d_dout = to_device(dout);
+    floatX *d_dwte = to_device(dwte0), *d_dwpe = to_device(dwpe0), *d_out = dalloc<floatX>((size_t)BT * C + pad);
+    poison(d_out, (size_t)BT * C + pad);
+    encoder_forward(ctx, d_out, d_tokens, d_wte, d_wpe, B, T, C);
+    std::vector<double> ref((size_t)BT * C);
+    for (int bt = 0; bt < BT; bt++)
+        for (int c = 0; c < C; c++) ref[(size_t)bt * C + c] = (double)wte[(size_t)tokens[bt] * C + c] + wpe[(size_t)(bt % T) * C + c];
+    check_close("encoder_forward B=3 T=75 C=1600 (partial last block)", from_device(d_out, (size_t)BT * C), ref, tol);
+    const std::vector<unsigned char> ob = bytes_of(d_out, ((size_t)BT * C + pad) * sizeof(floatX));
+    bool tail = true;
+    for (size_t i = (size_t)BT * C * sizeof(floatX); i < ob.size(); i++) tail &= ob[i] == 0xFF;
+    check_true("encoder_forward B=3 T=75 C=1600: the 64 elements past B*T*C untouched", tail, tail ? "still poisoned" : "written");
+    TokenBuckets tb;
+    token_buckets_create(&tb, BT, Vp);
+    token_buckets_build(&tb, tokens.data(), BT, ctx->stream);
+    encoder_backward(ctx, d_dwte, d_dwpe, d_dout, tb, B, T, C);
+    std::vector<double> ref_wte(dwte0.begin(), dwte0.end()), ref_wpe(dwpe0.begin(), dwpe0.end());
+    for (int bt = 0; bt < BT; bt++)
+        for (int c = 0; c < C; c++) {
+            ref_wte[(size_t)tokens[bt] * C + c] += dout[(size_t)bt * C + c];
+            ref_wpe[(size_t)(bt % T) * C + c] += dout[(size_t)bt * C + c];
+        }
+    check_close("encoder_backward dwte (accumulated) B=3 T=75 C=1600", from_device(d_dwte, (size_t)Vp * C), ref_wte, tol);
+    check_close("encoder_backward dwpe (accumulated; rows 75..79 kept) B=3 T=75 C=1600", from_device(d_dwpe, (size_t)maxT * C), ref_wpe, tol);
+    token_buckets_free(&tb);
+}
+
 // What TokenBuckets and gpt2_set_batch rely on: cudaMemcpyAsync from pageable memory has
 // the data when it returns (staged, or copied after the driver waited for the stream), so the
 // host may overwrite the source at once though the copy is queued behind a long kernel. On a
@@ -189,6 +231,7 @@ int main() {
     // GPT-2 small's width; one head's (fewer x128 chunks than the wte kernel's threads); d48's
     // (1600: chunks not a multiple of the threads)
     for (int C : {768, 64, 1600}) check_encoder(&ctx, tol_default(), C);
+    check_encoder_tails(&ctx, tol_default());
     check_pageable_upload(&ctx);
     if (timing_enabled()) time_encoder(&ctx);
     context_destroy(&ctx);

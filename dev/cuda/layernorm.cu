@@ -1,5 +1,5 @@
 // Checks llmc/layernorm.cuh against a float64 CPU reference, for C = 768 and C = 1600 (and the
-// backward also at C = 1024 and 1280, and at 999 rows), and at 1000 rows of the widths at the
+// backward also at C = 1024 and 1280; at 999 rows both, and the forward at 1 row of 64), and at 1000 rows of the widths at the
 // edges of layernorm_supports: 64, 192 and the widest (4096; 2048 in FP32):
 //   - layernorm_forward: out, mean, rstd;
 //   - layernorm_backward: dinp accumulated onto a non-zero initial dinp, dw/db accumulated onto
@@ -226,6 +226,11 @@ int main() {
         check_backward(&ctx, N, C);
     }
     check_backward(&ctx, 999, 768);  // fewer rows than warps in the grid, and not a multiple of 8
+    // the forward's last block only partly used (999 = 249 blocks of LN_WARPS = 4 rows, + 3; every
+    // other forward case has N a multiple of 4, so the row guard was never taken), and one row
+    // (sampling's first token: B = T = 1); forward and layernorm_apply both
+    check_forward(&ctx, 999, 768);
+    check_forward(&ctx, 1, 64);
     check_backward(&ctx, 1000, 1024);
     check_backward(&ctx, N, 1280);  // d36's width: the widest whose bias sums fit the registers in 16-bit
     // the edges of layernorm_supports: one head's width (a warp's lanes only partly used), 192 (not
