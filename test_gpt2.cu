@@ -16,16 +16,19 @@
 #include <vector>
 #include "llmc/gpt2_step.cuh"
 #include "llmc/options.h"
+#include "llmc/reference_check.h"
 
-// logits, grads: ||ours - ref|| / ||ref||; loss: |ours - ref| / ref; each training loss:
-// |ours - ref| / the initial loss (check_training says why).
-// Measured on an H200 (2026-12-04, the reference's d12 B=4 T=64): fp32 3.8e-6 / 4.0e-6 / 1.5e-6
-// (losses); fp16 1.3e-3 / 1.5e-3 / 1.8e-3; bf16 1.1e-2 / 1.3e-2 / 3.2e-3 (the README also lists
-// `run.sh shapes`' other widths and lengths). Ten steps that memorize one batch amplify rounding
-// differences step by step, hence the looser bound on the trajectory than on one step.
+// logits: ||ours - ref|| / ||ref||; grads: the same per tensor and layer, the worst layer's;
+// loss: |ours - ref| / ref; each training loss: |ours - ref| / the initial loss (check_training
+// says why). Measured on an H200 (2026-12-04, the reference's d12 B=4 T=64): fp32 3.8e-6 / 4.0e-6
+// / 1.5e-6 (losses); fp16 1.3e-3 / 1.5e-3 / 1.8e-3; bf16 1.1e-2 / 1.3e-2 / 3.2e-3 (the README also
+// lists `run.sh shapes`' other widths and lengths); the worst single layer's gradient: fp32 4.6e-6,
+// fp16 1.7e-3, bf16 1.4e-2. Ten steps that memorize one batch amplify rounding differences step
+// by step, hence the looser bound on the trajectory than on one step. fp32's gradient bound is
+// ~20x what it measures, as its others are (2e-3, 400x, let a gradient off by 0.1% through).
 struct Tolerances { float logits, loss, grads, losses; };
 #if defined(ENABLE_FP32)
-constexpr Tolerances TOL = {1e-4f, 1e-5f, 2e-3f, 1e-5f};
+constexpr Tolerances TOL = {1e-4f, 1e-5f, 1e-4f, 1e-5f};
 #elif defined(ENABLE_BF16)
 constexpr Tolerances TOL = {3e-2f, 1e-2f, 1.5e-1f, 1.5e-2f};
 #else
@@ -43,49 +46,6 @@ static void report_bitwise(const std::vector<float>& a, const std::vector<float>
     (same ? passed : failed)++;
     printf("%s %s: gradients bitwise %s\n", same ? "PASS" : "FAIL", what, same ? "equal" : "DIFFERENT");
 }
-// ||a - b|| / ||b|| (or ||a - b|| when b is all zeros), and max |a - b|.
-static void compare(const float* a, const float* b, size_t n, double* rel, double* max_abs) {
-    double num = 0, den = 0;
-    *max_abs = 0;
-    for (size_t i = 0; i < n; i++) {
-        const double d = (double)a[i] - b[i];
-        num += d * d; den += (double)b[i] * b[i];
-        *max_abs = std::max(*max_abs, fabs(d));
-        if (!std::isfinite(a[i])) { num = INFINITY; }
-    }
-    *rel = den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-struct ReferenceState {
-    int B, T, steps;
-    float lr, beta1, beta2, eps, weight_decay, grad_clip;
-    std::vector<int> x, y;
-    std::vector<float> logits, grads, losses;  // grads: model-file order
-    float loss;
-};
-static bool read_state(const char* path, const GPT2Config& c, ReferenceState* s, std::string* err) {
-    FILE* f = fopen(path, "rb");
-    if (!f) { *err = std::string(path) + ": cannot open (run: python3 dev/reference.py)"; return false; }
-    int32_t h[256];
-    bool ok = fread(h, sizeof(int32_t), 256, f) == 256 && h[0] == 20240327 && h[1] == 3;
-    if (ok) {
-        s->B = h[2]; s->T = h[3]; s->steps = h[4];
-        float* hf = (float*)h;
-        s->lr = hf[5]; s->beta1 = hf[6]; s->beta2 = hf[7]; s->eps = hf[8]; s->weight_decay = hf[9]; s->grad_clip = hf[10];
-        const size_t bt = (size_t)s->B * s->T;
-        s->x.resize(bt); s->y.resize(bt); s->logits.resize(bt * c.vocab_size);
-        s->grads.resize(param_layout(c).total); s->losses.resize(s->steps);
-        ok = fread(s->x.data(), sizeof(int), bt, f) == bt && fread(s->y.data(), sizeof(int), bt, f) == bt &&
-             fread(s->logits.data(), sizeof(float), s->logits.size(), f) == s->logits.size() &&
-             fread(&s->loss, sizeof(float), 1, f) == 1 &&
-             fread(s->grads.data(), sizeof(float), s->grads.size(), f) == s->grads.size() &&
-             fread(s->losses.data(), sizeof(float), s->losses.size(), f) == s->losses.size();
-    }
-    fclose(f);
-    if (!ok) *err = std::string(path) + ": not a reference state (version 3) for this model, or truncated";
-    return ok;
-}
-
 // what every check reads: the model (built for the reference's batch), its context, the reference
 struct Fixture {
     GPT2Config cfg;
@@ -124,7 +84,7 @@ static void check_forward(Fixture* f) {
     copy_from_device_as_float(logits.data(), m.acts.logits, logits.size());
     for (size_t i = 0; i < rows; i++) memcpy(&got[i * V], &logits[i * Vp], V * sizeof(float));
     double rel, max_abs;
-    compare(got.data(), ref.logits.data() + first * V, got.size(), &rel, &max_abs);
+    rel_error(got.data(), ref.logits.data() + first * V, got.size(), &rel, &max_abs);
     report(rel < TOL.logits, "logits", rel, max_abs, TOL.logits);
     float loss_sum;
     cudaCheck(cudaMemcpy(&loss_sum, m.d_loss_sum, sizeof(float), cudaMemcpyDeviceToHost));
@@ -155,22 +115,14 @@ static std::vector<float> check_determinism(Fixture* f) {
     return g1;
 }
 
-// 3. every parameter gradient against the reference, per tensor (all layers together); `g` is
-// scaled by the loss scale
+// 3. every parameter gradient against the reference, per tensor and layer (grad_error says why
+// per layer); `g` is scaled by the loss scale
 static void check_grads(const Fixture& f, std::vector<float> g) {
     for (float& v : g) v /= f.scaler.scale;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        std::vector<float> a, b;
-        for (size_t l = 0; l < param_tensor_count(f.cfg, t); l++) {
-            const size_t e = param_tensor_elems(f.cfg, t);
-            const float* pa = &g[param_offset(f.cfg, f.m.layout, t, (int)l)];
-            const float* pb = &f.ref.grads[model_file_offset(f.cfg, t, (int)l)];
-            a.insert(a.end(), pa, pa + e);
-            b.insert(b.end(), pb, pb + e);
-        }
-        double rel, max_abs;
-        compare(a.data(), b.data(), a.size(), &rel, &max_abs);
-        report(rel < TOL.grads, param_tensor_name(t), rel, max_abs, TOL.grads);
+        const GradError e = grad_error(f.cfg, f.m.layout, g.data(), f.ref.grads.data(), t);
+        report(e.rel < TOL.grads, param_tensor_name(t), e.rel, e.max_abs, TOL.grads);
+        if (is_block_tensor(t)) printf("     %s: worst layer %d\n", param_tensor_name(t), e.worst_layer);
     }
 }
 
@@ -183,14 +135,17 @@ static void check_grads(const Fixture& f, std::vector<float> g) {
 static void check_training(Fixture* f, const AdamWHyper& h) {
     ReferenceState& ref = f->ref;
     f->m.use_graphs = true;
-    double worst = 0;
+    std::vector<float> losses;
+    std::vector<bool> skipped;
     for (int s = 0; s < ref.steps; s++) {
         StepResult r = gpt2_train_step(&f->m, &f->ctx, 1, [&](int, int** in, int** tg) { *in = ref.x.data(); *tg = ref.y.data(); },
                                        h, &f->scaler, UpdateRules{ref.grad_clip});
-        const double d = fabs(r.loss - ref.losses[s]) / ref.losses[0];
-        worst = std::max(worst, d);
+        losses.push_back(r.loss);
+        skipped.push_back(r.skipped);
         printf("     step %2d: loss %.6f (reference %.6f) norm %.4f%s\n", s, r.loss, ref.losses[s], r.grad_norm, r.skipped ? " SKIPPED" : "");
     }
+    // infinite when a loss is not finite or a step was skipped (losses_error)
+    const double worst = losses_error(losses, skipped, ref.losses);
     if (ref.steps > 0) report(worst < TOL.losses, "losses", worst, worst * ref.losses[0], TOL.losses);
 }
 
@@ -234,7 +189,7 @@ static void check_accumulation(Fixture* f, const AdamWHyper& h) {
     const std::vector<float> launched = step_grads(false, scale), replayed = step_grads(true, scale);
     const double tol_acc = sizeof(floatX) == 4 ? 1e-5 : 1e-2;  // one rounding to floatX per added term
     double rel, max_abs;
-    compare(launched.data(), expect.data(), n, &rel, &max_abs);
+    rel_error(launched.data(), expect.data(), n, &rel, &max_abs);
     report(rel < tol_acc, "accum 2", rel, max_abs, tol_acc);
     report_bitwise(replayed, launched, "a step of 2 micro-batches replayed from CUDA graphs vs launched");
     const std::vector<float> rescaled = step_grads(true, scale / 4), rescaled_launched = step_grads(false, scale / 4);
@@ -262,7 +217,7 @@ int main(int argc, char** argv) {
     const bool tune = arg_or(argc, argv, 5, "timed GEMM algorithms (0|1)", 0, 0, 1) != 0;
     std::string err;
     Fixture f;
-    if (!model_file_read_header(model_path, &f.cfg, &err) || !read_state(state_path, f.cfg, &f.ref, &err)) {
+    if (!model_file_read_header(model_path, &f.cfg, &err) || !reference_state_read(state_path, f.cfg, &f.ref, &err)) {
         fprintf(stderr, "error: %s\n", err.c_str());
         return 1;
     }
