@@ -80,7 +80,10 @@ bias_backward_partial_kernel(float* partials, const floatX* dout, int N, int OC,
 // out (n) = GELU_tanh(inp (n)): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); out == inp is
 // allowed (each thread reads its 16 bytes before writing them). Used only to
 // recompute the MLP's GELU output in backward (--recompute): the forward GELU is fused into the
-// fc matmul's epilogue.
+// fc matmul's epilogue, and what backward reads should not depend on which of the two wrote it.
+// --use_fast_math compiles tanhf to tanh.approx.f32, yet in FP32 this kernel is within 4.4e-8 of
+// the epilogue's output (1.3e-6 of float64); an exact form, x / (1 + exp(-2u)), came to 4.5e-8 of
+// float64 but 2.2e-6 of the epilogue (matmul_check, one H200, 2026-12-04), so tanhf stays.
 __global__ void gelu_forward_kernel(floatX* out, const floatX* inp, size_t n) {
     const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * x128::size;
     if (i >= n) return;
