@@ -99,7 +99,7 @@ static void check_skipped_step(const AdamCase& k, const AdamDevice& d, const std
     const size_t S = d.S;
     const bool same = bytes_of(d.params, P * sizeof(floatX)) == params0 && bytes_of(d.master, S * 4) == state0[0] &&
                       bytes_of(d.m, S * 4) == state0[1] && bytes_of(d.v, S * 4) == state0[2];
-    check_true(tag + " params/master/m/v untouched", same, "bitwise identical after a skipped step");
+    check_bitwise(tag + " params/master/m/v untouched after a skipped step", same);
 }
 
 // reference, over the updated set: instances y = 0..count-1, elements i, inside [lo, hi)

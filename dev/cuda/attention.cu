@@ -205,8 +205,7 @@ static void check_model_path(Context* ctx, const Problem& P) {
     const std::vector<unsigned char> first = bytes_of(d_dqkv, P.dqkv.size() * sizeof(floatX));
     poison(d_dqkv, P.dqkv.size());
     attention_backward(ctx, d_dqkv, d_dout, d_qkv, d_out, d_state, d_scratch, B, T, C, NH);
-    check_true("attention_backward deterministic" + tag,
-               bytes_of(d_dqkv, P.dqkv.size() * sizeof(floatX)) == first, "two runs bitwise identical");
+    check_bitwise("attention_backward deterministic (two runs)" + tag, bytes_of(d_dqkv, P.dqkv.size() * sizeof(floatX)) == first);
 }
 
 // The cuBLAS reference path with the materialized probabilities, in every build.
@@ -296,7 +295,7 @@ static void check_flash_vs_reference(Context* ctx, int B, int T, int NH, bool de
         const std::vector<unsigned char> first = bytes_of(dqkv_f, nqkv * sizeof(floatX));
         poison(dqkv_f, nqkv);
         attention_backward(ctx, dqkv_f, dout, qkv, out_f, state, scratch, B, T, C, NH);
-        check_true(name + " backward deterministic", bytes_of(dqkv_f, nqkv * sizeof(floatX)) == first, "two runs bitwise identical");
+        check_bitwise(name + " backward deterministic (two runs)", bytes_of(dqkv_f, nqkv * sizeof(floatX)) == first);
     }
     // free now: the next configuration allocates its own
     for (void* p : {(void*)qkv, (void*)dout, (void*)out_f, (void*)out_r, (void*)dqkv_f, (void*)dqkv_r, (void*)state,

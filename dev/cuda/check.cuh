@@ -126,6 +126,11 @@ inline bool check_true(const std::string& name, bool ok, const std::string& deta
     printf("%s %s: %s\n", ok ? "PASS" : "FAIL", name.c_str(), detail.c_str());
     return ok;
 }
+// A bitwise comparison, its detail following the result (a fixed "bitwise identical" would be
+// printed under a FAIL too).
+inline bool check_bitwise(const std::string& name, bool same) {
+    return check_true(name, same, same ? "bitwise identical" : "NOT bitwise identical");
+}
 // out vs ref: passes when every out is finite, rel_err <= tol, and no single element is off by
 // more than 8 * tol * (|ref| + rms(ref)) (catches a wrong row that the norm would dilute).
 inline bool check_close(const std::string& name, const std::vector<float>& out, const std::vector<double>& ref,

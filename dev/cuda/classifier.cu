@@ -109,8 +109,7 @@ static void check_shape(Context& ctx, int N, int V, int Vp, const std::string& t
     std::vector<unsigned char> before = bytes_of(d_logits, (size_t)N * Vp * sizeof(floatX));
     fused_classifier(&ctx, d_logits, d_losses, d_loss_sum, d_targets, 0.0f, N, V, Vp);
     check_close("fused_classifier dloss=0 losses" + tag, from_device_raw(d_losses, N), loss, 1e-5);
-    check_true("fused_classifier dloss=0 logits untouched" + tag,
-               bytes_of(d_logits, (size_t)N * Vp * sizeof(floatX)) == before, "bitwise identical");
+    check_bitwise("fused_classifier dloss=0 logits untouched" + tag, bytes_of(d_logits, (size_t)N * Vp * sizeof(floatX)) == before);
     check_close("fused_classifier loss_sum += sum(losses)" + tag, from_device_raw(d_loss_sum, 1),
                 std::vector<double>{5.0 + loss_total}, 1e-5);
 
@@ -159,9 +158,9 @@ static void check_determinism(Context* ctx, int V, int Vp) {
         out[run][1] = bytes_of(loss_sum, sizeof(float));
         out[run][2] = bytes_of(logits, bytes);
     }
-    check_true("fused_classifier deterministic: losses (2 runs, N=2048)", out[0][0] == out[1][0], "bitwise identical");
-    check_true("fused_classifier deterministic: loss_sum", out[0][1] == out[1][1], "bitwise identical");
-    check_true("fused_classifier deterministic: dlogits", out[0][2] == out[1][2], "bitwise identical");
+    check_bitwise("fused_classifier deterministic: losses (2 runs, N=2048)", out[0][0] == out[1][0]);
+    check_bitwise("fused_classifier deterministic: loss_sum", out[0][1] == out[1][1]);
+    check_bitwise("fused_classifier deterministic: dlogits", out[0][2] == out[1][2]);
 }
 
 // how many blocks (rows) share an SM, given the shared memory a row takes at this V

@@ -96,8 +96,8 @@ static void check_encoder_backward(Context* ctx, EncoderCase* e, double tol) {
 static void check_encoder_deterministic(Context* ctx, EncoderCase* e) {
     std::vector<unsigned char> runs[2][2];
     for (int r = 0; r < 2; r++) encoder_backward_from_start(ctx, e, e->tokens, runs[r]);
-    check_true("encoder_backward deterministic dwte C=" + std::to_string(e->C), runs[0][0] == runs[1][0], "two runs bitwise identical");
-    check_true("encoder_backward deterministic dwpe C=" + std::to_string(e->C), runs[0][1] == runs[1][1], "two runs bitwise identical");
+    check_bitwise("encoder_backward deterministic dwte (two runs) C=" + std::to_string(e->C), runs[0][0] == runs[1][0]);
+    check_bitwise("encoder_backward deterministic dwpe (two runs) C=" + std::to_string(e->C), runs[0][1] == runs[1][1]);
 }
 
 // in a CUDA graph (as the trainer replays its backward): captured while the buckets hold
