@@ -59,8 +59,10 @@ def _first_kernel(path):
 
 
 def num(s):
+    """A cell as a number: ncu writes counts with thousands separators where the locale (or
+    --print-units) asks for them ("1,234"), which float() refuses; an empty cell is 0."""
     try:
-        return float(s)
+        return float(str(s).replace(",", ""))
     except (TypeError, ValueError):
         return 0.0
 

@@ -36,6 +36,13 @@ with tempfile.TemporaryDirectory() as d:
     has = lambda pattern: re.search(pattern, out.stdout, re.M) is not None  # noqa: E731
     check(has(r"^\s*wait\s+80\.0$") and has(r"^\s*mio\s+20\.0$"), "summary: shares by stall reason")
     check(has(r"^\s*HGMMA\s+60\.0\s+6\.2$"), "summary: shares by instruction class (samples, instructions)")
+    # counts written with thousands separators ("1,234") are numbers, not 0
+    sep = os.path.join(d, "sep.csv")
+    with open(sep, "w") as f:
+        f.write(kernel("k1(int)", [("0x10", "MUFU.EX2 R1, R2", "1,500", "2,000", "1,500", 0),
+                                   ("0x20", "EXIT", 500, 10, 500, 0)]))
+    out = subprocess.run([sys.executable, tool, sep], capture_output=True, text=True)
+    check(out.returncode == 0 and "2000 samples" in out.stdout, "counts with thousands separators summed as numbers")
     bad = os.path.join(d, "bad.csv")
     with open(bad, "w") as f:
         f.write("not,an,ncu,export\n")
