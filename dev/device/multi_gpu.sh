@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Multi-GPU verification on a 2-GPU machine (any N works; N = number of visible GPUs):
 #   1. correctness: 1 GPU vs N GPUs (DDP and ZeRO-1) at the same global batch, same init and
-#      data, 20 steps on tinyshakespeare; loss curves compared step by step (dev/compare_losses.py);
+#      data, 20 steps on tinyshakespeare; loss curves compared step by step (dev/compare_losses.py:
+#      FP32 within 1e-5, #6's bound, as dev/ranks_check.sh; otherwise 0.5 %);
 #   2. throughput at T=1024 and a 524288-token global batch: 1 GPU, N GPUs with and without P2P,
 #      DDP and ZeRO-1 (--bench);
 #   3. the launch without MPI (RANK/WORLD_SIZE/LOCAL_RANK + TCP rendezvous), with the MPI build and
@@ -64,8 +65,9 @@ if has equal; then
         $bin $args > "$OUT/eq_${p}_1gpu.log" 2>&1
         $MPI $bin $args > "$OUT/eq_${p}_${N}gpu.log" 2>&1
         $MPI $bin $args --zero 1 > "$OUT/eq_${p}_${N}gpu_zero1.log" 2>&1
+        tol=0.005; [ "$p" = fp32 ] && tol=1e-5   # (FP32 measured 1.4e-7 over the 20 steps, 2 GPUs and 2-4 ranks on one)
         for v in ${N}gpu ${N}gpu_zero1; do
-            summary+=("equal $p 1gpu vs $v: $(python3 dev/compare_losses.py "$OUT/eq_${p}_1gpu.log" "$OUT/eq_${p}_$v.log")")
+            summary+=("equal $p 1gpu vs $v: $(python3 dev/compare_losses.py "$OUT/eq_${p}_1gpu.log" "$OUT/eq_${p}_$v.log" --tol $tol)")
         done
     done
     save_summary

@@ -5,6 +5,9 @@ stand-in GPUs):
       the GPUs, the ranks under own_host.sh and the timed parts refused (multi_gpu.sh too);
   multi_gpu.sh resume: straight vs killed-and-resumed runs on N ranks compared, DDP and ZeRO-1, and
       the checkpoint's refusal on 1 GPU;
+  multi_gpu.sh on 2 GPUs (no own_host.sh): equal's FP32 curves held to 1e-5, BF16's to 0.5 %; bench
+      and int8's timing with P2P on and off; the env launch one GPU per rank; ceiling's runs one per
+      GPU; graphs' speed part;
   ranks_check.sh: 1 vs 2 ranks (under own_host.sh) and the buckets' pair compared, the FP32 bound,
       a differing pair, a failed run, a missing trainer or text, the launch without mpirun;
   scaling_run.sh with an unknown part: one line, exit 2;
@@ -87,6 +90,47 @@ for drift in ("", "1"):
           "that checkpoint resumed on 1 GPU: rc=1 error: runs/mgpu_resume_b_z1/ckpt: checkpoint written by 2 GPUs, this run has 1" in out,
           f"multi_gpu.sh resume, RANKS=2: straight vs killed + resumed, DDP and ZeRO-1{', a drift in ZeRO-1 named' if drift else ''}; "
           "the 1-GPU resume refused", out + err)
+# multi_gpu.sh on 2 stand-in GPUs: the branches a machine of 2 distinct GPUs takes (no own_host.sh;
+# the timed sections run). The trainer records each call (its ranks, host id, P2P and NVLS
+# settings, CUDA_VISIBLE_DEVICES, LOCAL_RANK, arguments); a run of several ranks logs losses 1e-4
+# (relative) above the 1-rank run's: within BF16's 0.5 %, outside #6's 1e-5 for FP32
+STANDIN_TRAINER_CALLS = r'''#!/usr/bin/env bash
+echo "ranks=${STANDIN_RANKS:-${WORLD_SIZE:-1}} host=${NCCL_HOSTID:-none} p2p=${NCCL_P2P_DISABLE:-unset} nvls=${NCCL_NVLS_ENABLE:-unset} gpu=${CUDA_VISIBLE_DEVICES:-all} local=${LOCAL_RANK:-} | $*" >> "$CALLS"
+l=5.000000; [ "${STANDIN_RANKS:-${WORLD_SIZE:-1}}" != 1 ] && l=5.000500
+for s in 1 2 3; do echo "step    $s/3 | loss $l | norm 1.2345 | lr 3.00e-04 | scale 1 | 10.0 ms (fwd 4.0 bwd 6.0 exposed comm 0.0 %) | 100 tok/s"; done
+echo "RESULT precision=bf16 gpus=${STANDIN_RANKS:-${WORLD_SIZE:-1}} median_ms=10.0 tok_per_s=1000 mean_ms=10.0 tok_per_s_mean=1000 fwd_ms=4.0 bwd_ms=6.0 exposed_comm_pct=0.00 busbw_gbs=0.0 bwd_last_ms=6.0 bwd_other_ms=6.0"
+'''
+root = tree("multi_gpu.sh", "own_host.sh", "graphs_ab.sh", "trainer_ab.sh")
+for p in ("fp32", "bf16", "nompi"):
+    write(os.path.join(root, f"build/{p}/train_gpt2cu"), STANDIN_TRAINER_CALLS, exe=True)
+calls_file = os.path.join(root, "calls.txt")
+rc, out, err = sh(root, "multi_gpu.sh", ["equal", "int8", "bench", "env", "ceiling", "graphs"],
+                  env=dict(PATH=gpu_tools(root, gpus=2), CALLS=calls_file, REPEAT="1", GRAPH_SHAPES="4x128"), timeout=180)
+calls = [c.split(" | ", 1) for c in open(calls_file).read().splitlines()] if os.path.exists(calls_file) else []
+summary = out.split("================ summary\n", 1)[-1].splitlines()
+eq = {p: [x for x in summary if x.startswith(f"equal {p} 1gpu vs 2gpu")] for p in ("fp32", "bf16")}
+check(rc == 0 and len(eq["fp32"]) == 2 and all(": FAIL 3 steps: step-1 rel diff 1.00e-04" in x and "(tol 1e-05)" in x for x in eq["fp32"]) and
+      len(eq["bf16"]) == 2 and all(": OK 3 steps" in x and "(tol 0.005)" in x for x in eq["bf16"]),
+      "multi_gpu.sh equal, 2 GPUs: FP32's curves held to #6's 1e-5 (1e-4 apart: FAIL), BF16's to 0.5 % (OK)", out + err)
+check(calls and all(" host=none " in c[0] and " nvls=0 " in c[0] for c in calls),
+      "multi_gpu.sh, 2 GPUs: no rank under own_host.sh, NCCL_NVLS_ENABLE=0 in every run", calls)
+bench = [c[0].split()[:3] for c in calls if c[1].startswith("--bench -b 64 -t 1024 -d 524288 --bench-warmup 2 --bench-steps 6 --zero")]
+check(bench == [["ranks=2", "host=none", f"p2p={p}"] for p in "0011"] and
+      "1 GPU:            RESULT precision=bf16 gpus=1" in out and out.count("2 GPU P2P_DISABLE=") == 4,
+      "multi_gpu.sh bench, 2 GPUs: 1 GPU alone, then DDP and ZeRO-1 on 2 ranks with P2P on, then off", out + err)
+int8 = [(c[0].split()[2], c[1].split()[-1]) for c in calls if c[0].startswith("ranks=2 ") and
+        c[1].startswith("--bench -b 64 -t 1024 -d 524288") and "--grad-int8" in c[1]]
+check(int8 == [("p2p=0", "0"), ("p2p=0", "1"), ("p2p=1", "0"), ("p2p=1", "1")],
+      "multi_gpu.sh int8, 2 GPUs: timed at GPT-2's batch, with and without --grad-int8, P2P on and off", int8)
+env_ranks = sorted(c[0].split()[5] for c in calls if c[0].startswith("ranks=2 ") and "--rendezvous" not in c[1] and "-b 8 -t 1024" in c[1])
+check(env_ranks == ["local=0", "local=0", "local=1", "local=1"], "multi_gpu.sh env, 2 GPUs: the env launch gives each rank its own GPU "
+      "(LOCAL_RANK 0 and 1; MPI and NO_MPI builds)", calls)
+indep = sorted(c[0].split()[4] for c in calls if c[0].startswith("ranks=1 ") and " gpu=all" not in c[0])
+check(indep == ["gpu=0", "gpu=1"] and any(x.startswith("ceiling 1: 1 GPU alone 1000 | 2 independent 1-GPU runs at once 1000 1000 | 2-GPU DDP 1000")
+                                          for x in summary), "multi_gpu.sh ceiling, 2 GPUs: one independent run per GPU", out + err)
+check(len([x for x in summary if x.startswith("graphs speed: MEAN ")]) == 2 and
+      len([x for x in summary if x.startswith("graphs zero=") and "equal with and without graphs" in x]) == 4,
+      "multi_gpu.sh graphs, 2 GPUs: exactness (FP32, BF16; DDP, ZeRO-1) and the speed A/B", out + err)
 # ---------------------------------------------------------------------------------------------
 # dev/ranks_check.sh (make test's 2 ranks on one GPU): stand-ins for data/tokenize, mpirun and
 # the trainer (8 step lines; with STANDIN_RACE, --bucket-mb 0
