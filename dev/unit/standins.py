@@ -62,10 +62,12 @@ def lines_with(out, prefix):
 
 def gpu_tools(root, gpus=None):
     """Stand-ins in <root>/tools: mpirun (drops its options, exports STANDIN_RANKS = its -np and
-    OMPI_COMM_WORLD_RANK=0, runs the command in its own process) and, when `gpus` is given,
-    nvidia-smi listing that many GPUs. Returns a PATH with them first."""
+    OMPI_COMM_WORLD_RANK=0, runs the command in its own process, after STANDIN_MPIRUN_DELAY seconds
+    if set: a real mpirun takes a while to start its ranks) and, when `gpus` is given, nvidia-smi
+    listing that many GPUs. Returns a PATH with them first."""
     write(os.path.join(root, "tools/mpirun"), "#!/usr/bin/env bash\nn=1\n"
           "while [[ $1 == -* ]]; do case $1 in -np) n=$2; shift 2;; -x|--bind-to) shift 2;; --mca) shift 3;; *) shift;; esac; done\n"
+          "[ -n \"${STANDIN_MPIRUN_DELAY:-}\" ] && sleep \"$STANDIN_MPIRUN_DELAY\"\n"
           "STANDIN_RANKS=$n OMPI_COMM_WORLD_RANK=0 exec \"$@\"\n", exe=True)
     if gpus is not None:
         write(os.path.join(root, "tools/nvidia-smi"), "#!/bin/sh\n" + "".join(f"echo 'GPU {g}: stand-in'\n" for g in range(gpus)),

@@ -13,7 +13,9 @@ stand-in GPUs):
   scaling_run.sh with an unknown part: one line, exit 2;
   gpu_count.sh: nvidia-smi's GPUs (not its MIG lines), or CUDA_VISIBLE_DEVICES's entries when set;
   stop_signal.sh: each section's summary line (exit codes, the stop line, the resumed runs compared),
-      with a stand-in trainer that stops as the real one does on a signal; an unknown section."""
+      with a stand-in trainer that stops as the real one does on a signal; `ranks` under own_host.sh
+      on 1 GPU, one rank per GPU on 2, and not misled by an earlier run's logs in OUT; an unknown
+      section."""
 import os
 import re
 import shutil
@@ -212,6 +214,7 @@ x=100; out=""; resume=0; bench=0
 while [ $# -gt 0 ]; do case $1 in -x) x=$2; shift;; -o) out=$2; shift;; --resume) resume=1;; --bench) bench=1;;
     --bench-steps) x=$(( $2 + 2 )); shift;; esac; shift; done
 rank=${RANK:-${OMPI_COMM_WORLD_RANK:-0}}; world=${WORLD_SIZE:-1}
+[ -n "${HOSTS:-}" ] && echo "${STANDIN_RANKS:-$world} ${NCCL_HOSTID:-none}" >> "$HOSTS"   # the ranks' count, and the host id own_host.sh gives
 say() { [ "$rank" = 0 ] && echo "$@"; }
 say "stand-in: $(grep SigIgn /proc/$$/status 2>/dev/null)"   # for a failure's report: was SIGINT (bit 1) ignored from the start?
 stopfile=${out:-/tmp}/stop_request.$$; [ -n "$out" ] && { mkdir -p "$out"; stopfile=$out/stop_request; }
@@ -246,7 +249,8 @@ exit 0
 """
 root = tree("stop_signal.sh", "own_host.sh")
 write(os.path.join(root, "build/bf16/train_gpt2cu"), STANDIN_TRAINER_STOP, exe=True)
-rc, out, err = sh(root, "stop_signal.sh", env={"PATH": gpu_tools(root, gpus=1)}, timeout=120)
+hosts = os.path.join(root, "hosts.txt")
+rc, out, err = sh(root, "stop_signal.sh", env={"PATH": gpu_tools(root, gpus=1), "HOSTS": hosts}, timeout=120)
 summary = open(os.path.join(root, "out/stop_signal_summary.txt")).read().splitlines() if rc == 0 else []
 def summary_line(prefix):
     found = [x for x in summary if x.startswith(prefix)]
@@ -272,6 +276,23 @@ for to in ("mpirun", "rank"):
 check(re.search(r"odls_base_sigkill_timeout 10, output to files, SIGTERM to mpirun: rc=4 after \d+ s, stopping after step (\d+) of 400.*; "
                 r"run directory: .*\bstep_\1 ", summary_line("mpirun -np 2 --mca")),
       "stop_signal.sh ranks: SIGTERM to (stand-in) mpirun, each rank's output in its own file", out + err)
+def multi_rank_hosts():
+    return sorted(set(l.split(" ", 1)[1] for l in open(hosts).read().splitlines() if not l.startswith("1 "))) if os.path.exists(hosts) else []
+check(multi_rank_hosts() == ["own-host-rank0", "own-host-rank1"], "stop_signal.sh ranks, 1 GPU: the 2 ranks share it under own_host.sh",
+      multi_rank_hosts())
+# on 2 GPUs: one GPU per rank, NCCL over what joins them (no own_host.sh: its sockets are what the
+# 1-GPU machine already ran). Run in the same tree, so the first run's logs are in OUT: the waits
+# for a step line must not read them (an mpirun that takes 0.5 s to start its ranks was sent its
+# SIGTERM at once, on rank 0's old log, and died of it: rc 143)
+os.remove(hosts)
+rc, out, err = sh(root, "stop_signal.sh", ["ranks"], env={"PATH": gpu_tools(root, gpus=2), "HOSTS": hosts, "STANDIN_MPIRUN_DELAY": "0.5"},
+                  timeout=120)
+summary = open(os.path.join(root, "out/stop_signal_summary.txt")).read().splitlines() if rc == 0 else []
+check(multi_rank_hosts() == ["none"] and re.search(r"^2 ranks, SIGUSR1 to rank 1 only: rc 4 / 4", summary_line("2 ranks")) and
+      re.search(r"rc=4 after \d+ s, stopping after step (\d+) of 400.*; run directory: .*\bstep_\1 ", summary_line("mpirun -np 2 --mca")),
+      "stop_signal.sh ranks, 2 GPUs: every multi-rank run one rank per GPU, not under own_host.sh; the stops as on 1 GPU "
+      "(the earlier run's logs in OUT not read)",
+      out + err + str(multi_rank_hosts()))
 # gpu_count.sh, under which the scripts decide between one GPU per rank and own_host.sh: nvidia-smi
 # -L lists every GPU of the machine (hidden ones too) and a MIG device as a line of its own
 root = tree()
