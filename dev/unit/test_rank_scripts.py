@@ -3,6 +3,8 @@
 stand-in GPUs):
   scaling_run.sh race: the bitwise pairs of the race stress, one made to differ; with RANKS above
       the GPUs, the ranks under own_host.sh and the timed parts refused (multi_gpu.sh too);
+  scaling_run.sh probe and scaling on 2 GPUs: the three probes (P2P on, off, sockets) and the
+      table's rows, each type's transport; faults.sh nan: one rank per GPU on 2, own_host.sh on 1;
   multi_gpu.sh resume: straight vs killed-and-resumed runs on N ranks compared, DDP and ZeRO-1, and
       the checkpoint's refusal on 1 GPU;
   multi_gpu.sh on 2 GPUs (no own_host.sh): equal's FP32 curves held to 1e-5, BF16's to 0.5 %; bench
@@ -22,7 +24,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from standins import ROOT, check, finish, gpu_tools, lines_with, sh, tree, write  # noqa: E402
+from standins import ROOT, TRAINER_STANDIN, check, finish, gpu_tools, lines_with, sh, tree, write  # noqa: E402
 
 # scaling_run.sh race, on 2 stand-in GPUs: the trainer (a log.jsonl of 3 losses in -o DIR; with STANDIN_RACE, --bucket-mb 0
 # changes the last one: the race stress must name that pair, and only it)
@@ -133,6 +135,55 @@ check(indep == ["gpu=0", "gpu=1"] and any(x.startswith("ceiling 1: 1 GPU alone 1
 check(len([x for x in summary if x.startswith("graphs speed: MEAN ")]) == 2 and
       len([x for x in summary if x.startswith("graphs zero=") and "equal with and without graphs" in x]) == 4,
       "multi_gpu.sh graphs, 2 GPUs: exactness (FP32, BF16; DDP, ZeRO-1) and the speed A/B", out + err)
+# scaling_run.sh probe and scaling on 2 stand-in GPUs (RANKS unset: the parts that time the GPUs):
+# the probe alone (P2P on, then off), then one process per GPU over sockets; the table's rows, each
+# type with its transport (P2P off only where the type says so, sockets under own_host.sh), NVLink
+# multicast off in every run
+STANDIN_PROBE = r"""#!/usr/bin/env bash
+echo "probe ranks=${STANDIN_RANKS:-1} host=${NCCL_HOSTID:-none} p2p=${NCCL_P2P_DISABLE:-unset} nvls=${NCCL_NVLS_ENABLE:-unset} gpus=${CUDA_VISIBLE_DEVICES:-all} | $*" >> "$CALLS"
+[ "${1:-}" = --no-p2p-matrix ] || echo "P2P enabled: unidirectional GB/s | bidirectional GB/s | latency us"
+echo "ALLREDUCE_FIT gpus=2 p2p_disable=${NCCL_P2P_DISABLE:-0} alpha_us=30.0 busbw_gbs=300.0"
+"""
+root = tree("scaling_run.sh", "own_host.sh")
+for f in ("dev/scaling.py", "dev/configs.py"):
+    shutil.copy2(os.path.join(ROOT, f), os.path.join(root, f))
+calls_file = os.path.join(root, "calls.txt")
+write(os.path.join(root, "build/interconnect"), STANDIN_PROBE, exe=True)
+write(os.path.join(root, "build/bf16/train_gpt2cu"), TRAINER_STANDIN.replace("a = sys.argv\n", "a = sys.argv\nopen(os.environ['CALLS'], 'a').write("
+      "' '.join(f'{k}={os.environ.get(k, \"-\")}' for k in ('STANDIN_RANKS', 'NCCL_HOSTID', 'NCCL_P2P_DISABLE', 'NCCL_NVLS_ENABLE')) + ' | ' + ' '.join(a[1:]) + '\\n')\n"),
+      exe=True)
+rc, out, err = sh(root, "scaling_run.sh", ["probe", "scaling"], env=dict(PATH=gpu_tools(root, gpus=2), CALLS=calls_file, BLOCKS="1024,128", STEPS="5"),
+                  timeout=180)
+calls = open(calls_file).read().splitlines() if os.path.exists(calls_file) else []
+probes = [c.split(" | ")[0] for c in calls if c.startswith("probe ")]
+check(rc == 0 and probes[:3] == ["probe ranks=1 host=none p2p=unset nvls=0 gpus=all", "probe ranks=1 host=none p2p=1 nvls=0 gpus=all",
+                                 "probe ranks=2 host=own-host-rank0 p2p=unset nvls=0 gpus=all"] and
+      out.count("ALLREDUCE_FIT gpus=2") == 3, "scaling_run.sh probe, 2 GPUs: P2P on, P2P off, then one process per GPU over sockets", out + err)
+trainer = [c for c in calls if not c.startswith("probe ")]
+want = {"DDP": "STANDIN_RANKS=2 NCCL_HOSTID=- NCCL_P2P_DISABLE=0 NCCL_NVLS_ENABLE=0", "DDP, P2P off": "STANDIN_RANKS=2 NCCL_HOSTID=- NCCL_P2P_DISABLE=1 NCCL_NVLS_ENABLE=0",
+        "ZeRO-1": "STANDIN_RANKS=2 NCCL_HOSTID=- NCCL_P2P_DISABLE=0 NCCL_NVLS_ENABLE=0", "DDP, sockets": "STANDIN_RANKS=2 NCCL_HOSTID=own-host-rank0 NCCL_P2P_DISABLE=0 NCCL_NVLS_ENABLE=0",
+        "DDP int8, P2P off": "STANDIN_RANKS=2 NCCL_HOSTID=- NCCL_P2P_DISABLE=1 NCCL_NVLS_ENABLE=0"}
+rows = [l for l in out.splitlines() if l.startswith("| d12 | ")]
+check(len(trainer) == 24 and [c.split(" | ")[0] for c in trainer[:6]] == ["STANDIN_RANKS=- NCCL_HOSTID=- NCCL_P2P_DISABLE=0 NCCL_NVLS_ENABLE=0"] + list(want.values()) and
+      len(rows) == 24 and [r.split(" | ")[4] for r in rows[:6]] == ["DDP"] + list(want) and
+      all(r.split(" | ")[1] == ("1" if i % 6 == 0 else "2") for i, r in enumerate(rows)),
+      "scaling_run.sh scaling, 2 GPUs: 2 blocks x 2 modes, the 1-GPU row and the 5 types on 2 GPUs each, each type's transport", out + err)
+# faults.sh nan on 2 stand-in GPUs: the two ranks one per GPU (no own_host.sh); on 1 GPU they share it under own_host.sh
+STANDIN_NAN = r"""#!/usr/bin/env bash
+echo "${NCCL_HOSTID:-none}" >> "$HOSTS"
+for s in 5 6 7; do echo "step    $s/20 | loss nan | norm nan | skipped: non-finite gradients on rank 1"; done
+echo "error: 3 bad steps in a row (--max-bad-steps 3)"; exit 2
+"""
+for gpus, want in ((2, ["none"]), (1, ["own-host-rank0"])):
+    root = tree("faults.sh", "own_host.sh")
+    hosts = os.path.join(root, "hosts.txt")
+    for p in ("bf16", "fp16"):
+        write(os.path.join(root, f"build/{p}/train_gpt2cu"), STANDIN_NAN, exe=True)
+    rc, out, err = sh(root, "faults.sh", ["nan"], env=dict(PATH=gpu_tools(root, gpus=gpus), HOSTS=hosts, FAULTS_LOGS=os.path.join(root, "logs")))
+    lines = [l for l in out.splitlines() if l.startswith("nan ")]
+    check(rc == 0 and len(lines) == 2 and all(re.match(r"nan (bf16|fp16): rc=2 after [0-9.]+ s; 3 skipped steps;", l) for l in lines) and
+          sorted(set(open(hosts).read().split())) == want,
+          f"faults.sh nan, {gpus} GPU(s): {'one rank per GPU' if gpus == 2 else 'the ranks under own_host.sh'}, rc 2 and the skips", out + err)
 # ---------------------------------------------------------------------------------------------
 # dev/ranks_check.sh (make test's 2 ranks on one GPU): stand-ins for data/tokenize, mpirun and
 # the trainer (8 step lines; with STANDIN_RACE, --bucket-mb 0
