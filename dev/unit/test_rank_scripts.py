@@ -17,7 +17,9 @@ stand-in GPUs):
   stop_signal.sh: each section's summary line (exit codes, the stop line, the resumed runs compared),
       with a stand-in trainer that stops as the real one does on a signal; `ranks` under own_host.sh
       on 1 GPU, one rank per GPU on 2, and not misled by an earlier run's logs in OUT; an unknown
-      section."""
+      section;
+  x2_verify.sh: #6's two device calls, each part's arguments and environment, its refusals (no
+      call named, not 2 GPUs, P2P disabled by the caller), a part stopped at its limit."""
 import os
 import re
 import shutil
@@ -358,4 +360,43 @@ for visible, want in ((None, "2"), ("0", "1"), ("1,0", "2"), ("", "0"), ("GPU-a,
 rc, out, err = sh(tree("stop_signal.sh"), "stop_signal.sh", ["once"])
 check(rc == 2 and err.strip() == "stop_signal.sh: unknown section 'once' (one twice bench ranks)" and out == "",
       "stop_signal.sh with an unknown section: one line, exit 2", out + err)
+# x2_verify.sh: #6's two device calls on the 2-GPU machine; the scripts it runs are stand-ins that
+# note how they were called (arguments, BLOCKS/STEPS, NVLS, P2P) and leave a summary
+STANDIN_PART = """#!/usr/bin/env bash
+echo "$(basename "$0") $* BLOCKS=${BLOCKS:-} STEPS=${STEPS:-} NVLS=${NCCL_NVLS_ENABLE:-} P2P=${NCCL_P2P_DISABLE:-unset}" >> "$CALLS"
+mkdir -p "$OUT"; echo "summary of $(basename "$0") $*" > "$OUT/summary.txt"
+[ -n "${STANDIN_SLEEP:-}" ] && sleep "$STANDIN_SLEEP"
+exit 0
+"""
+root = tree("x2_verify.sh")
+for s in ("scaling_run.sh", "multi_gpu.sh", "faults.sh", "stop_signal.sh"):
+    write(os.path.join(root, "dev/device", s), STANDIN_PART, exe=True)
+calls = os.path.join(root, "calls.txt")
+def x2(args, gpus=2, **env):
+    if os.path.exists(calls):
+        os.remove(calls)
+    rc, out, err = sh(root, "x2_verify.sh", args, env=dict(PATH=gpu_tools(root, gpus=gpus), CALLS=calls, **env))
+    return rc, out, err, (open(calls).read().splitlines() if os.path.exists(calls) else [])
+for args, gpus, env, says in (([], 2, {}, "x2_verify.sh: name the call: call1 or call2 (got '')"),
+                              (["call1"], 1, {}, "x2_verify.sh: needs 2 distinct GPUs, this machine shows 1 (nvidia-smi -L / CUDA_VISIBLE_DEVICES)"),
+                              (["call1"], 2, {"NCCL_P2P_DISABLE": "1"},
+                               "x2_verify.sh: NCCL_P2P_DISABLE=1 is set: the P2P-on rows would run without P2P (unset it)")):
+    rc, out, err, ran = x2(args, gpus, **env)
+    check(rc == 2 and err.strip() == says and out == "" and ran == [], f"x2_verify.sh {' '.join(args)} on {gpus} GPU(s) {env}: one line, exit 2, nothing run",
+          out + err)
+rc, out, err, ran = x2(["call1"], NCCL_P2P_DISABLE="0")
+check(rc == 0 and ran == ["scaling_run.sh  BLOCKS=1024,128 STEPS=5 NVLS=0 P2P=0", "multi_gpu.sh equal int8 bench BLOCKS= STEPS= NVLS=0 P2P=0"] and
+      re.search(r"^scaling: rc=0 in \d+ s \(limit 330 s\)$", out, re.M) and re.search(r"^equal: rc=0 in \d+ s \(limit 250 s\)$", out, re.M) and
+      "================ equal/summary.txt\nsummary of multi_gpu.sh equal int8 bench" in out and os.path.exists(os.path.join(root, "out/x2_logs.tgz")),
+      "x2_verify.sh call1: scaling_run.sh (BLOCKS=1024,128 STEPS=5) then multi_gpu.sh equal int8 bench, NVLS off, summaries printed", out + err + str(ran))
+rc, out, err, ran = x2(["call2"])
+check(rc == 0 and ran == ["multi_gpu.sh env spike hellaswag resume BLOCKS= STEPS= NVLS=0 P2P=unset", "faults.sh kill nan peer BLOCKS= STEPS= NVLS=0 P2P=unset",
+                          "stop_signal.sh ranks BLOCKS= STEPS= NVLS=0 P2P=unset", "multi_gpu.sh peers BLOCKS= STEPS= NVLS=0 P2P=unset"] and
+      re.search(r"^peers: rc=0 in \d+ s \(limit 5\d\d s\)$", out, re.M),
+      "x2_verify.sh call2: env spike hellaswag resume, faults, stop_signal ranks, then peers with the time left", out + err + str(ran))
+# a part that runs past its time is stopped (its whole process group) and the parts that no longer fit are skipped
+rc, out, err, ran = x2(["call2"], X2_BUDGET="3", X2_MIN_PART="1", STANDIN_SLEEP="60")
+check(rc == 0 and len(ran) == 1 and re.search(r"^mg: rc=124 in [34] s \(limit 3 s\): TIMED OUT, its summary is partial$", out, re.M) and
+      all(re.search(rf"^{p}: skipped \(-?\d+ s left in the call\)$", out, re.M) for p in ("faults", "stop", "peers")),
+      "x2_verify.sh: a part past its limit stopped, the rest skipped", out + err + str(ran))
 finish()
