@@ -54,6 +54,17 @@ def resumed_at(steps, step, top):
     return [s for s in steps if s >= step] if step <= top else []
 
 
+def _add_step(out, skipped, top, step, loss, was_skipped):
+    """One step record into out ({step: loss}) and skipped, after dropping what a resume at this
+    step replaces (resumed_at); returns the new highest step read."""
+    for s in resumed_at(out, step, top):
+        del out[s]
+        skipped.discard(s)
+    out[step] = loss
+    (skipped.add if was_skipped else skipped.discard)(step)
+    return step
+
+
 def _jsonl_losses(text, skipped):
     out, top = {}, -1
     for line in text.splitlines():
@@ -62,25 +73,17 @@ def _jsonl_losses(text, skipped):
         for rec in json_records(line.strip()):
             if not isinstance(rec, dict) or rec.get("type") != "step" or "step" not in rec or "loss" not in rec:
                 continue
-            loss, step = rec["loss"], int(rec["step"])
-            for s in resumed_at(out, step, top):
-                del out[s]
-                skipped.discard(s)
-            out[step], top = math.nan if loss is None else float(loss), step
-            (skipped.add if rec.get("skipped") else skipped.discard)(step)
+            loss = math.nan if rec["loss"] is None else float(rec["loss"])
+            top = _add_step(out, skipped, top, int(rec["step"]), loss, rec.get("skipped"))
     return out
 
 
 def _text_losses(text, skipped):
     out, top = {}, -1
     for m in STEP_RE.finditer(text):   # later lines overwrite
-        step, end = int(m.group(1)), text.find("\n", m.end())
-        for s in resumed_at(out, step, top):
-            del out[s]
-            skipped.discard(s)
-        top = step
-        out[step] = float(m.group(2))
-        (skipped.add if "(skipped)" in text[m.end():end if end >= 0 else len(text)] else skipped.discard)(step)
+        end = text.find("\n", m.end())
+        top = _add_step(out, skipped, top, int(m.group(1)), float(m.group(2)),
+                        "(skipped)" in text[m.end():end if end >= 0 else len(text)])
     return out
 
 

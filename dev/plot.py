@@ -68,10 +68,11 @@ def read_run(path):
     def step_record(step):
         """Before a step record: where it starts a resumed run, the killed run's records (of every
         kind) from its step on are dropped, those the resumed run has not reached yet too."""
-        if resumed_at(skipped, step, top[0]):
+        replaced = resumed_at(skipped, step, top[0])
+        if replaced:
             for key in run:
                 run[key] = [r for r in run[key] if r[0] < step]
-            for s in resumed_at(skipped, step, top[0]):
+            for s in replaced:
                 del skipped[s]
         top[0] = step
     first = next((l.strip() for l in lines if l.strip()), "")

@@ -228,11 +228,10 @@ def run_config(a, n, T, mode, typ):
         print(f"  FAILED: {' '.join(cmd)}\n{e}", file=sys.stderr)
         return None
     r = parse_result(p.stdout)
-    if r is None or p.returncode != 0:   # (a RESULT line and then a failure, e.g. a rank's teardown: failed too)
-        print(f"  FAILED: {' '.join(cmd)} (exit code {p.returncode})\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}", file=sys.stderr)
-        return None
-    why = result_problem(r)
-    if why:              # a failed run too: the other runs' rows still get written
+    # (a RESULT line and then a failure, e.g. a rank's teardown: failed too; so is a RESULT line
+    # that cannot make a row: the other runs' rows still get written)
+    why = f"exit code {p.returncode}" if r is None or p.returncode != 0 else result_problem(r)
+    if why:
         print(f"  FAILED: {' '.join(cmd)} ({why})\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}", file=sys.stderr)
         return None
     r.update(gpus=n, T=T, mode=mode, type=typ, label=label, B=B)

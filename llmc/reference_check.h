@@ -5,15 +5,14 @@
 // a zeroed, doubled or swapped layer gradient, a non-finite loss, a state file that does not fit.
 #pragma once
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
-#include <sys/stat.h>
 #include "model.h"
+#include "shards.h"   // open_regular_file
 
 struct ReferenceState {
     int B = 0, T = 0, steps = 0;
@@ -33,15 +32,13 @@ constexpr int32_t REFERENCE_STATE_MAGIC = 20240327, REFERENCE_STATE_VERSION = 3;
 // reference would fail every check that reads it, naming the trainer).
 inline bool reference_state_read(const char* path, const GPT2Config& c, ReferenceState* s, std::string* err) {
     const std::string p(path);
-    struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) { *err = p + ": not a regular file, not a reference state"; return false; }
-    FILE* f = fopen(path, "rb");
-    if (!f) { *err = p + ": cannot open: " + strerror(errno) + " (run: python3 dev/reference.py)"; return false; }
+    size_t size = 0;
+    auto file = open_regular_file(p, &size, err);   // a directory or a named pipe: refused unopened
+    if (!file) { *err += " (run: python3 dev/reference.py)"; return false; }
+    FILE* f = file.get();
     int32_t h[256];
     const bool got_header = fread(h, sizeof(int32_t), 256, f) == 256;
-    const long long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    auto fail = [&](const std::string& why) { fclose(f); *err = p + ": " + why; return false; };
-    if (size < 0) return fail("cannot find the file's size");
+    auto fail = [&](const std::string& why) { *err = p + ": " + why; return false; };
     if (!got_header || h[0] != REFERENCE_STATE_MAGIC)
         return fail("not a reference state (no magic " + std::to_string(REFERENCE_STATE_MAGIC) + "; run: python3 dev/reference.py)");
     if (h[1] != REFERENCE_STATE_VERSION)
@@ -67,14 +64,12 @@ inline bool reference_state_read(const char* path, const GPT2Config& c, Referenc
     s->B = B; s->T = T; s->steps = steps;
     s->lr = hf[0]; s->beta1 = hf[1]; s->beta2 = hf[2]; s->eps = hf[3]; s->weight_decay = hf[4]; s->grad_clip = hf[5];
     s->x.resize(bt); s->y.resize(bt); s->logits.resize(bt * V); s->grads.resize(n); s->losses.resize(steps);
-    const bool ok = fseek(f, 256 * sizeof(int32_t), SEEK_SET) == 0 &&
-                    fread(s->x.data(), sizeof(int), bt, f) == bt && fread(s->y.data(), sizeof(int), bt, f) == bt &&
+    const bool ok = fread(s->x.data(), sizeof(int), bt, f) == bt && fread(s->y.data(), sizeof(int), bt, f) == bt &&
                     fread(s->logits.data(), sizeof(float), s->logits.size(), f) == s->logits.size() &&
                     fread(&s->loss, sizeof(float), 1, f) == 1 &&
                     fread(s->grads.data(), sizeof(float), n, f) == n &&
                     fread(s->losses.data(), sizeof(float), s->losses.size(), f) == s->losses.size();
     if (!ok) return fail("read error");
-    fclose(f);
     for (size_t i = 0; i < bt; i++) {
         if (s->x[i] < 0 || s->x[i] >= c.vocab_size || s->y[i] < 0 || s->y[i] >= c.vocab_size) {
             *err = p + ": token " + std::to_string(i) + " of the batch is not in [0, V=" + std::to_string(c.vocab_size) + ")";

@@ -131,6 +131,14 @@ inline bool check_true(const std::string& name, bool ok, const std::string& deta
 inline bool check_bitwise(const std::string& name, bool same) {
     return check_true(name, same, same ? "bitwise identical" : "NOT bitwise identical");
 }
+// d[n, n + pad) still hold poison()'s 0xFF bytes: a kernel whose last block is only partly used
+// wrote nothing past the end of its output.
+template <class T>
+inline bool check_untouched_past(const std::string& name, const T* d, size_t n, size_t pad) {
+    const std::vector<unsigned char> b = bytes_of(d + n, pad * sizeof(T));
+    const bool kept = std::all_of(b.begin(), b.end(), [](unsigned char x) { return x == 0xFF; });
+    return check_true(name, kept, kept ? "still poisoned" : "written");
+}
 // out vs ref: passes when every out is finite, rel_err <= tol, and no single element is off by
 // more than 8 * tol * (|ref| + rms(ref)) (catches a wrong row that the norm would dilute).
 inline bool check_close(const std::string& name, const std::vector<float>& out, const std::vector<double>& ref,
