@@ -215,6 +215,14 @@ __global__ void __launch_bounds__(THREADS, 1) backward_dq_kernel(const __grid_co
                 ring.release(it + j - 1);
                 pack_ds();
             }
+            // This thread read the item's dO and O tiles with ordinary loads (delta, above), which
+            // are generic-proxy accesses; the producer's next TMA load into this buffer (item n + 2)
+            // is an async-proxy write. The mbarrier hand-off below orders the two only within one
+            // proxy: the PTX memory model asks for a proxy fence between a generic access and a
+            // later async-proxy access to the same shared memory, reads included (fence.proxy,
+            // "memory model: proxies"). The loaded values were used long ago, so this cannot be
+            // seen to fail today; it makes the hand-off correct by the model, not by timing.
+            fence_proxy_async();
             ring.release_buffer(n);  // every read of this item's Q, dO and O is done
             const int last = (it + nmy - 1) % DQ_STAGES;
             wgmma_fence();

@@ -87,7 +87,10 @@ __device__ inline void cp_async_mbar_arrive(uint32_t bar) {
 // Ordinary stores (st.shared) write shared memory through the "generic proxy"; TMA and wgmma read
 // it through the "async proxy". This fence orders the two for the executing thread: after it (and
 // a barrier for the other threads' writes), what was stored is visible to a TMA store reading it.
-// (Tiles that TMA itself loaded need no fence before wgmma reads them: both are async proxy.)
+// Ordinary READS count too: a thread that read a TMA-loaded buffer with ordinary loads fences
+// before it releases the buffer to a TMA refill (the dQ kernel's dO and O tiles).
+// (Tiles that TMA itself loaded need no fence before wgmma reads them: both are async proxy; nor
+// does a TMA store's source before ordinary stores rewrite it: cp.async.bulk.wait_group.read.)
 __device__ inline void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ inline void st_shared_u32(uint32_t addr, uint32_t v) { asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory"); }
 
