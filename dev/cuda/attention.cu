@@ -1,8 +1,10 @@
 // Checks llmc/attention.cuh against a float64 CPU causal attention, hs=64, at B=2, NH=4, T=64 and
 // T=100 (not a multiple of the 64-row tiles nor of 8), then at B=2, NH=3 (an odd head count),
 // T = 1, 17, 63, 65, 127, 128, 129: shorter than one tile, and either side of the 64- and 128-row
-// tile edges (SMALL_T below). A reference whose rms is ~0 (dq, dk at T=1: a softmax over one key
-// has no derivative wrt its score) is judged by the absolute error instead (check_close_or_abs):
+// tile edges (SMALL_T below); then T = 63 and 129 at 400 items of 128 rows, where the persistent
+// wgmma kernels run several such items per CTA (PERSISTENT_EDGES). A reference whose rms is ~0 (dq,
+// dk at T=1: a softmax over one key has no derivative wrt its score) is judged by the absolute
+// error instead (check_close_or_abs):
 //   - attention_forward / attention_backward, the model's path (flash attention in fp16/bf16
 //     builds, the cuBLAS reference in FP32 builds): out; the saved state (the per-row log-sum-exp
 //     for flash, the probabilities for the reference); dq, dk, dv read from dqkv (NaN-poisoned
@@ -483,9 +485,21 @@ static void check_against_cpu(Context* ctx, const Problem& P) {
 // T=1: the only key's probability is 1, so dq and dk are exactly 0 (the absolute error judges them).
 constexpr int SMALL_T[] = {1, 17, 63, 65, 127, 128, 129};
 
+// The same edges in the persistent kernels' loop: at SMALL_T's B=2, NH=3 there are at most 12
+// items (128 rows of one head each), so every CTA of the wgmma kernels runs one item and stops:
+// those edges never meet the ring, the double buffers and their mbarrier phases in the middle of
+// a CTA's run. At 400 items a 132-SM GPU gives each CTA 3 or 4 (the last round partial):
+//   T=63:  dQ's second key tile lies wholly past T (a TMA box entirely out of bounds), and each
+//          dK/dV item has one query tile, so its second warpgroup takes the skip-and-release path;
+//   T=129: dK/dV items of three and of one query tile alternate in a CTA (ring phases across items
+//          of different lengths), and the last query item's fourth dQ key tile lies past T.
+struct PersistentShape { int B, T, NH; };
+constexpr PersistentShape PERSISTENT_EDGES[] = {{8, 63, 50}, {4, 129, 50}};
+
 // The default checks: every path against the float64 CPU reference at T=64 and 100; then, on
 // sm_90a, the polynomial exp2 and (timings enabled) mma.sync vs wgmma; then (fp16/bf16, timings
-// enabled) flash vs the cuBLAS reference at long sequences; then the float64 checks at SMALL_T.
+// enabled) flash vs the cuBLAS reference at long sequences; then the float64 checks at SMALL_T and
+// PERSISTENT_EDGES.
 static void run_default_checks(Context* ctx) {
     check_begin(*ctx, "attention");
     for (int T : {64, 100}) check_against_cpu(ctx, reference(2, T, 4, 64));
@@ -507,6 +521,7 @@ static void run_default_checks(Context* ctx) {
 #endif
     // last, so that every check above draws the same random inputs as before these were added
     for (int T : SMALL_T) check_against_cpu(ctx, reference(2, T, 3, 64));
+    for (const PersistentShape& p : PERSISTENT_EDGES) check_against_cpu(ctx, reference(p.B, p.T, p.NH, 64));
 }
 
 // ---- timing at GPT-2 small shapes, then the studies the options ask for (attention_timing.cuh);
