@@ -181,8 +181,10 @@ __global__ void __launch_bounds__(THREADS, 2)
     for (int w = 1; w < WARPS; w++) M = fmaxf(M, warp_max_smem[w]);
     const float M2 = M * LOG2E;
     // m == M gives m_log2 == M2 exactly (the same product): that thread's scale is exactly 1.
-    // (A NaN logit makes s, hence S and the loss, NaN, as it should.)
-    float S = warp_sum(m == -INFINITY ? 0.0f : s * exp2f(m_log2 - M2));
+    // A NaN logit makes s, hence S and the loss, NaN, as it should. The max skips NaNs (fmaxf,
+    // __hmax2), so a thread whose columns are ALL NaN (or NaN and -inf) keeps m = -inf, like a
+    // thread without columns: its s (NaN; 0 for the others) is added as it is, not dropped.
+    float S = warp_sum(m == -INFINITY ? s : s * exp2f(m_log2 - M2));
     if (lane == 0) warp_sum_smem[warp] = S;
     __syncthreads();
     S = warp_sum_smem[0];

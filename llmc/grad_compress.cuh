@@ -28,6 +28,7 @@
 // length rounded up; with DDP every piece the same slot, as ncclAllGather needs), and slot /
 // QGROUP scales; the values past a piece's end count as 0.
 #pragma once
+#include <algorithm>   // std::max({...}), std::min (grad_bucket_max)
 #include <cstdint>
 #include <vector>
 #include "common.cuh"
@@ -51,7 +52,10 @@ __device__ inline void quantize_group(const float v[4], int8_t* q, float* s, siz
     for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     bad = __any_sync(0xffffffffu, bad);   // fmaxf drops a nan: test finiteness separately
     const bool zeros = bad || amax < QGROUP_TINY;
-    const float inv = zeros ? 0.0f : 127.0f / amax;
+    // __fdiv_rn, not '/': under --use_fast_math '/' is div.approx.ftz.f32, which returns 0 for a
+    // divisor above 2^126 (~8.5e37, finite in bf16 and fp32). Such a group was sent as zeros with a
+    // finite scale: a huge finite gradient vanished on every rank, and the norm no longer showed it.
+    const float inv = zeros ? 0.0f : __fdiv_rn(127.0f, amax);
     char4 out;
     signed char* o8 = reinterpret_cast<signed char*>(&out);
     for (int k = 0; k < 4; k++) o8[k] = (signed char)__float2int_rn(fminf(fmaxf(v[k] * inv, -127.0f), 127.0f));

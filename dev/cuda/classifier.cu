@@ -8,6 +8,8 @@
 // large one (V=120000, Vp=120064: only the first part of the row fits in shared memory, the rest
 // is read from global memory; in the fp32 build that is already the case at V=50257);
 //   - determinism: two runs on the same 2048 rows give bitwise identical losses, loss_sum, dlogits;
+//   - NaN logits (a chunk of them, all one thread's columns at V=999; and a single one): the row's
+//     loss and dlogits NaN, the other rows' as the reference;
 //   - timing at the trainer's chunk, N=16384 rows (B*T of a 124M step is 4 of them): the kernel
 //     against the previous one (fused_classifier_prev below, kept only here for the comparison),
 //     whose losses it must also match; prints ms, GB/s (bytes: the row read once, the gradient
@@ -128,6 +130,53 @@ static void check_shape(Context& ctx, int N, int V, int Vp, const std::string& t
                std::to_string(nonzero_pad) + " non-zero padding entries");
 }
 
+// ---- NaN logits: a NaN must make its row's loss NaN. With V=999 each thread owns at most one
+// 16-byte chunk, so a chunk of NaNs is ALL of its thread's columns: that thread's max stays -inf
+// (the max skips NaNs), and its NaN sum was dropped as if it had no columns (the loss came out
+// finite). Row 1: one chunk of NaNs; row 2: a single NaN (its thread's other values finite);
+// rows 0 and 3 clean and as the reference. With dloss the NaN rows' gradients are NaN too.
+static void check_nan_logits(Context* ctx) {
+    const int N = 4, V = 999, Vp = 1024, K = x128::size;
+    std::vector<float> logits = randn((size_t)N * Vp, 2.0f);
+    for (int c = 5 * K; c < 6 * K; c++) logits[(size_t)1 * Vp + c] = NAN;
+    logits[(size_t)2 * Vp + 7 * K + 1] = NAN;
+    const std::vector<int> targets = {3, 0, 0, V - 1};
+    floatX* d_logits = to_device(logits);
+    int* d_targets = to_device_raw(targets);
+    float *d_losses = dalloc<float>(N), *d_loss_sum = to_device_raw(std::vector<float>{0.0f});
+    for (float dloss : {0.0f, 1.0f / N}) {
+        upload(d_logits, logits);
+        poison(d_losses, N);
+        fused_classifier(ctx, d_logits, d_losses, d_loss_sum, d_targets, dloss, N, V, Vp);
+        const std::vector<float> l = from_device_raw(d_losses, N);
+        const std::string tag = std::string("fused_classifier NaN logits (V=999") + (dloss != 0 ? ", dloss)" : ", dloss=0)");
+        check_true(tag + ": a chunk of NaNs makes the row's loss NaN", std::isnan(l[1]), "loss " + std::to_string(l[1]));
+        check_true(tag + ": one NaN makes the row's loss NaN", std::isnan(l[2]), "loss " + std::to_string(l[2]));
+        bool clean = true;
+        for (int r : {0, 3}) {
+            const float* x = &logits[(size_t)r * Vp];
+            double mx = -1e300, sum = 0;
+            for (int c = 0; c < V; c++) mx = std::max(mx, (double)x[c]);
+            for (int c = 0; c < V; c++) sum += std::exp(x[c] - mx);
+            clean &= std::fabs(l[r] - (mx + std::log(sum) - x[targets[r]])) < 1e-4;
+        }
+        check_true(tag + ": the other rows' losses as the reference", clean, "rows 0 and 3");
+        if (dloss != 0) {
+            const std::vector<float> g = from_device(d_logits, (size_t)N * Vp);
+            size_t nan_rows_finite = 0, clean_rows_nonfinite = 0;
+            for (int r = 0; r < N; r++)
+                for (int c = 0; c < V; c++) {
+                    const bool fin = std::isfinite(g[(size_t)r * Vp + c]);
+                    if (r == 1 || r == 2) nan_rows_finite += fin;
+                    else clean_rows_nonfinite += !fin;
+                }
+            check_true(tag + ": the NaN rows' dlogits all NaN, the others finite", nan_rows_finite == 0 && clean_rows_nonfinite == 0,
+                       std::to_string(nan_rows_finite) + " finite in the NaN rows, " + std::to_string(clean_rows_nonfinite) +
+                           " non-finite in the others");
+        }
+    }
+}
+
 // where the kernel keeps a row: all of it in shared memory, or its first part
 static std::string row_placement(Context* ctx, int v) {
     const int cached = classifier_cached_chunks(ctx, v), all = (int)ceil_div(v, x128::size);
@@ -216,6 +265,7 @@ int main() {
     check_shape(ctx, 16, 999, 1024, " [V=999 Vp=1024, " + row_placement(&ctx, 999) + "]");
     check_shape(ctx, 8, 120000, 120064, " [V=120000 Vp=120064, " + row_placement(&ctx, 120000) + "]");
     check_determinism(&ctx, V, Vp);
+    check_nan_logits(&ctx);
     if (timing_enabled()) time_classifier(&ctx, V, Vp);
 
     context_destroy(&ctx);

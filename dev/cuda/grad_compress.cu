@@ -12,6 +12,7 @@
 //     rounding of the exact mean; every other value untouched;
 //   - timing of the three kernels on 16M values (a 32 MB bf16 bucket).
 // Run: make dev/cuda/grad_compress_check && ./dev/cuda/grad_compress_check   (PRECISION=BF16|FP32 for others)
+#include <type_traits>
 #include "check.cuh"
 #include "../../llmc/grad_compress.cuh"
 
@@ -51,6 +52,13 @@ static void check_roundtrip(Context* ctx) {
     std::vector<float> x = grad_like(n);
     for (size_t i = 5 * QGROUP; i < 6 * QGROUP; i++) x[i] = 0.0f;   // one all-zero group
     for (size_t i = 7 * QGROUP; i < 8 * QGROUP; i++) x[i] *= 1e-33f;  // one below QGROUP_TINY (zero in FP16)
+    // one near the top of the range, absmax 2e38 > 2^126 (bf16 and fp32 only: inf in fp16): there
+    // a fast-math 127 / absmax is 0, and the group came back as zeros
+    constexpr bool huge_group = !std::is_same_v<floatX, __half>;
+    if (huge_group) {
+        const double f = 2e38 / group_absmax(x, 11);
+        for (size_t i = 11 * QGROUP; i < 12 * QGROUP; i++) x[i] = (float)(x[i] * f);
+    }
     floatX* d_x = to_device(x);
     const size_t slot = qgroup_slot(n);
     int8_t* d_q = dalloc<int8_t>(slot);
@@ -77,6 +85,14 @@ static void check_roundtrip(Context* ctx) {
     bool tiny = true;
     for (size_t i = 7 * QGROUP; i < 8 * QGROUP; i++) tiny &= y[i] == 0.0f;
     check_true("a group below QGROUP_TINY is sent as zeros", tiny, "group 7, values ~1e-33");
+    if (huge_group) {   // (also covered by "within half a step" above; this line names the case)
+        size_t off = 0;
+        const double bound = group_absmax(x, 11) / 254.0 * (1 + 1e-6);
+        for (size_t i = 11 * QGROUP; i < 12 * QGROUP; i++) off += !(std::fabs((double)y[i] - x[i]) <= bound + out_rounding(x[i]));
+        check_true("a group of absmax 2e38 (above 2^126) within half a step, not zeros", off == 0,
+                   std::to_string(off) + " of 128 values off (y[0] = " + std::to_string(y[11 * QGROUP]) + " for " +
+                       std::to_string(x[11 * QGROUP]) + ")");
+    }
 
     // a group with an inf and one with a nan: nan scales there, the others unchanged
     x[3 * QGROUP + 7] = INFINITY;
