@@ -210,6 +210,12 @@ static long long arg_or(int argc, char** argv, int i, const char* name, long lon
 }
 
 int main(int argc, char** argv) {
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: %s [MODEL_FILE [STATE_FILE [RECOMPUTE 0|1|2 [LM_HEAD_CHUNK_TOKENS [1: time the GEMM algorithms]]]]]\n"
+               "defaults: dev_data/reference_model.bin dev_data/reference_state.bin 0 %zu 0 (python3 dev/reference.py writes the two files)\n",
+               argv[0], DEFAULT_LOGIT_CHUNK);
+        return 0;
+    }
     const char* model_path = argc > 1 ? argv[1] : "dev_data/reference_model.bin";
     const char* state_path = argc > 2 ? argv[2] : "dev_data/reference_state.bin";
     const int recompute = (int)arg_or(argc, argv, 3, "recompute level", 0, 0, 2);

@@ -206,6 +206,11 @@ else
 fi
 # ./test_gpt2cu's numeric arguments (recompute level, lm-head chunk, timed GEMMs), checked before it reads a file
 if [ -x ./test_gpt2cu ]; then
+    # --help / -h: its arguments, exit 0 (not "--help: cannot open", a model file of that name)
+    for h in --help -h; do
+        if out=$(./test_gpt2cu $h 2>&1) && [[ "$out" == "usage: "*"dev/reference.py"* ]]; then passed=$((passed + 1)); echo "PASS test_gpt2cu $h: usage, exit 0"
+        else failed=$((failed + 1)); echo "FAIL test_gpt2cu $h: $out"; fi
+    done
     expect "test_gpt2cu, recompute level 7" "recompute level (argument 3) must be an integer in [0, 2], got '7'" -- ./test_gpt2cu m s 7
     expect "test_gpt2cu, lm-head chunk 0" "lm-head chunk (tokens) (argument 4) must be an integer" -- ./test_gpt2cu m s 1 0
     expect "test_gpt2cu, lm-head chunk 64k" "got '64k'" -- ./test_gpt2cu m s 1 64k
