@@ -14,6 +14,7 @@
 #include <cstring>
 #include <string>
 #include <vector>
+#include <unistd.h>  // access
 #include "llmc/gpt2_step.cuh"
 #include "llmc/options.h"
 #include "llmc/reference_check.h"
@@ -223,7 +224,11 @@ int main(int argc, char** argv) {
     const bool tune = arg_or(argc, argv, 5, "timed GEMM algorithms (0|1)", 0, 0, 1) != 0;
     std::string err;
     Fixture f;
-    if (!model_file_read_header(model_path, &f.cfg, &err) || !reference_state_read(state_path, f.cfg, &f.ref, &err)) {
+    if (!model_file_read_header(model_path, &f.cfg, &err)) {   // as a missing state says (reference_state_read): which script writes it
+        fprintf(stderr, "error: %s%s\n", err.c_str(), access(model_path, F_OK) != 0 ? " (run: python3 dev/reference.py)" : "");
+        return 1;
+    }
+    if (!reference_state_read(state_path, f.cfg, &f.ref, &err)) {
         fprintf(stderr, "error: %s\n", err.c_str());
         return 1;
     }

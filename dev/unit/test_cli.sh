@@ -216,6 +216,8 @@ if [ -x ./test_gpt2cu ]; then
     expect "test_gpt2cu, lm-head chunk 64k" "got '64k'" -- ./test_gpt2cu m s 1 64k
     expect "test_gpt2cu, timed GEMMs x" "timed GEMM algorithms (0|1) (argument 5)" -- ./test_gpt2cu m s 1 64 x
     expect "test_gpt2cu, a missing model file" "$tmp/none.bin: cannot open" -- ./test_gpt2cu "$tmp/none.bin" s
+    # as a missing state file does (llmc/reference_check.h), it says which script writes the two
+    expect "test_gpt2cu, a missing model file names dev/reference.py" "(run: python3 dev/reference.py)" -- ./test_gpt2cu "$tmp/none.bin" s
     expect "test_gpt2cu, every numeric argument valid (then the missing file)" "$tmp/none.bin: cannot open" -- ./test_gpt2cu "$tmp/none.bin" s 2 64 1
 else
     echo "note: ./test_gpt2cu not built (make test_gpt2cu): its argument checks skipped"
