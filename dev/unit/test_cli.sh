@@ -234,6 +234,11 @@ fi
 if [ -x dev/power_probe ]; then
     expect "power_probe without arguments" "usage: " -- dev/power_probe
     expect "power_probe, zero blocks" "ctas and seconds must be positive" -- dev/power_probe 0
+    # --help is its usage (not "ctas must be positive": atoi read it as 0), and a number must be one whole
+    if out=$(dev/power_probe --help 2>&1) && [[ "$out" == "usage: "* ]]; then passed=$((passed + 1)); echo "PASS power_probe --help: usage, exit 0"
+    else failed=$((failed + 1)); echo "FAIL power_probe --help: $out"; fi
+    expect "power_probe, blocks not a number" "'many' is not a number" -- dev/power_probe many
+    expect "power_probe, seconds not a number" "'6s' is not a number" -- dev/power_probe 66 6s
     expect "power_probe, unknown mode" "mode 'copies' is not mix, copy or gemm" -- dev/power_probe 66 1 copies
 else
     echo "note: dev/power_probe not built (make dev/power_probe): its argument checks skipped"
