@@ -143,6 +143,10 @@ if [ -x "$ck" ]; then
     expect "--resume before the first checkpoint: the run's options.txt" "option --lr: 0.0003 differs from 0.0006, which the run being resumed was started with ($tmp/res0/options.txt)" -- $bin -o "$tmp/res0" --resume -l 3e-4
     mkdir -p "$tmp/res_empty"; : > "$tmp/res_empty/options.txt"   # what a lost write could leave: refused, not taken as "no options"
     expect "--resume, an empty options.txt" "$tmp/res_empty/options.txt: empty (damaged?)" -- $bin -o "$tmp/res_empty" --resume
+    # a named pipe or a directory as options.txt: refused in one line (fopen would wait on the pipe for a writer)
+    mkdir -p "$tmp/res_fifo" "$tmp/res_dir/options.txt"; mkfifo "$tmp/res_fifo/options.txt"
+    expect "--resume, options.txt a named pipe" "$tmp/res_fifo/options.txt: not a regular file" -- timeout 5 $bin -o "$tmp/res_fifo" --resume
+    expect "--resume, options.txt a directory" "$tmp/res_dir/options.txt: not a regular file" -- timeout 5 $bin -o "$tmp/res_dir" --resume
     printf 'lr=0.0006\nseed=7\nbatch=0\n' > "$tmp/res/step_00000020/options.txt"
     expect "--resume, a bad options.txt" "$tmp/res/step_00000020/options.txt: option --batch: 0 is out of range" -- $bin -o "$tmp/res" --resume
     # a kept value out of range (a range narrowed since the run began): refused, unless replaced
