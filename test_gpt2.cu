@@ -14,6 +14,7 @@
 #include <cstring>
 #include <string>
 #include <vector>
+#include <unistd.h>  // access
 #include "llmc/gpt2_step.cuh"
 #include "llmc/options.h"
 #include "llmc/reference_check.h"
@@ -210,6 +211,12 @@ static long long arg_or(int argc, char** argv, int i, const char* name, long lon
 }
 
 int main(int argc, char** argv) {
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: %s [MODEL_FILE [STATE_FILE [RECOMPUTE 0|1|2 [LM_HEAD_CHUNK_TOKENS [1: time the GEMM algorithms]]]]]\n"
+               "defaults: dev_data/reference_model.bin dev_data/reference_state.bin 0 %zu 0 (python3 dev/reference.py writes the two files)\n",
+               argv[0], DEFAULT_LOGIT_CHUNK);
+        return 0;
+    }
     const char* model_path = argc > 1 ? argv[1] : "dev_data/reference_model.bin";
     const char* state_path = argc > 2 ? argv[2] : "dev_data/reference_state.bin";
     const int recompute = (int)arg_or(argc, argv, 3, "recompute level", 0, 0, 2);
@@ -217,7 +224,11 @@ int main(int argc, char** argv) {
     const bool tune = arg_or(argc, argv, 5, "timed GEMM algorithms (0|1)", 0, 0, 1) != 0;
     std::string err;
     Fixture f;
-    if (!model_file_read_header(model_path, &f.cfg, &err) || !reference_state_read(state_path, f.cfg, &f.ref, &err)) {
+    if (!model_file_read_header(model_path, &f.cfg, &err)) {   // as a missing state says (reference_state_read): which script writes it
+        fprintf(stderr, "error: %s%s\n", err.c_str(), access(model_path, F_OK) != 0 ? " (run: python3 dev/reference.py)" : "");
+        return 1;
+    }
+    if (!reference_state_read(state_path, f.cfg, &f.ref, &err)) {
         fprintf(stderr, "error: %s\n", err.c_str());
         return 1;
     }

@@ -14,11 +14,11 @@ logits, loss and gradients come from HF's own model on seeded random tokens, so
 checks the CUDA forward and backward against transformers directly.
 """
 import json, os, sys, tempfile
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model_file import HEADER_INTS, HF_BLOCK_MAP, HF_HEAD_MAP, PARAM_ORDER, SelfTest, doc_parser, padded_vocab, \
-    param_shapes, read_model, write_model, write_tensors
+    param_shapes, read_model, write_model, write_tensors  # first: one line where numpy is missing
+import numpy as np
 from reference import need
 # PyTorch and transformers are imported inside the functions below (see dev/reference.py): --help
 # and a folder that is not a GPT-2 checkpoint need neither; main says in one line when a run

@@ -16,10 +16,10 @@ header, the raw tensors). OUT_DIR must not exist or be empty: nothing is overwri
 is written under a temporary name and renamed when complete.
 """
 import json, os, shutil, struct, sys, tempfile
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model_file import HF_BLOCK_MAP, HF_HEAD_MAP, SelfTest, doc_parser, padded_vocab, param_shapes, read_model, write_model
+from model_file import HF_BLOCK_MAP, HF_HEAD_MAP, SelfTest, doc_parser, padded_vocab, param_shapes, read_model, write_model  # first: one line where numpy is missing
+import numpy as np
 
 GPT2_VOCAB = 50257  # the tokenizer files only describe GPT-2's own vocabulary
 

@@ -28,11 +28,10 @@ import re
 import sys
 import time
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from model_file import doc_parser  # noqa: E402
+from model_file import doc_parser  # noqa: E402  (first: one line where numpy is missing)
+import numpy as np  # noqa: E402
 
 CHOICES_MAGIC, CHOICES_VERSION, CHOICES_HEADER_INTS, CHOICES_MAX_K = 20261202, 1, 256, 64
 EOT = 50256  # the pad token (any id would do: a pad sits after the row, and attention is causal)

@@ -12,8 +12,14 @@ Token shard (llm.c, little-endian):
 import math
 import os
 import stat
+import sys
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError as e:  # one line, as reference.need says it for PyTorch: every dev/ tool that needs numpy imports this first
+    _main = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    _root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.exit(f"{os.path.relpath(_main, _root) if _main.startswith(_root + os.sep) else 'dev/model_file.py'} needs numpy (pip install numpy): {e}")
 
 MODEL_MAGIC, MODEL_VERSION = 20240326, 3
 TOKENS_MAGIC, TOKENS_VERSION = 20240520, 1

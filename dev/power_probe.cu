@@ -38,7 +38,15 @@ __global__ void fill_kernel(__nv_bfloat16* p, size_t n, unsigned seed) {
 }
 
 int main(int argc, char** argv) {
-    if (argc < 2) { fprintf(stderr, "usage: power_probe ctas [seconds=6] [mode=mix|copy|gemm]\n"); return 2; }
+    const char* usage = "usage: power_probe ctas [seconds=6] [mode=mix|copy|gemm]\n";
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { printf("%s", usage); return 0; }
+    if (argc < 2) { fprintf(stderr, "%s", usage); return 2; }
+    // numbers only: atoi/atof took --help for 0 and 6s for 6
+    for (int i = 1; i < argc && i <= 2; i++) {
+        char* end = nullptr;
+        strtod(argv[i], &end);
+        if (end == argv[i] || *end) { fprintf(stderr, "power_probe: '%s' is not a number (%s)\n", argv[i], i == 1 ? "ctas" : "seconds"); return 2; }
+    }
     int ctas = atoi(argv[1]);
     double seconds = argc > 2 ? atof(argv[2]) : 6.0;
     const char* mode = argc > 3 ? argv[3] : "mix";

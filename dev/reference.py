@@ -12,11 +12,11 @@ The model is written functionally over the stacked parameter tensors of the mode
 what the script trains is exactly what it writes: no re-layout between PyTorch and C++.
 """
 import argparse, importlib, math, os, sys, time
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model_file import PARAM_ORDER, padded_vocab, param_shapes, write_model, read_model, \
-    read_tokens, write_tensors, HEADER_INTS
+    read_tokens, write_tensors, HEADER_INTS  # first: one line where numpy is missing
+import numpy as np
 from configs import CONFIGS, make_config
 
 STATE_MAGIC, STATE_VERSION = 20240327, 3

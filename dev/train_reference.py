@@ -16,10 +16,10 @@ the next block; micro-step i of a step reads tokens [start + i*B*T, start + i*B*
 After a shard's last block the next shard follows, after the last shard the first again.
 """
 import argparse, ctypes, ctypes.util, glob, json, math, os, sys, time
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model_file import map_tokens, read_model
+from model_file import map_tokens, read_model  # first: one line where numpy is missing
+import numpy as np
 from reference import clip_grad_norm, forward, need
 # PyTorch is imported inside the functions below (see dev/reference.py): --help, bad arguments and
 # unreadable inputs need no PyTorch, and main says in one line when a run cannot have it.

@@ -55,8 +55,12 @@ inline bool dir_can_be_used(const std::string& path, bool write, std::string* er
     }
 }
 
-// A whole (small) text file into *text; false + the reason in *err.
+// A whole (small) text file into *text; false + the reason in *err. A regular file only, checked
+// before fopen, which would wait on a named pipe for a writer (as open_regular_file, shards.h).
 inline bool read_text_file(const std::string& path, std::string* text, std::string* err) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) { *err = path + ": cannot open: " + strerror(errno); return false; }
+    if (!S_ISREG(st.st_mode)) { *err = path + ": not a regular file"; return false; }
     FILE* f = fopen(path.c_str(), "rb");
     if (!f) { *err = path + ": cannot open: " + strerror(errno); return false; }
     text->clear();

@@ -76,7 +76,13 @@ inline bool reference_state_read(const char* path, const GPT2Config& c, Referenc
             return false;
         }
     }
-    bool finite = std::isfinite(s->loss) && s->loss > 0;
+    if (std::isfinite(s->loss) && !(s->loss > 0)) {   // a cross-entropy over V > 1 classes is above 0
+        char v[32];
+        snprintf(v, sizeof v, "%g", s->loss);
+        *err = p + ": the reference's loss " + v + " is not positive";
+        return false;
+    }
+    bool finite = std::isfinite(s->loss);
     for (float v : s->losses) finite = finite && std::isfinite(v);
     for (float v : s->logits) finite = finite && std::isfinite(v);
     for (float v : s->grads) finite = finite && std::isfinite(v);

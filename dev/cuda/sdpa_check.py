@@ -24,10 +24,9 @@ import sys
 import tempfile
 import warnings
 
-import numpy as np
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from reference import need  # noqa: E402  (one line where PyTorch is missing, as every tool of dev/)
+from reference import need  # noqa: E402  (one line where PyTorch is missing, as every tool of dev/; numpy too)
+import numpy as np  # noqa: E402
 torch = need("dev/cuda/sdpa_check.py", "torch", "PyTorch")
 import torch.nn.functional as F  # noqa: E402
 

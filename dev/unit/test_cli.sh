@@ -143,6 +143,10 @@ if [ -x "$ck" ]; then
     expect "--resume before the first checkpoint: the run's options.txt" "option --lr: 0.0003 differs from 0.0006, which the run being resumed was started with ($tmp/res0/options.txt)" -- $bin -o "$tmp/res0" --resume -l 3e-4
     mkdir -p "$tmp/res_empty"; : > "$tmp/res_empty/options.txt"   # what a lost write could leave: refused, not taken as "no options"
     expect "--resume, an empty options.txt" "$tmp/res_empty/options.txt: empty (damaged?)" -- $bin -o "$tmp/res_empty" --resume
+    # a named pipe or a directory as options.txt: refused in one line (fopen would wait on the pipe for a writer)
+    mkdir -p "$tmp/res_fifo" "$tmp/res_dir/options.txt"; mkfifo "$tmp/res_fifo/options.txt"
+    expect "--resume, options.txt a named pipe" "$tmp/res_fifo/options.txt: not a regular file" -- timeout 5 $bin -o "$tmp/res_fifo" --resume
+    expect "--resume, options.txt a directory" "$tmp/res_dir/options.txt: not a regular file" -- timeout 5 $bin -o "$tmp/res_dir" --resume
     printf 'lr=0.0006\nseed=7\nbatch=0\n' > "$tmp/res/step_00000020/options.txt"
     expect "--resume, a bad options.txt" "$tmp/res/step_00000020/options.txt: option --batch: 0 is out of range" -- $bin -o "$tmp/res" --resume
     # a kept value out of range (a range narrowed since the run began): refused, unless replaced
@@ -206,11 +210,18 @@ else
 fi
 # ./test_gpt2cu's numeric arguments (recompute level, lm-head chunk, timed GEMMs), checked before it reads a file
 if [ -x ./test_gpt2cu ]; then
+    # --help / -h: its arguments, exit 0 (not "--help: cannot open", a model file of that name)
+    for h in --help -h; do
+        if out=$(./test_gpt2cu $h 2>&1) && [[ "$out" == "usage: "*"dev/reference.py"* ]]; then passed=$((passed + 1)); echo "PASS test_gpt2cu $h: usage, exit 0"
+        else failed=$((failed + 1)); echo "FAIL test_gpt2cu $h: $out"; fi
+    done
     expect "test_gpt2cu, recompute level 7" "recompute level (argument 3) must be an integer in [0, 2], got '7'" -- ./test_gpt2cu m s 7
     expect "test_gpt2cu, lm-head chunk 0" "lm-head chunk (tokens) (argument 4) must be an integer" -- ./test_gpt2cu m s 1 0
     expect "test_gpt2cu, lm-head chunk 64k" "got '64k'" -- ./test_gpt2cu m s 1 64k
     expect "test_gpt2cu, timed GEMMs x" "timed GEMM algorithms (0|1) (argument 5)" -- ./test_gpt2cu m s 1 64 x
     expect "test_gpt2cu, a missing model file" "$tmp/none.bin: cannot open" -- ./test_gpt2cu "$tmp/none.bin" s
+    # as a missing state file does (llmc/reference_check.h), it says which script writes the two
+    expect "test_gpt2cu, a missing model file names dev/reference.py" "(run: python3 dev/reference.py)" -- ./test_gpt2cu "$tmp/none.bin" s
     expect "test_gpt2cu, every numeric argument valid (then the missing file)" "$tmp/none.bin: cannot open" -- ./test_gpt2cu "$tmp/none.bin" s 2 64 1
 else
     echo "note: ./test_gpt2cu not built (make test_gpt2cu): its argument checks skipped"
@@ -227,6 +238,11 @@ fi
 if [ -x dev/power_probe ]; then
     expect "power_probe without arguments" "usage: " -- dev/power_probe
     expect "power_probe, zero blocks" "ctas and seconds must be positive" -- dev/power_probe 0
+    # --help is its usage (not "ctas must be positive": atoi read it as 0), and a number must be one whole
+    if out=$(dev/power_probe --help 2>&1) && [[ "$out" == "usage: "* ]]; then passed=$((passed + 1)); echo "PASS power_probe --help: usage, exit 0"
+    else failed=$((failed + 1)); echo "FAIL power_probe --help: $out"; fi
+    expect "power_probe, blocks not a number" "'many' is not a number" -- dev/power_probe many
+    expect "power_probe, seconds not a number" "'6s' is not a number" -- dev/power_probe 66 6s
     expect "power_probe, unknown mode" "mode 'copies' is not mix, copy or gemm" -- dev/power_probe 66 1 copies
 else
     echo "note: dev/power_probe not built (make dev/power_probe): its argument checks skipped"

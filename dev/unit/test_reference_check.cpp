@@ -112,6 +112,10 @@ static void state_file_checks() {
     check_line(!read_back(path, c, nl, &r, &err) && has(err, "not finite"), "a NaN in the reference's losses: one line", err);
     StateFile ng = s; ng.grads[17] = INFINITY;
     check_line(!read_back(path, c, ng, &r, &err) && has(err, "not finite"), "an inf in the reference's gradients: one line", err);
+    // a cross-entropy of 0 (or below) is no reference's: said as such, not as "not finite"
+    StateFile zl = s; zl.loss = 0.0f;
+    check_line(!read_back(path, c, zl, &r, &err) && has(err, "loss 0 is not positive") && !has(err, "finite"),
+               "a reference loss of 0: one line saying so", err);
 
     check_line(!reference_state_read((dir + "/missing.bin").c_str(), c, &r, &err) && has(err, "cannot open") && has(err, "reference.py"),
           "a missing state: one line naming reference.py", err);

@@ -4,7 +4,7 @@ cuda/sdpa_bench.py; numpy only, no GPU; and tokenizer_fixture.py without tiktoke
 arguments and inputs are refused before PyTorch is needed; a run that needs PyTorch (or, for
 convert_hf.py, transformers) is one line naming the script and the package, exit 1, nothing
 written. torch and transformers are blocked in the scripts' interpreter (None in sys.modules), so
-this tests the same where they are installed."""
+this tests the same where they are installed; numpy too, last: every tool that needs it says so in one line."""
 import os
 import subprocess
 import sys
@@ -138,4 +138,16 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, out, err = run("tokenizer_fixture.py", ["--compare", os.path.join(tmp, "none.txt")], blocked="tiktoken")
     check(one_line(rc, out, err, needs("tokenizer_fixture.py", "tiktoken", "tiktoken")),
           f"tokenizer_fixture.py without tiktoken: one line ({err.strip()})")
+
+    # without numpy (the README: "a tool whose package is missing says so in one line"): every tool
+    # that needs it, directly or through model_file.py / reference.py, says so in one line, exit 1
+    for script, args in (("export_hf.py", [model, os.path.join(tmp, "exp")]), ("convert_hf.py", [hf, os.path.join(tmp, "c.bin")]),
+                         ("reference.py", []), ("train_reference.py", ["-e", model, "-i", shard]),
+                         ("hellaswag_reference.py", [model, shard]), ("tokenizer_fixture.py", []),
+                         ("torch_bench.py", []), ("precision_power.py", []), ("cuda/sdpa_check.py", ["--quick"]),
+                         ("cuda/sdpa_bench.py", [])):
+        rc, out, err = run(script, args, blocked="numpy,torch,transformers,tiktoken")
+        check(one_line(rc, out, err, needs(script, "numpy", "numpy")), f"{script} without numpy: one line ({err.strip()[-300:]})")
+    check(not os.path.exists(os.path.join(tmp, "exp")) and not os.path.exists(os.path.join(tmp, "c.bin")),
+          "without numpy: export_hf.py and convert_hf.py wrote nothing")
 finish()
