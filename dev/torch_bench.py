@@ -11,7 +11,7 @@ timed steps (CUDA events), tok/s, MFU (6N + 6LCT FLOPs per token against --peak-
 989 TFLOP/s by default: the H100/H200 SXM's, as the trainer reports it there) and the peak memory, then one RESULT line.
 With --ddp, under torchrun: one process per GPU, DistributedDataParallel over NCCL (B per GPU;
 tok/s counts every GPU's tokens, MFU is per GPU); only rank 0 prints.
-    python3 dev/torch_bench.py [-e d12] [-b 64] [-t 1024] [-d TOKENS] [--dtype bf16|fp16] [--steps 20] [--warmup 5] [--no-compile] [--peak-tflops 989]
+    python3 dev/torch_bench.py [-e d12] [-b 64] [-t 1024] [-d TOKENS] [--dtype bf16|fp16] [--steps 20] [--warmup 5] [--no-compile | --compile-mode MODE] [--peak-tflops 989]
     torchrun --nproc_per_node 2 dev/torch_bench.py --ddp [...]
 """
 import argparse
@@ -33,6 +33,9 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=20, help="timed steps (the median is reported)")
     ap.add_argument("--warmup", type=int, default=5, help="untimed steps first (compilation happens here)")
     ap.add_argument("--no-compile", action="store_true", help="eager PyTorch")
+    ap.add_argument("--compile-mode", default="default", choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
+                    help="torch.compile's mode: max-autotune times Triton GEMM templates against cuBLAS for every product "
+                         "(minutes of compilation), reduce-overhead / max-autotune replay CUDA graphs")
     ap.add_argument("--ddp", action="store_true", help="DistributedDataParallel, one process per GPU (start with torchrun)")
     ap.add_argument("--peak-tflops", type=float, default=989.0,
                     help="the GPU's dense 16-bit peak that MFU is measured against (default: H100/H200 SXM; the trainer's "
@@ -48,6 +51,8 @@ def check_args(args):
             sys.exit(f"torch_bench: {name} {v} must be at least 1")
     if args.seq > cfg["maxT"]:
         sys.exit(f"torch_bench: -t {args.seq} is longer than the model's {cfg['maxT']} positions")
+    if args.no_compile and args.compile_mode != "default":
+        sys.exit(f"torch_bench: --compile-mode {args.compile_mode} with --no-compile: eager PyTorch compiles nothing")
     if not args.peak_tflops > 0:
         sys.exit(f"torch_bench: --peak-tflops {args.peak_tflops} must be above 0")
     world = 1
@@ -120,7 +125,7 @@ def wrap_model(model, args, dev):
     (DDP around the compiled module). torch.compile is lazy: it compiles on the first call."""
     import torch
     from torch.nn.parallel import DistributedDataParallel
-    step_loss = model if args.no_compile else torch.compile(model)
+    step_loss = model if args.no_compile else torch.compile(model, mode=args.compile_mode)
     if args.ddp:
         step_loss = DistributedDataParallel(step_loss, device_ids=[dev.index])
     return step_loss
@@ -182,7 +187,8 @@ def print_results(args, cfg, accum, world, n_params, times, loss):
     L, C = cfg["L"], cfg["C"]
     mfu = tok_s / world * (6 * n_params + 6 * L * C * T) / (args.peak_tflops * 1e12) * 100
     mem = torch.cuda.max_memory_allocated() / 1e9
-    mode = ("eager" if args.no_compile else "torch.compile") + ("+DDP" if args.ddp else "")
+    compiled = "torch.compile" + ("" if args.compile_mode == "default" else ":" + args.compile_mode)
+    mode = ("eager" if args.no_compile else compiled) + ("+DDP" if args.ddp else "")
     print(f"{args.model} B={B} T={T} x {accum} micro-steps {args.dtype} {mode} on {world} GPU(s): {ms:.2f} ms/step (median of {args.steps}), "
           f"{tok_s:,.0f} tok/s, MFU {mfu:.2f} % per GPU, peak memory {mem:.2f} GB, last loss {loss.item():.4f}")
     print(f"RESULT trainer=pytorch mode={mode} precision={args.dtype} model={args.model} B={B} T={T} total_batch={total} world={world} "

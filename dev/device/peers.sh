@@ -6,7 +6,9 @@
 # table: tok/s, MFU (both against the peak the trainer's banner names), ms/step, memory, mean SM
 # clock / power / temperature while the row ran.
 # Binaries prebuilt here (dev/device/build.sh FP16 BF16), carried in build/.
-#   [ROUNDS=1] [MODEL=d12] [B=64] [PRECISIONS="bf16 fp16"] dev/device/peers.sh
+# COMPILE_MODE: torch.compile's mode for the PyTorch rows (default; max-autotune tunes its GEMMs
+# for minutes first, within the row's 500 s).
+#   [ROUNDS=1] [MODEL=d12] [B=64] [PRECISIONS="bf16 fp16"] [COMPILE_MODE=default] dev/device/peers.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source dev/device/gpu_power.sh
@@ -31,8 +33,8 @@ for round in $(seq "${ROUNDS:-1}"); do
         peak=$(sed -n 's/^MFU against \([0-9.]*\) TFLOP\/s per GPU.*/\1/p' "$log")
         log="$OUT/torch_${p}_$round.log"
         power_run "$OUT/smi.csv" timeout 500 python3 dev/torch_bench.py -e "$model" -b "$b" -t 1024 --dtype "$p" --steps 20 --warmup 5 \
-            ${peak:+--peak-tflops "$peak"} > "$log" 2>&1
-        row "PyTorch torch.compile" "$log"
+            --compile-mode "${COMPILE_MODE:-default}" ${peak:+--peak-tflops "$peak"} > "$log" 2>&1
+        row "PyTorch torch.compile${COMPILE_MODE:+ ($COMPILE_MODE)}" "$log"
     done
 done
 echo "================ $(date -u +%F) $(git rev-parse --short HEAD 2>/dev/null) $(head -n 1 "$OUT/gpu.txt")"

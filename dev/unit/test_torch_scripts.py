@@ -126,6 +126,8 @@ with tempfile.TemporaryDirectory() as tmp:
     check(rc == 0 and out.startswith("usage:") and not err, f"torch_bench.py --help without PyTorch: usage, exit 0 ({err.strip()[-200:]})")
     rc, out, err = run("torch_bench.py", ["-b", "4", "-t", "64", "-d", "1000"])
     check(one_line(rc, out, err, "torch_bench: -d 1000 is not a multiple"), f"torch_bench.py, bad -d without PyTorch: one line ({err.strip()})")
+    rc, out, err = run("torch_bench.py", ["--no-compile", "--compile-mode", "max-autotune"])
+    check(one_line(rc, out, err, "torch_bench: --compile-mode max-autotune with --no-compile"), f"torch_bench.py, --compile-mode with --no-compile: one line ({err.strip()})")
     rc, out, err = run("torch_bench.py", ["-b", "4", "-t", "64"])
     check(one_line(rc, out, err, needs("torch_bench.py")), f"torch_bench.py without PyTorch: one line ({err.strip()})")
 
