@@ -41,17 +41,18 @@ int main(int argc, char** argv) {
     const char* usage = "usage: power_probe ctas [seconds=6] [mode=mix|copy|gemm]\n";
     if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { printf("%s", usage); return 0; }
     if (argc < 2) { fprintf(stderr, "%s", usage); return 2; }
-    // numbers only: atoi/atof took --help for 0 and 6s for 6
+    // numbers only, read once (atoi/atof took --help for 0 and 6s for 6)
+    double num[2] = {0.0, 6.0};   // ctas, seconds
     for (int i = 1; i < argc && i <= 2; i++) {
         char* end = nullptr;
-        strtod(argv[i], &end);
+        num[i - 1] = strtod(argv[i], &end);
         if (end == argv[i] || *end) { fprintf(stderr, "power_probe: '%s' is not a number (%s)\n", argv[i], i == 1 ? "ctas" : "seconds"); return 2; }
     }
-    int ctas = atoi(argv[1]);
-    double seconds = argc > 2 ? atof(argv[2]) : 6.0;
+    if (!(num[0] >= 1 && num[0] < 1e9) || !(num[1] > 0)) { fprintf(stderr, "power_probe: ctas and seconds must be positive (ctas below 1e9)\n"); return 2; }
+    const int ctas = (int)num[0];   // (in int range: checked above)
+    const double seconds = num[1];
     const char* mode = argc > 3 ? argv[3] : "mix";
     bool do_gemm = strcmp(mode, "copy") != 0, do_copy = strcmp(mode, "gemm") != 0;
-    if (ctas <= 0 || seconds <= 0) { fprintf(stderr, "power_probe: ctas and seconds must be positive\n"); return 2; }
     if (strcmp(mode, "mix") != 0 && strcmp(mode, "copy") != 0 && strcmp(mode, "gemm") != 0) {
         fprintf(stderr, "power_probe: mode '%s' is not mix, copy or gemm\n", mode); return 2;
     }

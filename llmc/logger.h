@@ -12,6 +12,7 @@
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "shards.h"   // open_regular_file
 
 // The run directory.
 inline bool file_exists(const std::string& path) { struct stat st; return stat(path.c_str(), &st) == 0; }
@@ -55,22 +56,19 @@ inline bool dir_can_be_used(const std::string& path, bool write, std::string* er
     }
 }
 
-// A whole (small) text file into *text; false + the reason in *err. A regular file only, checked
-// before fopen, which would wait on a named pipe for a writer (as open_regular_file, shards.h).
+// A whole (small) text file into *text; false + the reason in *err. Opened through
+// open_regular_file (shards.h): a named pipe or a directory is refused before fopen, which would
+// wait on a pipe for a writer.
 inline bool read_text_file(const std::string& path, std::string* text, std::string* err) {
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0) { *err = path + ": cannot open: " + strerror(errno); return false; }
-    if (!S_ISREG(st.st_mode)) { *err = path + ": not a regular file"; return false; }
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f) { *err = path + ": cannot open: " + strerror(errno); return false; }
+    size_t size = 0;
+    auto f = open_regular_file(path, &size, err);
+    if (!f) return false;
     text->clear();
     char buf[4096];
     size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) text->append(buf, n);
-    const bool ok = !ferror(f);
-    fclose(f);
-    if (!ok) *err = path + ": read error";
-    return ok;
+    while ((n = fread(buf, 1, sizeof buf, f.get())) > 0) text->append(buf, n);
+    if (ferror(f.get())) { *err = path + ": read error"; return false; }
+    return true;
 }
 // fsync on a path: works for directories too (opened read-only), which is how a directory's
 // entries (names created, renamed, removed) are made durable. false + "<path>: fsync failed: why".
