@@ -78,6 +78,14 @@ inline void fused_classifier_prev(Context* ctx, floatX* logits, float* losses, f
     launchCheck();
 }
 
+// The float64 log-sum-exp of a row's first V logits (its loss is this minus the target's logit).
+static double reference_lse(const float* x, int V) {
+    double mx = -1e300, s = 0;
+    for (int c = 0; c < V; c++) mx = std::max(mx, (double)x[c]);
+    for (int c = 0; c < V; c++) s += std::exp(x[c] - mx);
+    return mx + std::log(s);
+}
+
 // ----------------------------------------------------------------------------------------------
 // Correctness of one shape against the float64 CPU reference. tag is appended to every check name.
 static void check_shape(Context& ctx, int N, int V, int Vp, const std::string& tag) {
@@ -96,10 +104,7 @@ static void check_shape(Context& ctx, int N, int V, int Vp, const std::string& t
     double loss_total = 0;
     for (int r = 0; r < N; r++) {
         const float* x = &logits[(size_t)r * Vp];
-        double mx = -1e300, s = 0;
-        for (int c = 0; c < V; c++) mx = std::max(mx, (double)x[c]);
-        for (int c = 0; c < V; c++) s += std::exp(x[c] - mx);
-        const double lse = mx + std::log(s);
+        const double lse = reference_lse(x, V);
         loss[r] = lse - x[targets[r]];
         loss_total += loss[r];
         for (int c = 0; c < V; c++)
@@ -153,13 +158,8 @@ static void check_nan_logits(Context* ctx) {
         check_true(tag + ": a chunk of NaNs makes the row's loss NaN", std::isnan(l[1]), "loss " + std::to_string(l[1]));
         check_true(tag + ": one NaN makes the row's loss NaN", std::isnan(l[2]), "loss " + std::to_string(l[2]));
         bool clean = true;
-        for (int r : {0, 3}) {
-            const float* x = &logits[(size_t)r * Vp];
-            double mx = -1e300, sum = 0;
-            for (int c = 0; c < V; c++) mx = std::max(mx, (double)x[c]);
-            for (int c = 0; c < V; c++) sum += std::exp(x[c] - mx);
-            clean &= std::fabs(l[r] - (mx + std::log(sum) - x[targets[r]])) < 1e-4;
-        }
+        for (int r : {0, 3})
+            clean &= std::fabs(l[r] - (reference_lse(&logits[(size_t)r * Vp], V) - logits[(size_t)r * Vp + targets[r]])) < 1e-4;
         check_true(tag + ": the other rows' losses as the reference", clean, "rows 0 and 3");
         if (dloss != 0) {
             const std::vector<float> g = from_device(d_logits, (size_t)N * Vp);

@@ -47,6 +47,12 @@ static void check_rel_err(const std::string& name, const std::vector<float>& got
 // The slack allowed on top of the rounding bound: fp32 arithmetic, and the final floatX rounding.
 static double out_rounding(double ref) { return std::fabs(ref) * tol_for(1e-6, 1.0 / 1024, 1.0 / 128) + 1e-30; }
 
+// Value i came back within half a quantization step of its group (plus the output's rounding).
+static bool within_half_step(const std::vector<float>& x, const std::vector<float>& y, size_t i) {
+    const double bound = group_absmax(x, i / QGROUP) / 254.0 * (1 + 1e-6) + out_rounding(x[i]);
+    return std::fabs((double)y[i] - x[i]) <= bound;
+}
+
 static void check_roundtrip(Context* ctx) {
     const size_t n = 100003;   // not a multiple of 128
     std::vector<float> x = grad_like(n);
@@ -72,8 +78,7 @@ static void check_roundtrip(Context* ctx) {
     size_t over = 0, first = n;
     for (size_t i = 0; i < n; i++) {
         if (i / QGROUP == 7) continue;   // checked below
-        const double bound = group_absmax(x, i / QGROUP) / 254.0 * (1 + 1e-6) + out_rounding(x[i]);
-        if (!(std::fabs((double)y[i] - x[i]) <= bound)) { over++; if (first == n) first = i; }
+        if (!within_half_step(x, y, i)) { over++; if (first == n) first = i; }
     }
     check_true("quantize + dequantize within half a step", over == 0,
                over ? std::to_string(over) + " values over, first [" + std::to_string(first) + "]: " + std::to_string(y[first]) +
@@ -87,8 +92,7 @@ static void check_roundtrip(Context* ctx) {
     check_true("a group below QGROUP_TINY is sent as zeros", tiny, "group 7, values ~1e-33");
     if (huge_group) {   // (also covered by "within half a step" above; this line names the case)
         size_t off = 0;
-        const double bound = group_absmax(x, 11) / 254.0 * (1 + 1e-6);
-        for (size_t i = 11 * QGROUP; i < 12 * QGROUP; i++) off += !(std::fabs((double)y[i] - x[i]) <= bound + out_rounding(x[i]));
+        for (size_t i = 11 * QGROUP; i < 12 * QGROUP; i++) off += !within_half_step(x, y, i);
         check_true("a group of absmax 2e38 (above 2^126) within half a step, not zeros", off == 0,
                    std::to_string(off) + " of 128 values off (y[0] = " + std::to_string(y[11 * QGROUP]) + " for " +
                        std::to_string(x[11 * QGROUP]) + ")");
