@@ -243,6 +243,7 @@ if [ -x dev/power_probe ]; then
     else failed=$((failed + 1)); echo "FAIL power_probe --help: $out"; fi
     expect "power_probe, blocks not a number" "'many' is not a number" -- dev/power_probe many
     expect "power_probe, seconds not a number" "'6s' is not a number" -- dev/power_probe 66 6s
+    expect "power_probe, blocks beyond int" "ctas and seconds must be positive (ctas below 1e9)" -- dev/power_probe 1e10
     expect "power_probe, unknown mode" "mode 'copies' is not mix, copy or gemm" -- dev/power_probe 66 1 copies
 else
     echo "note: dev/power_probe not built (make dev/power_probe): its argument checks skipped"
