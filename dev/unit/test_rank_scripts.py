@@ -272,8 +272,10 @@ say() { [ "$rank" = 0 ] && echo "$@"; }
 say "stand-in: $(grep SigIgn /proc/$$/status 2>/dev/null)"   # for a failure's report: was SIGINT (bit 1) ignored from the start?
 stopfile=${out:-/tmp}/stop_request.$$; [ -n "$out" ] && { mkdir -p "$out"; stopfile=$out/stop_request; }
 [ -z "$out" ] && trap 'rm -f "$stopfile"' EXIT   # leave no request file in /tmp
-# a second signal: the default action (bash runs a trap between commands, hence the short sleeps)
-on() { if [ -f "$stopfile" ]; then trap - "$1"; kill -"$1" $$; fi; echo "$1" > "$stopfile"; }
+# a second signal: the default action's exit status, 128 + the signal's number (bash runs a trap
+# between commands, hence the short sleeps). Not `trap - SIG; kill -SIG $$`: under load (a CI run)
+# bash once spun forever in that self-kill, SIGINT and SIGCHLD blocked, its sleep child a zombie.
+on() { if [ -f "$stopfile" ]; then exit $((128 + $(kill -l "$1"))); fi; echo "$1" > "$stopfile"; }
 for sig in TERM INT USR1; do trap "on $sig" $sig; done
 step=0
 if [ $resume = 1 ] && [ -f "$out/ckpt" ]; then step=$(cat "$out/ckpt"); say "resumed from $out/step_$step at step $step"; fi
