@@ -11,7 +11,8 @@
 // where the ranks are: across nodes, the network (dev/device/own_host.sh makes every rank a node
 // of its own, to measure NCCL's socket transport on one machine).
 // The last line, "ALLREDUCE_FIT alpha_us=... busbw_gbs=...", is the alpha-beta fit that
-// dev/scaling.py's predictor reads: time(bytes) = alpha + bytes * 2(n-1)/n / busbw.
+// dev/scaling.py's predictor reads: time(bytes) = alpha + bytes * 2(n-1)/n / busbw ("no all-reduce
+// fit: why" instead where the sweep fixes no bandwidth: one size, or times that do not grow with it).
 // Build: make dev/interconnect        Run: ./dev/interconnect [--max-mb 1024]
 //                                          mpirun -np 2 ./dev/interconnect [--max-mb 1024]
 #include <cstring>
@@ -21,6 +22,7 @@
 #include "../llmc/common.cuh"
 #include "../llmc/comm.cuh"
 #include "../llmc/options.h"
+#include "../llmc/timing.h"   // allreduce_fit
 
 static float time_copies(int dst, int src, void* dbuf, void* sbuf, size_t bytes, int reps, bool bidir,
                          void* dbuf2, void* sbuf2, cudaStream_t s1, cudaStream_t s2) {
@@ -147,22 +149,23 @@ static void allreduce_sweep(const SweepRanks& r, size_t max_mb) {
         cudaCheck(cudaStreamCreate(&st[i]));
         cudaCheck(cudaEventCreate(&a[i])); cudaCheck(cudaEventCreate(&b[i]));
     }
-    std::vector<std::pair<double, double>> fit;  // (bytes, seconds) of the sizes >= 1 MiB
+    std::vector<std::pair<double, double>> sweep;  // (bytes, seconds) of every size
     for (size_t bytes = 1 << 20; bytes <= max_bytes; bytes *= 2) {
         const size_t count = bytes / 2;
         time_allreduces(r, buf, st, a, b, count, 3);  // warm-up
         const float ms = time_allreduces(r, buf, st, a, b, count, bytes >= (256u << 20) ? 5 : 20);
         const double algbw = bytes / (ms * 1e-3) / 1e9, busbw = algbw * 2.0 * (n - 1) / n;
         if (speak) printf("%9.1f MiB %10.1f %10.1f %10.1f\n", bytes / 1048576.0, ms * 1e3, algbw, busbw);   // (2^20 bytes; GB/s: 1e9)
-        fit.push_back({(double)bytes * 2.0 * (n - 1) / n, ms * 1e-3});
+        sweep.push_back({(double)bytes, ms * 1e-3});
     }
-    // least squares t = alpha + x / busbw over the sweep, x = the bytes each link carries
-    double sx = 0, sy = 0, sxx = 0, sxy = 0;
-    for (auto [x, y] : fit) { sx += x; sy += y; sxx += x * x; sxy += x * y; }
-    const double k = fit.size(), slope = (k * sxy - sx * sy) / (k * sxx - sx * sx), alpha = (sy - slope * sx) / k;
-    if (speak)
-        printf("ALLREDUCE_FIT gpus=%d p2p_disable=%s alpha_us=%.1f busbw_gbs=%.1f\n", n, p2p ? p2p : "0",
-               std::max(alpha, 0.0) * 1e6, 1.0 / slope / 1e9);
+    // least squares t = alpha + bytes * 2(n-1)/n / busbw over the sweep (llmc/timing.h); none where
+    // the sweep fixes no bandwidth (one size, or times that do not grow with it)
+    const AllReduceFit fit = allreduce_fit(sweep, n);
+    if (speak && fit.ok)
+        printf("ALLREDUCE_FIT gpus=%d p2p_disable=%s alpha_us=%.1f busbw_gbs=%.1f\n", n, p2p ? p2p : "0", fit.alpha_s * 1e6,
+               fit.busbw_gbs);
+    else if (speak)
+        printf("no all-reduce fit: %s\n", fit.why.c_str());
     for (size_t i = 0; i < local; i++) {
         cudaCheck(cudaSetDevice(r.devs[i]));
         cudaCheck(cudaFree(buf[i])); cudaCheck(cudaStreamDestroy(st[i]));

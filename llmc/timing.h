@@ -1,4 +1,5 @@
-// Throughput figures: model FLOPs utilization (MFU) against the GPU's datasheet peak. Host-only.
+// Throughput figures: model FLOPs utilization (MFU) against the GPU's datasheet peak, and the
+// alpha-beta fit of dev/interconnect's all-reduce sweep. Host-only.
 //
 // MFU = the model's training FLOPs per second / the GPU's peak. The peak is the datasheet's
 // dense tensor-core rate for 16-bit inputs with fp32 accumulation (what our GEMMs use), or the
@@ -7,8 +8,10 @@
 // 989), so the part is told apart by the words of its name. An unknown GPU has no peak: MFU is
 // then "n/a" (NaN) unless --peak-tflops gives one.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 struct GpuPeak {
@@ -66,4 +69,36 @@ inline GpuPeak gpu_peak(int cc_major, int cc_minor, const std::string& name, boo
 // the peak is unknown (0), so no figure is ever printed against a made-up peak.
 inline double mfu_percent(double flops_per_token, double tok_s, double peak) {
     return peak > 0 ? 100.0 * flops_per_token * tok_s / peak : NAN;
+}
+
+// dev/interconnect's fit of its all-reduce sweep on n ranks: time(bytes) = alpha + bytes * 2(n-1)/n
+// / busbw, least squares over the (bytes, seconds) of the sweep (what dev/scaling.py's predictor
+// reads; alpha clamped at 0). ok false, with why, where the sweep fixes no bandwidth: fewer than
+// two sizes (--max-mb 1: 0/0), one rank (nothing crosses a link), or times that do not grow with
+// the size (a slope <= 0, whose inverse is no bandwidth: sizes all latency-bound, as 1 and 2 MiB
+// on 4 H200s, 29.0 and 28.7 us, which fitted "busbw_gbs=-5242.9").
+struct AllReduceFit {
+    bool ok = false;
+    double alpha_s = 0, busbw_gbs = 0;
+    std::string why;
+};
+inline AllReduceFit allreduce_fit(const std::vector<std::pair<double, double>>& bytes_seconds, int n) {
+    AllReduceFit f;
+    if (n < 2) { f.why = "one rank: nothing crosses a link"; return f; }
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (const auto& [bytes, s] : bytes_seconds) {
+        const double x = bytes * 2.0 * (n - 1) / n;   // the bytes each link carries
+        sx += x; sy += s; sxx += x * x; sxy += x * s;
+    }
+    const double k = (double)bytes_seconds.size(), spread = k * sxx - sx * sx;
+    if (k < 2 || !(spread > 0)) { f.why = "fewer than two sizes in the sweep (a larger --max-mb)"; return f; }
+    const double slope = (k * sxy - sx * sy) / spread;   // seconds per byte on a link
+    if (!(slope > 0) || !std::isfinite(slope)) {
+        f.why = "the times do not grow with the size (latency-bound sizes: a larger --max-mb)";
+        return f;
+    }
+    f.ok = true;
+    f.alpha_s = std::max((sy - slope * sx) / k, 0.0);
+    f.busbw_gbs = 1.0 / slope / 1e9;
+    return f;
 }

@@ -383,6 +383,34 @@ static void test_gpu_peak() {
               "MFU against 71.0 TFLOP/s per GPU (--peak-tflops)", "peak_text: the option's peak");
 }
 
+// dev/interconnect's all-reduce fit (llmc/timing.h): the recorded sweeps give their recorded fits;
+// a sweep that fixes no bandwidth gives none (it printed alpha_us=nan busbw_gbs=nan for one size, and
+// busbw_gbs=-5242.9 for 1 and 2 MiB on 4 H200s, whose times do not grow)
+static void test_allreduce_fit() {
+    auto sweep = [](std::vector<double> us) {   // 1 MiB, 2 MiB, ... in microseconds
+        std::vector<std::pair<double, double>> s;
+        for (size_t i = 0; i < us.size(); i++) s.push_back({(double)(1ull << (20 + i)), us[i] * 1e-6});
+        return s;
+    };
+    // dev/results/interconnect_2xH200.txt and _4xH200.txt, P2P on: 1 MiB .. 1 GiB
+    const AllReduceFit two = allreduce_fit(sweep({15.3, 27.6, 32.7, 45.9, 74.7, 134.4, 245.6, 464.0, 894.9, 1680.2, 3212.1}), 2);
+    const AllReduceFit four = allreduce_fit(sweep({29.0, 28.7, 40.5, 59.1, 94.4, 172.0, 322.4, 609.8, 1187.5, 2312.1, 4524.1}), 4);
+    CHECK(two.ok && near(two.alpha_s * 1e6, 37.2, 0.05 / 37.2) && near(two.busbw_gbs, 334.4, 0.05 / 334.4) && four.ok &&
+              near(four.alpha_s * 1e6, 32.8, 0.05 / 32.8) && near(four.busbw_gbs, 357.0, 0.05 / 357.0),
+          "allreduce_fit: the recorded sweeps' fits (2 GPUs: 37.2 us, 334.4 GB/s; 4 GPUs: 32.8 us, 357.0 GB/s): " +
+              text_printf("%.2f %.2f, %.2f %.2f", two.alpha_s * 1e6, two.busbw_gbs, four.alpha_s * 1e6, four.busbw_gbs));
+    // 4 H200s without P2P: the intercept is below 0, alpha 0
+    const AllReduceFit off = allreduce_fit(sweep({98.0, 134.8, 222.3, 404.5, 843.6, 2055.9, 4034.2, 8036.6, 15811.8, 31747.5, 64126.8}), 4);
+    CHECK(off.ok && off.alpha_s == 0 && near(off.busbw_gbs, 25.2, 0.05 / 25.2), "allreduce_fit: a negative intercept is alpha 0 (4 GPUs, P2P off)");
+    const AllReduceFit one_size = allreduce_fit(sweep({29.0}), 4), flat = allreduce_fit(sweep({29.0, 28.7}), 4),
+                       empty = allreduce_fit({}, 2), one_rank = allreduce_fit(sweep({10, 20, 40}), 1);
+    CHECK(!one_size.ok && one_size.why == "fewer than two sizes in the sweep (a larger --max-mb)" && !empty.ok,
+          "allreduce_fit: one size (--max-mb 1) or none: no fit, not nan: " + one_size.why);
+    CHECK(!flat.ok && flat.why == "the times do not grow with the size (latency-bound sizes: a larger --max-mb)",
+          "allreduce_fit: 1 and 2 MiB on 4 GPUs (--max-mb 2), times not growing: no fit, not a negative bandwidth: " + flat.why);
+    CHECK(!one_rank.ok && one_rank.why == "one rank: nothing crosses a link", "allreduce_fit: one rank: no fit");
+}
+
 // log.jsonl that cannot be opened: one line with the path and the system's reason.
 static void test_logger_open_error() {
     Logger log;
@@ -395,6 +423,7 @@ static void test_logger_open_error() {
 int main() {
     test_logger_open_error();
     test_gpu_peak();
+    test_allreduce_fit();
     test_text_printf();
     test_step_text();
     test_step_json();
