@@ -229,8 +229,12 @@ def run_config(a, n, T, mode, typ):
         return None
     r = parse_result(p.stdout)
     # (a RESULT line and then a failure, e.g. a rank's teardown: failed too; so is a RESULT line
-    # that cannot make a row: the other runs' rows still get written)
-    why = f"exit code {p.returncode}" if r is None or p.returncode != 0 else result_problem(r)
+    # that cannot make a row: the other runs' rows still get written; and a run without one, which
+    # "exit code 0" alone would make look like a success)
+    if r is None:
+        why = f"no RESULT line in its output, exit code {p.returncode}"
+    else:
+        why = f"exit code {p.returncode}" if p.returncode != 0 else result_problem(r)
     if why:
         print(f"  FAILED: {' '.join(cmd)} ({why})\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}", file=sys.stderr)
         return None

@@ -1,8 +1,9 @@
 """Unit test of dev/scaling.py's failed runs, with a stand-in trainer (no GPU): when no run is
 measured, one closing line, a non-zero exit and the earlier CSV / markdown left as they were; when
 some runs fail, the others written, then one line counting the failures and a non-zero exit; each
-failure keeps its FAILED detail; a RESULT line without a field the table needs is a failed run; a
---bin that is not a program is one argument error before any run."""
+failure keeps its FAILED detail; a RESULT line without a field the table needs is a failed run, and so
+is a run without a RESULT line, which its FAILED line says even where it exited 0; a --bin that is
+not a program is one argument error before any run."""
 import os
 import subprocess
 import sys
@@ -108,6 +109,19 @@ with tempfile.TemporaryDirectory() as tmp:
     p = run(tmp, env=dict(STANDIN_PCT="exposed_comm_pct=0.00 [1,1]<stdout>: a warning "))
     check(p.returncode == 0 and len(csv_rows(tmp)) == 2 and "Traceback" not in p.stderr,
           "a RESULT line with words that are no field in it: read, both rows written", p.stdout + p.stderr)
+
+# a run that ends with exit code 0 but no RESULT line (e.g. under mpirun --tag-output, which puts
+# "[1,0]<stdout>:" before it): FAILED saying there was no RESULT line, not only "exit code 0", which
+# reads as a success; a run without a RESULT line that fails keeps its exit code in the reason too
+with tempfile.TemporaryDirectory() as tmp:
+    write(os.path.join(tmp, "standin"), TRAINER_STANDIN.replace('print(f"RESULT ', 'print(f"[1,0]<stdout>:RESULT '), exe=True)
+    p = run(tmp)
+    check(p.returncode == 1 and p.stderr.count("(no RESULT line in its output, exit code 0)") == 2 and "(exit code 0)" not in p.stderr,
+          "exit code 0 without a RESULT line: FAILED, no RESULT line named as the reason", p.stderr)
+    write(os.path.join(tmp, "standin"), TRAINER_STANDIN, exe=True)
+    p = run(tmp, fail="512")
+    check(p.returncode == 1 and "(no RESULT line in its output, exit code 1)" in p.stderr,
+          "a failed run without a RESULT line: both said", p.stderr)
 
 p = subprocess.run([sys.executable, SCALING, "--help"], capture_output=True, text=True)
 check(p.returncode == 0 and p.stdout.startswith("usage:") and not p.stderr, "--help: usage, exit 0")
