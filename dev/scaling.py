@@ -454,11 +454,15 @@ def add_ratios(r, base, fits, model, T):
 
 def measure_group(args, gpus, fits, T, mode):
     """One block and mode: the 1-GPU row, then every type on every larger GPU count, with ratios;
-    then --predict's lines. Returns (rows, runs that failed); ([], 1) if the 1-GPU run failed (the
-    group's other runs would have no row to be compared with, so they are not started)."""
+    then --predict's lines. Returns (rows, runs that failed, runs not started); ([], 1, k) if the
+    1-GPU run failed (the group's k other runs would have no row to be compared with, so they are
+    not started, and one line says so)."""
     base = run_config(args, 1, T, mode, "ddp")
     if base is None:
-        return [], 1
+        skipped = len(set(gpus) - {1}) * len(args.types.split(","))
+        if skipped:
+            print(f"  T={T} {mode}: {skipped} runs on more GPUs not started: no 1-GPU row to compare them with", file=sys.stderr)
+        return [], 1, skipped
     group, failed = [base], 0
     for n in sorted(set(gpus) - {1}):   # (the 1-GPU row is the base whether --gpus names 1 or not)
         for typ in args.types.split(","):
@@ -473,26 +477,29 @@ def measure_group(args, gpus, fits, T, mode):
         print(f"predicted {n:4d} GPUs T={T} {mode}: {p['ms']:8.1f} ms/step, {p['tok_per_s']:10.0f} tok/s, "
               f"efficiency {100 * p['efficiency']:5.1f} %, exposed comm {p['exposed']:.1f} ms "
               f"(link {args.link_gbs} GB/s, alpha {args.alpha_us} us)")
-    return rows, failed
+    return rows, failed, 0
 
 
 def main():
     args = parse_args()
     gpus = gpu_counts(args)
     fits = probe_fits(args, gpus)
-    rows, failed = [], 0
+    rows, failed, skipped = [], 0, 0
     for T in args.blocks:
         for mode in args.modes.split(","):
-            group, group_failed = measure_group(args, gpus, fits, T, mode)
+            group, group_failed, group_skipped = measure_group(args, gpus, fits, T, mode)
             rows += group
             failed += group_failed
+            skipped += group_skipped
+    # the rows the table misses: the failed runs and those a failed 1-GPU run kept from starting
+    not_started = f", {skipped} more not started (their 1-GPU run failed)" if skipped else ""
     if not rows:  # an empty table would replace the last real one: keep that, say why, fail
-        sys.exit(f"scaling.py: no run measured ({failed} failed, see FAILED above): {args.out}.csv, .md and .png "
+        sys.exit(f"scaling.py: no run measured ({failed} failed{not_started}, see FAILED above): {args.out}.csv, .md and .png "
                  f"not written")
     write_outputs(rows, args.out)
     if failed:  # the rows that were measured are written; the table misses the others
-        sys.exit(f"scaling.py: {failed} of {failed + len(rows)} runs failed (see FAILED above); the {len(rows)} measured "
-                 f"are in {args.out}.csv and .md")
+        sys.exit(f"scaling.py: {failed} of {failed + len(rows)} runs failed{not_started} (see FAILED above); the {len(rows)} "
+                 f"measured are in {args.out}.csv and .md")
 
 
 if __name__ == "__main__":

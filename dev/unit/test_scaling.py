@@ -1,7 +1,7 @@
 """Unit test of dev/scaling.py's failed runs, with a stand-in trainer (no GPU): when no run is
 measured, one closing line, a non-zero exit and the earlier CSV / markdown left as they were; when
 some runs fail, the others written, then one line counting the failures and a non-zero exit; each
-failure keeps its FAILED detail; a RESULT line without a field the table needs is a failed run, and so
+failure keeps its FAILED detail; the runs a failed 1-GPU run keeps from starting are counted too; a RESULT line without a field the table needs is a failed run, and so
 is a run without a RESULT line, which its FAILED line says even where it exited 0; a --bin that is
 not a program is one argument error before any run."""
 import os
@@ -68,6 +68,21 @@ with tempfile.TemporaryDirectory() as tmp:
     check(p.returncode == 1 and last.startswith("scaling.py: 1 of 3 runs failed") and len(csv_rows(tmp)) == 2
           and "probe 2 GPUs P2P_DISABLE=0: failed: its rows get no prediction" in p.stdout and "Traceback" not in p.stderr,
           "2 GPUs, ZeRO-1 failed, no probe program: 2 rows written, 1 failure counted, exit 1", p.stdout + p.stderr)
+
+    # 2 GPUs, block 512's 1-GPU run fails: its 2-GPU runs are not started (no row to compare them
+    # with); the closing line counts them with the failure, as rows the table misses (it said
+    # "1 of 4 runs failed" of 6 rows, 3 missing)
+    p = run(tmp, fail="512", extra=["--gpus", "1,2", "--types", "ddp,zero1", "--probe", os.path.join(tmp, "none")],
+            env=dict(PATH=gpu_tools(tmp)))
+    last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
+    check(p.returncode == 1 and len(csv_rows(tmp)) == 3 and "  T=512 global: 2 runs on more GPUs not started: no 1-GPU row to compare them with" in p.stderr
+          and last == f"scaling.py: 1 of 4 runs failed, 2 more not started (their 1-GPU run failed) (see FAILED above); the 3 measured are in {out}.csv and .md",
+          "a block's 1-GPU run failed: its other runs counted as not started", p.stdout + p.stderr)
+    p = run(tmp, fail="all", extra=["--gpus", "1,2", "--types", "ddp,zero1", "--probe", os.path.join(tmp, "none")],
+            env=dict(PATH=gpu_tools(tmp)))
+    last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
+    check(p.returncode == 1 and last == f"scaling.py: no run measured (2 failed, 4 more not started (their 1-GPU run failed), see FAILED above): "
+          f"{out}.csv, .md and .png not written", "every 1-GPU run failed: the runs not started counted too", p.stderr)
 
     # every run measured: exit 0, no closing failure line
     p = run(tmp)
