@@ -138,6 +138,30 @@ with tempfile.TemporaryDirectory() as tmp:
     check(p.returncode == 1 and "(no RESULT line in its output, exit code 1)" in p.stderr,
           "a failed run without a RESULT line: both said", p.stderr)
 
+# the table's ratio and efficiency: throughput (the mean step's tok/s) against the group's 1-GPU row,
+# and that over the GPU count, whatever the row's type (P2P on or off: the same 1-GPU base)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from scaling import add_ratios, parse_result, use_mean_step  # noqa: E402
+
+
+def row(line, **extra):
+    r = use_mean_step(parse_result(line))
+    r.update(extra)
+    return r
+
+
+base = row("RESULT precision=bf16 accum=8 total_batch=524288 median_ms=880 tok_per_s=595782 mean_ms=900 tok_per_s_mean=582542 "
+           "fwd_ms=280 bwd_ms=560 opt_ms=5", gpus=1, type="ddp", T=1024)
+for typ in ("ddp", "ddp_nop2p"):
+    four = add_ratios(row("RESULT precision=bf16 accum=2 total_batch=524288 median_ms=230 tok_per_s=2279513 mean_ms=240 "
+                          "tok_per_s_mean=2184533 fwd_ms=70 bwd_ms=140 opt_ms=5 bwd_last_ms=72 bwd_other_ms=70", gpus=4, type=typ, T=1024),
+                      base, {}, "d12", 1024)
+    check(abs(four["ratio"] - 2184533 / 582542) < 1e-12 and abs(four["efficiency"] - 2184533 / (4 * 582542)) < 1e-12
+          and abs(four["samples_per_s"] - 2184533 / 1024) < 1e-9 and four["interference_ms"] == 2 and four["pred_tok_per_s"] is None,
+          f"{typ}, 4 GPUs: ratio = tok/s(4) / tok/s(1) of the mean steps, efficiency = that / 4 ({four['ratio']}, {four['efficiency']})")
+one = add_ratios(dict(base), base, {}, "d12", 1024)
+check(one["ratio"] == 1 and one["efficiency"] == 1 and one["interference_ms"] is None, "the 1-GPU row: ratio 1, efficiency 100 %")
+
 p = subprocess.run([sys.executable, SCALING, "--help"], capture_output=True, text=True)
 check(p.returncode == 0 and p.stdout.startswith("usage:") and not p.stderr, "--help: usage, exit 0")
 finish()
