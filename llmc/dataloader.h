@@ -313,3 +313,25 @@ inline bool validation_read(ValidationSet* v, size_t first, size_t n, std::strin
     }
     return true;
 }
+
+// The validation loss's pass over the first `rows` rows in batches of B (batch k: rows
+// [k*B, min((k+1)*B, rows))) on rank `rank` of `world`: it evaluates batches rank, rank + world, ...
+// with batch_loss(first, n), their summed token loss, and returns one slot per batch: each of its
+// own batches' sum, 0 in the other ranks' slots. Summed over the ranks (validation_mean_loss),
+// every slot is one rank's value plus zeros, which is exact: the sums reach every rank unrounded.
+template <class BatchLoss>
+std::vector<float> validation_rank_sums(size_t rows, size_t B, int rank, int world, BatchLoss batch_loss) {
+    std::vector<float> sums((rows + B - 1) / B, 0.0f);
+    for (size_t k = (size_t)rank; k < sums.size(); k += (size_t)world) {
+        const size_t first = k * B;
+        sums[k] = batch_loss(first, std::min(B, rows - first));
+    }
+    return sums;
+}
+// The mean token loss of `rows` rows of T tokens from the batches' summed losses (all ranks' slots
+// summed), added in batch order in double: the same bits on any GPU count.
+inline double validation_mean_loss(const std::vector<float>& batch_sums, size_t rows, int T) {
+    double sum = 0;
+    for (float s : batch_sums) sum += s;
+    return sum / ((double)rows * T);
+}

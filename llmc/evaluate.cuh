@@ -19,14 +19,16 @@
 
 // Mean loss per token over the first `batches` batches of B rows of the validation set (all
 // ranks together; llmc/dataloader.h's ValidationSet: rank r takes batches r, r + world, ...), the
-// same rows every time and on any GPU count. Each batch's summed loss is added on the host in
-// double: one fp32 sum over thousands of batches would lose the last digits the line prints.
+// same rows every time and on any GPU count. Each batch's summed loss (one fp32 value) keeps its
+// own slot through the sum over the ranks, so it arrives unrounded, and the batches are added in
+// their order in double (validation_mean_loss): the same bits on 1 GPU and on N wherever the
+// batches' own sums are (the same GPU model and GEMM algorithms). (Per-rank partial sums, rounded
+// to fp32 and added in fp32 across the ranks, moved the printed last digit with the GPU count;
+// one fp32 sum over thousands of batches would lose more.)
 inline float gpt2_validation_loss(GPT2* m, Context* ctx, const Comm* comm, ValidationSet* val, size_t batches, int step) {
     const size_t B = (size_t)m->B, rows = std::min(batches * B, val->rows);
     std::string err;
-    double sum = 0;
-    for (size_t first = (size_t)comm->rank * B; first < rows; first += (size_t)comm->world * B) {
-        const size_t n = std::min(B, rows - first);
+    std::vector<float> sums = validation_rank_sums(rows, B, comm->rank, comm->world, [&](size_t first, size_t n) {
         comm_watch(comm, step, "evaluation (validation loss)");
         if (!validation_read(val, first, n, &err)) comm_fail(comm, err);
         gpt2_set_batch(m, ctx, val->inputs.data(), val->targets.data(), (int)n);
@@ -35,13 +37,12 @@ inline float gpt2_validation_loss(GPT2* m, Context* ctx, const Comm* comm, Valid
         float batch;
         cudaCheck(cudaMemcpyAsync(&batch, m->d_loss_sum, sizeof batch, cudaMemcpyDeviceToHost, ctx->stream));
         cudaCheck(cudaStreamSynchronize(ctx->stream));
-        sum += batch;
-    }
+        return batch;
+    });
     comm_watch(comm, step, "evaluation (validation loss)");   // (a rank may have had no batch)
-    std::vector<float> total = {(float)sum};   // this rank's, then all ranks'
-    comm_sum_host_floats(comm, &total, ctx->stream);
+    comm_sum_host_floats(comm, &sums, ctx->stream);   // every rank's slots, exactly (the others' are 0)
     comm_unwatch(comm);
-    return (float)(total[0] / ((double)rows * m->T));
+    return (float)validation_mean_loss(sums, rows, m->T);
 }
 
 // The multiple-choice tally of the examples of `s`, in rows of Tc tokens (choices_row_length),

@@ -2,6 +2,7 @@
 // seeded shuffling of shards and step blocks, the resumable position (state/restore), and the
 // validation set's rows.
 #include <unistd.h>
+#include <cstring>
 #include <set>
 #include <vector>
 #include "llmc/dataloader.h"
@@ -203,23 +204,62 @@ static void test_open_errors() {
 // The rows the evaluation loop of llmc/evaluate.cuh reads on rank `rank` of `world` with batches of
 // `b` rows over the first `batches` batches (0: one pass), each as its first input token (tokens
 // are s*1000 + i: it names the shard and the position); false if any row's tokens are not the
-// T consecutive tokens there and their successors.
+// T consecutive tokens there and their successors. The loop is validation_rank_sums', as there.
 static bool validation_rows_read(ValidationSet* v, int rank, int world, size_t b, size_t batches, std::vector<int>* firsts) {
     std::string err;
     const size_t rows = std::min((batches ? batches : validation_batches(v, (int)b)) * b, v->rows);
-    for (size_t first = rank * b; first < rows; first += world * b) {
-        const size_t n = std::min(b, rows - first);
-        if (!validation_read(v, first, n, &err) || v->inputs.size() != n * T) { printf("FAIL validation_read: %s\n", err.c_str()); return false; }
-        for (size_t r = 0; r < n; r++) {
+    bool ok = true;
+    validation_rank_sums(rows, b, rank, world, [&](size_t first, size_t n) {
+        if (!ok) return 0.0f;
+        if (!validation_read(v, first, n, &err) || v->inputs.size() != n * T) { printf("FAIL validation_read: %s\n", err.c_str()); ok = false; return 0.0f; }
+        for (size_t r = 0; r < n && ok; r++) {
             const int* in = &v->inputs[r * T];
             const int* tg = &v->targets[r * T];
-            if ((in[0] % 1000) % T != 0) return false;   // rows start at multiples of T within their shard
+            if ((in[0] % 1000) % T != 0) ok = false;   // rows start at multiples of T within their shard
             for (int t = 0; t < T; t++)
-                if (in[t] != in[0] + t || tg[t] != in[0] + t + 1) return false;
+                if (in[t] != in[0] + t || tg[t] != in[0] + t + 1) ok = false;
             firsts->push_back(in[0]);
         }
+        return 0.0f;
+    });
+    return ok;
+}
+
+// The validation loss on N GPUs is the 1-GPU value bit for bit: each batch's fp32 sum reaches the
+// mean unrounded (its own slot; the other ranks add 0 there, in fp32 as NCCL's sum does) and the
+// batches are added in their order. The batch sums here are those of 37 batches of B=4 rows of
+// T=1024 tokens (last batch 1 row) at a loss near 10.8, with varied last bits. The way before
+// (each rank's batches added in double, rounded to fp32, the ranks' values added in fp32) is
+// computed beside it: on these sums it moves the mean on some GPU counts, which is what this fixes.
+static void test_validation_mean_any_gpu_count() {
+    const size_t rows = 145, b = 4;
+    const int t = 1024;
+    std::vector<float> batch_loss;   // by batch index
+    uint64_t x = 12345;
+    for (size_t k = 0; k * b < rows; k++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        const size_t n = std::min(b, rows - k * b);
+        batch_loss.push_back((float)(n * t) * (10.8f + (float)((x >> 33) % 100000) * 1e-6f));
     }
-    return true;
+    auto fake_loss = [&](size_t first, size_t n) { return first % b == 0 && n == std::min(b, rows - first) ? batch_loss[first / b] : -1.0f; };
+    const std::vector<float> one = validation_rank_sums(rows, b, 0, 1, fake_loss);
+    const float mean1 = (float)validation_mean_loss(one, rows, t);
+    bool same = one == batch_loss, old_differs = false;
+    for (int world = 2; world <= 8; world++) {
+        std::vector<float> total(one.size(), 0.0f);   // the sum over the ranks, in fp32, rank by rank
+        float old_total = 0.0f;
+        for (int rank = 0; rank < world; rank++) {
+            const std::vector<float> mine = validation_rank_sums(rows, b, rank, world, fake_loss);
+            double old_sum = 0;
+            for (size_t k = 0; k < mine.size(); k++) { total[k] += mine[k]; old_sum += mine[k]; }
+            old_total += (float)old_sum;
+        }
+        const float mean = (float)validation_mean_loss(total, rows, t);
+        same &= total == one && memcmp(&mean, &mean1, sizeof mean) == 0;
+        old_differs |= (float)(old_total / ((double)rows * t)) != mean1;
+    }
+    CHECK(same, "validation loss: the same bits on 1 to 8 GPUs (every batch's sum in its own slot, added in batch order)");
+    CHECK(old_differs, "(the test's sums are ones where fp32 per-rank partials moved the mean with the GPU count)");
 }
 
 // The validation set: every row of T+1 tokens of every shard, exactly once, whatever the GPU count
@@ -302,6 +342,7 @@ int main() {
     test_restore_rejects();
     test_open_errors();
     test_validation_set();
+    test_validation_mean_any_gpu_count();
     test_bad_data();
     if (system(("rm -rf " + dir).c_str()) != 0) printf("note: could not remove %s\n", dir.c_str());
     test_random_tokens();   // needs no files
