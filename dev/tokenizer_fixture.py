@@ -2,8 +2,9 @@
 
 tiktoken is built from the LOCAL vocabulary files (no download), then:
   python3 dev/tokenizer_fixture.py
-      writes dev/unit/fixtures/tokenizer_text.txt, tokenizer_ids.txt and
-      tinyshakespeare_ids.txt ("<count> <FNV-1a 64 hash of the ids as little-endian uint32>")
+      writes dev/unit/fixtures/tokenizer_text.txt, tokenizer_ids.txt,
+      tinyshakespeare_ids.txt ("<count> <FNV-1a 64 hash of the ids as little-endian uint32>") and
+      tokenizer_classes.txt (the code points of \p{L}, \p{N} and \s in tiktoken's regex, as ranges)
   python3 dev/tokenizer_fixture.py --compare FILE [FILE...]
       runs `data/tokenize --ids FILE` and reports "identical: N tokens" or the first difference
 Vocabulary: $GPT2_VOCAB_DIR, else ../shared/data/gpt2. Run from the repository root.
@@ -65,6 +66,27 @@ def fnv1a64(ids):
     return h
 
 
+def class_ranges():
+    """{"version": tiktoken's, "ranges": {"L": [(first, last), ...], "N": ..., "White_Space": ...}}: the code points that tiktoken's regex
+    (the one its "gpt2" pattern runs on, with its Unicode tables) counts as \p{L}, \p{N} and \s. An
+    encoding whose pattern is the class alone and whose tokens are the 256 bytes encodes only the
+    characters of the class: encoding every code point at once gives them all."""
+    tiktoken = need("dev/tokenizer_fixture.py", "tiktoken", "tiktoken")
+    every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    ranks = {bytes([b]): b for b in range(256)}
+    out = {}
+    for name, pat in (("L", r"\p{L}"), ("N", r"\p{N}"), ("White_Space", r"\s")):
+        enc = tiktoken.Encoding(name="class_" + name, pat_str=pat, mergeable_ranks=ranks, special_tokens={})
+        ranges = []
+        for c in map(ord, bytes(enc.encode_ordinary(every)).decode("utf-8")):
+            if ranges and ranges[-1][1] == c - 1:
+                ranges[-1][1] = c
+            else:
+                ranges.append([c, c])
+        out[name] = ranges
+    return {"version": tiktoken.__version__, "ranges": out}
+
+
 def write_fixtures(enc):
     os.makedirs(FIXTURES, exist_ok=True)
     with open(os.path.join(FIXTURES, "tokenizer_text.txt"), "wb") as f:
@@ -75,7 +97,14 @@ def write_fixtures(enc):
     shakespeare = encode_file(enc, SHAKESPEARE)
     with open(os.path.join(FIXTURES, "tinyshakespeare_ids.txt"), "w") as f:
         f.write(f"{len(shakespeare)} {fnv1a64(shakespeare)}\n")
-    print(f"wrote {FIXTURES}: test text {len(ids)} tokens, tinyshakespeare {len(shakespeare)} tokens")
+    classes = class_ranges()
+    with open(os.path.join(FIXTURES, "tokenizer_classes.txt"), "w") as f:
+        f.write(f"# the code points (first last, hex) of \\p{{L}}, \\p{{N}} and \\s in tiktoken {classes['version']}'s regex; "
+                "dev/tokenizer_fixture.py wrote them\n")
+        for name, ranges in classes["ranges"].items():
+            f.writelines(f"{name} {a:04X} {b:04X}\n" for a, b in ranges)
+    print(f"wrote {FIXTURES}: test text {len(ids)} tokens, tinyshakespeare {len(shakespeare)} tokens, "
+          + ", ".join(f"{len(r)} ranges of {k}" for k, r in classes["ranges"].items()))
 
 
 def compare(enc, paths):
