@@ -69,6 +69,32 @@ static void test_fixture_text(Gpt2Encoder& enc) {
     CHECK_EQ(enc.eot(), 50256, "<|endoftext|> id");
 }
 
+// Short texts encoded one by one against tiktoken's ids (tokenizer_cases.jsonl: white space of every
+// kind around words, numbers and punctuation and at a text's end, odd contractions, marks at a
+// piece's start, emoji sequences, NULs, "<|endoftext|>" as text, Unicode 15-16 letters, runs of 500).
+static void test_cases(Gpt2Encoder& enc) {
+    std::ifstream in(std::string(kFixtures) + "/tokenizer_cases.jsonl");
+    size_t n = 0, differ = 0, roundtrip = 0;
+    std::string line, err, first;
+    while (std::getline(in, line)) {
+        nlohmann::json j;
+        try { j = nlohmann::json::parse(line); } catch (const nlohmann::json::exception&) { differ++; continue; }
+        const std::string text = j.value("text", std::string());
+        const std::vector<int> want = j.value("ids", std::vector<int>());
+        std::vector<int> got;
+        n++;
+        if (!enc.encode(text, &got, &err) || got != want) {
+            if (differ++ == 0) first = "\"" + printable(text) + "\" (case " + std::to_string(n) + ")";
+        } else if (decode_all(enc, got) == text) {
+            roundtrip++;
+        }
+    }
+    CHECK(n > 400, "read the cases fixture (tokenizer_cases.jsonl)");
+    check_report(differ == 0, std::to_string(n) + " short texts: ids identical to tiktoken",
+                 std::to_string(differ) + " differ, the first " + first);
+    CHECK_EQ(roundtrip, n - differ, "short texts: decode(encode(x)) == x");
+}
+
 static void test_shakespeare(Gpt2Encoder& enc, const std::string& text) {
     std::vector<int> ids;
     std::string err;
@@ -287,6 +313,7 @@ int main() {
     const std::string dir = tmpl;
     test_fixture_text(enc);
     test_shakespeare(enc, shakespeare);
+    test_cases(enc);
     test_classes();
     test_decoder_file(enc, dir, shakespeare);
     test_errors(enc, dir);
