@@ -5,7 +5,8 @@ tiktoken is built from the LOCAL vocabulary files (no download), then:
       writes dev/unit/fixtures/tokenizer_text.txt, tokenizer_ids.txt,
       tinyshakespeare_ids.txt ("<count> <FNV-1a 64 hash of the ids as little-endian uint32>") and
       tokenizer_classes.txt (the code points of \p{L}, \p{N} and \s in tiktoken's regex, as ranges),
-      tokenizer_cases.jsonl (short texts encoded one by one: {"text": ..., "ids": [...]} a line)
+      tokenizer_cases.jsonl (short texts encoded one by one: {"text": ..., "ids": [...]} a line) and
+      tokenizer_runs.txt (runs of one character: "<code point, hex> <times> <count> <FNV-1a 64 hash>")
   python3 dev/tokenizer_fixture.py --compare FILE [FILE...]
       runs `data/tokenize --ids FILE` and reports "identical: N tokens" or the first difference
 Vocabulary: $GPT2_VOCAB_DIR, else ../shared/data/gpt2. Run from the repository root.
@@ -89,6 +90,14 @@ def tricky_cases():
     return cases
 
 
+# Runs of 100,000 of one character: one piece each (but the newlines: pieces of two), BPE's worst
+# case and the longest match the split pattern makes. A space, a letter, a digit, punctuation, a
+# newline, a Latin-1 letter, a CJK ideograph, letters and a number of Unicode 15-16 (U+31350,
+# U+1C89, U+10D40), the ideographic space, an emoji.
+RUN_CHARS = [0x20, 0x61, 0x37, 0x21, 0x0A, 0xE9, 0x4E2D, 0x31350, 0x1C89, 0x10D40, 0x3000, 0x1F600]
+RUN_LENGTH = 100_000
+
+
 def gpt2_encoding(vocab_dir=VOCAB):
     """tiktoken's gpt2 encoding from the local vocabulary files (tiktoken would download them).
     Without tiktoken: one line naming it, exit 1."""
@@ -148,13 +157,17 @@ def write_fixtures(enc):
     with open(os.path.join(FIXTURES, "tokenizer_cases.jsonl"), "w") as f:
         for text in cases:
             f.write(json.dumps({"text": text, "ids": enc.encode_ordinary(text)}) + "\n")
+    with open(os.path.join(FIXTURES, "tokenizer_runs.txt"), "w") as f:
+        for c in RUN_CHARS:
+            run = enc.encode_ordinary(chr(c) * RUN_LENGTH)
+            f.write(f"{c:04X} {RUN_LENGTH} {len(run)} {fnv1a64(run)}\n")
     classes = class_ranges()
     with open(os.path.join(FIXTURES, "tokenizer_classes.txt"), "w") as f:
         f.write(f"# the code points (first last, hex) of \\p{{L}}, \\p{{N}} and \\s in tiktoken {classes['version']}'s regex; "
                 "dev/tokenizer_fixture.py wrote them\n")
         for name, ranges in classes["ranges"].items():
             f.writelines(f"{name} {a:04X} {b:04X}\n" for a, b in ranges)
-    print(f"wrote {FIXTURES}: test text {len(ids)} tokens, tinyshakespeare {len(shakespeare)} tokens, {len(cases)} cases, "
+    print(f"wrote {FIXTURES}: test text {len(ids)} tokens, tinyshakespeare {len(shakespeare)} tokens, {len(cases)} cases, {len(RUN_CHARS)} runs, "
           + ", ".join(f"{len(r)} ranges of {k}" for k, r in classes["ranges"].items()))
 
 

@@ -40,6 +40,14 @@ static uint64_t fnv1a64(const std::vector<int>& ids) {
     return h;
 }
 
+static std::string utf8(uint32_t c) {
+    std::string s;
+    if (c < 0x80) return std::string(1, (char)c);
+    if (c < 0x800) return s + (char)(0xC0 | c >> 6) + (char)(0x80 | (c & 63));
+    if (c < 0x10000) return s + (char)(0xE0 | c >> 12) + (char)(0x80 | (c >> 6 & 63)) + (char)(0x80 | (c & 63));
+    return s + (char)(0xF0 | c >> 18) + (char)(0x80 | (c >> 12 & 63)) + (char)(0x80 | (c >> 6 & 63)) + (char)(0x80 | (c & 63));
+}
+
 static std::string decode_all(const Gpt2Encoder& enc, const std::vector<int>& ids) {
     std::string s;
     for (int id : ids) s += enc.decoder()[id];
@@ -95,6 +103,29 @@ static void test_cases(Gpt2Encoder& enc) {
     CHECK_EQ(roundtrip, n - differ, "short texts: decode(encode(x)) == x");
 }
 
+// Runs of 100,000 of one character (tokenizer_runs.txt: the count and hash of tiktoken's ids): the
+// longest pieces the split pattern makes, and BPE's worst case. A greedy run in the pattern kept a
+// backtracking point per character on PCRE2's JIT stack: 1,365 letters or digits, or 4,095
+// punctuation characters, failed with "JIT stack limit reached".
+static void test_runs(Gpt2Encoder& enc) {
+    std::ifstream in(std::string(kFixtures) + "/tokenizer_runs.txt");
+    size_t runs = 0, times = 0, want_n = 0;
+    uint64_t want_hash = 0;
+    std::string hex;
+    while (in >> hex >> times >> want_n >> want_hash) {
+        const uint32_t c = (uint32_t)std::stoul(hex, nullptr, 16);
+        std::string text, one = utf8(c), err;
+        for (size_t i = 0; i < times; i++) text += one;
+        std::vector<int> ids;
+        const bool ok = enc.encode(text, &ids, &err);
+        check_report(ok && ids.size() == want_n && fnv1a64(ids) == want_hash && decode_all(enc, ids) == text,
+                     std::to_string(times) + " x U+" + hex + ": ids identical to tiktoken, decode(encode(x)) == x",
+                     ok ? std::to_string(ids.size()) + " tokens, tiktoken " + std::to_string(want_n) : err);
+        runs++;
+    }
+    CHECK(runs >= 12, "read the runs fixture (tokenizer_runs.txt)");
+}
+
 static void test_shakespeare(Gpt2Encoder& enc, const std::string& text) {
     std::vector<int> ids;
     std::string err;
@@ -108,13 +139,6 @@ static void test_shakespeare(Gpt2Encoder& enc, const std::string& text) {
     CHECK(decode_all(enc, ids) == text, "tinyshakespeare: decode(encode(x)) == x");
 }
 
-static std::string utf8(uint32_t c) {
-    std::string s;
-    if (c < 0x80) return std::string(1, (char)c);
-    if (c < 0x800) return s + (char)(0xC0 | c >> 6) + (char)(0x80 | (c & 63));
-    if (c < 0x10000) return s + (char)(0xE0 | c >> 12) + (char)(0x80 | (c >> 6 & 63)) + (char)(0x80 | (c & 63));
-    return s + (char)(0xF0 | c >> 18) + (char)(0x80 | (c >> 12 & 63)) + (char)(0x80 | (c >> 6 & 63)) + (char)(0x80 | (c & 63));
-}
 
 // The pre-tokenization pattern's character classes against tiktoken's (the fixture holds the code
 // points of \p{L}, \p{N} and \s in tiktoken's regex), for every code point c, through the pattern
@@ -314,6 +338,7 @@ int main() {
     test_fixture_text(enc);
     test_shakespeare(enc, shakespeare);
     test_cases(enc);
+    test_runs(enc);
     test_classes();
     test_decoder_file(enc, dir, shakespeare);
     test_errors(enc, dir);
