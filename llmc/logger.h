@@ -12,6 +12,7 @@
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "options.h"  // utf8_sequence
 #include "shards.h"   // open_regular_file
 
 // The run directory.
@@ -110,27 +111,6 @@ inline std::string text_printf(const char* fmt, ...) {
     if (n > 0) vsnprintf(&s[0], (size_t)n + 1, fmt, b);
     va_end(b);
     return s;
-}
-
-// The length of the valid UTF-8 sequence at s[i], or 0 when s[i] starts none. A sequence cut short
-// counts as invalid in *bad bytes (at least 1): its valid start, which becomes one U+FFFD, as in
-// Python's decode(errors="replace").
-inline size_t utf8_sequence(const std::string& s, size_t i, size_t* bad) {
-    const unsigned char c = (unsigned char)s[i];
-    *bad = 1;
-    if (c < 0x80) return 1;
-    // the continuation bytes needed, and the range of the first (which rules out overlong forms,
-    // surrogates and code points above U+10FFFF); the others are 80..BF
-    const int need = c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2 : c >= 0xF0 && c <= 0xF4 ? 3 : 0;
-    const unsigned char lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
-    size_t k = 0;
-    for (; k < (size_t)need && i + 1 + k < s.size(); k++) {
-        const unsigned char b = (unsigned char)s[i + 1 + k];
-        if (b < (k ? 0x80 : lo) || b > (k ? 0xBF : hi)) break;
-    }
-    if (need > 0 && k == (size_t)need) return 1 + k;
-    *bad = 1 + k;
-    return 0;
 }
 
 // A JSON string literal of s (quotes, backslashes and control bytes escaped; UTF-8 as is). JSON is

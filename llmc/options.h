@@ -51,20 +51,41 @@ inline void options_help(FILE* f, const char* usage, const std::vector<Option>& 
     fprintf(f, "%-30s %s\n", "  --help, -h", "print this and exit");
 }
 
-// `text` for an error line: control bytes (a NUL, a stray \r, an escape) as \xNN, so a message
-// stays one readable line whatever a file or argument held; other bytes (UTF-8 included) as they
-// are; cut (then "...") once max_bytes of the result are written (80: a value; more where the
-// whole text matters, such as two paths compared), not inside a UTF-8 character. The result's
-// length, not the text's, is what is bounded: each control byte takes four.
+// The length of the valid UTF-8 sequence at s[i], or 0 when s[i] starts none. A sequence cut short
+// counts as invalid in *bad bytes (at least 1): its valid start, which becomes one U+FFFD, as in
+// Python's decode(errors="replace").
+inline size_t utf8_sequence(const std::string& s, size_t i, size_t* bad) {
+    const unsigned char c = (unsigned char)s[i];
+    *bad = 1;
+    if (c < 0x80) return 1;
+    // the continuation bytes needed, and the range of the first (which rules out overlong forms,
+    // surrogates and code points above U+10FFFF); the others are 80..BF
+    const int need = c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2 : c >= 0xF0 && c <= 0xF4 ? 3 : 0;
+    const unsigned char lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+    size_t k = 0;
+    for (; k < (size_t)need && i + 1 + k < s.size(); k++) {
+        const unsigned char b = (unsigned char)s[i + 1 + k];
+        if (b < (k ? 0x80 : lo) || b > (k ? 0xBF : hi)) break;
+    }
+    if (need > 0 && k == (size_t)need) return 1 + k;
+    *bad = 1 + k;
+    return 0;
+}
+
+// `text` for an error line: control bytes (a NUL, a stray \r, an escape) and bytes of no valid
+// UTF-8 sequence (a Latin-1 \xe9, a stray continuation byte, a character cut short) as \xNN, so
+// a message stays one readable line of UTF-8 whatever a file or argument held; valid UTF-8 as it
+// is; cut (then "...") once max_bytes of the result are written (80: a value; more where the
+// whole text matters, such as two paths compared), between characters. The result's length, not
+// the text's, is what is bounded: each escaped byte takes four.
 inline std::string printable(const std::string& text, size_t max_bytes = 80) {
     std::string out;
     size_t i = 0;
-    for (; i < text.size(); i++) {
+    for (size_t n, bad; i < text.size() && out.size() < max_bytes; i += n ? n : 1) {
         const unsigned char ch = (unsigned char)text[i];
-        // a continuation byte finishes its character (at most 3 of them: a run of stray ones is cut too)
-        if (out.size() >= max_bytes && ((ch & 0xC0) != 0x80 || out.size() >= max_bytes + 3)) break;
-        if (ch < 0x20 || ch == 0x7f) { char buf[8]; snprintf(buf, sizeof buf, "\\x%02x", ch); out += buf; }
-        else out += (char)ch;
+        n = utf8_sequence(text, i, &bad);
+        if (n == 0 || ch < 0x20 || ch == 0x7f) { char buf[8]; snprintf(buf, sizeof buf, "\\x%02x", ch); out += buf; }
+        else out.append(text, i, n);
     }
     return i < text.size() ? out + "..." : out;
 }

@@ -149,6 +149,13 @@ with tempfile.TemporaryDirectory() as tmp:
         with open(bad, "w") as f:
             f.write(text)
         refused(name, (bad, "--jsonl", "-o", os.path.join(tmp, f"r_jsonl{i}")), pattern, tmp)
+    # a Latin-1 byte in a JSON line: the error quotes what was read as \xNN, so the line itself is
+    # UTF-8 (it held the raw byte, which a reader of stderr as text could not decode)
+    with open(bad, "wb") as f:
+        f.write(b'{"text": "fine"}\n{"text": "caf\xe9 au lait"}\n')
+    refused("a Latin-1 byte in a JSON line", (bad, "--jsonl", "-o", os.path.join(tmp, "r_latin1")), "bad.jsonl:2: not JSON", tmp)
+    rc, err = run(bad, "--jsonl", "-o", os.path.join(tmp, "r_latin1"))
+    check("'\"caf\\xe9 '" in err and "\ufffd" not in err, f"the Latin-1 byte quoted as \\xe9, the line UTF-8: {err.strip()}")
     with open(os.path.join(tmp, "bad.txt"), "wb") as f:
         f.write(b"ok text \xff\xfe not UTF-8")
     refused("invalid UTF-8 in a text file", (texts[0], os.path.join(tmp, "bad.txt"), "-o", os.path.join(tmp, "r4")), "bad.txt: invalid UTF-8", tmp)

@@ -467,7 +467,7 @@ static void test_resume_options_txt_oddities() {
     for (char ch : text) { if (ch == '\n') crlf += '\r'; crlf += ch; }
     check_report(resumed(crlf, {"-o", "r", "--resume"}, &x, &note, &err) && x.B == 4 && x.T == 64, "an options.txt with CRLF line ends", "got '" + err + "'");
     check_report(!resumed(text + std::string("\0\x01\x02\xff\n", 5), {"-o", "r", "--resume"}, &x, &note, &err) &&
-              err == "runs/a/step_00000050/options.txt: '\\x00\\x01\\x02\xff' is not NAME=VALUE of a known option",
+              err == "runs/a/step_00000050/options.txt: '\\x00\\x01\\x02\\xff' is not NAME=VALUE of a known option",
           "control bytes in a line: shown as \\xNN, one line", "got '" + err + "'");
 }
 
@@ -496,9 +496,15 @@ static void test_option_text_bytes() {
     const std::string cut = printable(std::string(79, 'a') + "\xc3\xa9" + "zz");
     CHECK(cut == std::string(79, 'a') + "\xc3\xa9...", "printable: a 2-byte UTF-8 character that straddles byte 80 finished, then cut");
     const std::string nuls = printable(std::string(500, '\0')), stray = printable(std::string(500, '\x80'));
-    CHECK(nuls.size() == 80 + 3 && nuls.rfind("\\x00...") == 76 && stray.size() == 83 + 3,
-          "printable: the result is bounded, not the text (500 NULs: 20 shown; 500 stray continuation bytes: 83)");
+    CHECK(nuls.size() == 80 + 3 && nuls.rfind("\\x00...") == 76 && stray.size() == 80 + 3 && stray.rfind("\\x80...") == 76,
+          "printable: the result is bounded, not the text (500 NULs, 500 stray continuation bytes: 20 of each shown)");
     CHECK(printable("caf\xc3\xa9\x1b") == "caf\xc3\xa9\\x1b", "printable: UTF-8 kept, an escape byte shown as \\x1b");
+    // bytes of no valid UTF-8 sequence, as \xNN: a message of them was no UTF-8 (a Latin-1 file's
+    // line quoted by data/tokenize --jsonl); a character cut short, an overlong form, a surrogate
+    const std::string latin1 = printable("caf\xe9 \xff"), cut_short = printable("a\xe2\x82"), overlong = printable("\xc0\xaf\xed\xa0\x80");
+    CHECK(latin1 == "caf\\xe9 \\xff" && cut_short == "a\\xe2\\x82" && overlong == "\\xc0\\xaf\\xed\\xa0\\x80",
+          "printable: invalid UTF-8 escaped byte by byte: " + latin1 + " " + cut_short + " " + overlong);
+    CHECK(printable("\xe2\x82\xac \xf0\x9f\x91\x8b") == "\xe2\x82\xac \xf0\x9f\x91\x8b", "printable: 3- and 4-byte characters kept");
 }
 
 // JSON escaping (llmc/logger.h): strings escaped, inf/nan written as null
