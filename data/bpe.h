@@ -203,6 +203,19 @@ public:
         return "'s|'t|'re|'ve|'m|'ll|'d| ?" + letter + "++| ?" + number + "++| ?" + other + "++|[" + ws + "]+(?![^" + ws +
                "])|[" + ws + "]+";
     }
+    // pattern() compiled as encode() runs it (test_tokenizer matches with it too); nullptr and the
+    // PCRE2 error code in *code on failure. UTF mode validates the subject; UCP makes \s, \p{L},
+    // \p{N} follow Unicode, as in tiktoken. Every character matches some alternative, so each
+    // piece starts exactly where the last one ended: ANCHORED saves the search for a start. (It
+    // must be given here, not to pcre2_match, where it would turn the JIT off.)
+    static pcre2_code* compile_split_pattern(int* code) {
+        PCRE2_SIZE at = 0;
+        const std::string pat = pattern();
+        pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pat.c_str()), pat.size(),
+                                       PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED, code, &at, nullptr);
+        if (re) pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);  // when JIT is unavailable pcre2_match interprets
+        return re;
+    }
     static constexpr size_t kProgressBytes = 1 << 20;    // encode() reports progress this often
     using Progress = std::function<void(size_t bytes_done)>;
 
@@ -428,20 +441,12 @@ private:
         for (int i = 0; i < n; i = next_[i]) out->push_back(tok_[i]);
     }
 
-    // UTF mode validates the subject; UCP makes \s, \p{L}, \p{N} follow Unicode, as in tiktoken.
-    // Every character matches some alternative, so each piece starts exactly where the last
-    // one ended: ANCHORED saves the search for a start. (It must be given here, not to
-    // pcre2_match, where it would turn the JIT off.)
     bool compile_pattern(std::string* err) {
         int code = 0;
-        PCRE2_SIZE at = 0;
         pcre2_match_data_free(match_);
         pcre2_code_free(re_);
-        const std::string pat = pattern();
-        re_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pat.c_str()), pat.size(),
-                            PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED, &code, &at, nullptr);
+        re_ = compile_split_pattern(&code);
         if (!re_) return fail(err, "pcre2_compile", pcre2_message(code));
-        pcre2_jit_compile(re_, PCRE2_JIT_COMPLETE);  // when JIT is unavailable pcre2_match interprets
         match_ = pcre2_match_data_create_from_pattern(re_, nullptr);
         return match_ != nullptr || fail(err, "pcre2_match_data_create", "out of memory");
     }
