@@ -190,10 +190,9 @@ inline void gpt2_set_weights(GPT2* m, Context* ctx, const float* full) {
     cudaCheck(cudaStreamSynchronize(ctx->stream));
 }
 
-// GPT-2's initialization from a seed: N(0, 0.02) for embeddings and matmul weights, the two
-// residual projections scaled by 1/sqrt(2L) (each block adds to the residual stream twice, so
-// this keeps its variance from growing with depth), zero biases, LayerNorm weight 1. The same
-// seed gives the same weights on every rank.
+// GPT-2's initialization from a seed, tensor by tensor as param_init (llmc/model.h) says: N(0, 0.02)
+// for embeddings and matmul weights, 1/sqrt(2L) of that for the two residual projections, LayerNorm
+// weights 1, biases 0. The same seed gives the same weights on every rank.
 inline void gpt2_init_random(GPT2* m, Context* ctx, uint64_t seed) {
     const GPT2Config& c = m->cfg;
     float* w;  // all weights in fp32, then cast and sharded
@@ -201,12 +200,10 @@ inline void gpt2_init_random(GPT2* m, Context* ctx, uint64_t seed) {
     for (int t = 0; t < NUM_PARAM_TENSORS; t++)
         for (size_t l = 0; l < param_tensor_count(c, t); l++) {
             float* p = w + param_offset(c, m->layout, t, (int)l);
-            size_t n = param_tensor_elems(c, t);
-            const uint64_t stream_id = (uint64_t)t * 4096 + l;
-            if (t == P_LN1W || t == P_LN2W || t == P_LNFW) fill(ctx, p, n, 1.0f);
-            else if (t == P_WTE || t == P_WPE || t == P_QKVW || t == P_FCW) init_normal(ctx, p, n, 0.02f, seed, stream_id);
-            else if (t == P_ATTPROJW || t == P_FCPROJW) init_normal(ctx, p, n, 0.02f / sqrtf(2.0f * c.num_layers), seed, stream_id);
-            else fill(ctx, p, n, 0.0f);
+            const size_t n = param_tensor_elems(c, t);
+            const ParamInit how = param_init(c, t);   // GPT-2's rule for this tensor (llmc/model.h)
+            if (how.normal) init_normal(ctx, p, n, how.value, seed, param_init_stream(t, l));
+            else fill(ctx, p, n, how.value);
         }
     // the padding rows of wte (tokens V..Vp-1) never occur: keep them 0
     fill(ctx, w + (size_t)c.vocab_size * c.channels, (size_t)(c.padded_vocab_size - c.vocab_size) * c.channels, 0.0f);

@@ -13,6 +13,7 @@
 // maps between the two.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cmath>
 #include <string>
@@ -83,6 +84,28 @@ inline size_t param_tensor_elems(const GPT2Config& c, int t) {
 }
 // How many instances: L for block tensors, 1 otherwise.
 inline size_t param_tensor_count(const GPT2Config& c, int t) { return is_block_tensor(t) ? c.num_layers : 1; }
+
+// How a fresh model's tensor t starts (GPT-2's initialization, as dev/reference.py's init_params
+// and llm.c do it): embeddings and matmul weights N(0, 0.02); the two projections that add into
+// the residual stream (attprojw, fcprojw) N(0, 0.02 / sqrt(2L)): the L blocks add into it 2L times
+// and each add grows its variance, so the scale keeps the sum from growing with depth; LayerNorm
+// weights 1 (the identity scale) and every bias 0. wte's padded rows V..Vp-1 are 0 whatever this
+// says: those tokens never occur. gpt2_init_random (llmc/gpt2.cuh) carries this out on the GPU.
+struct ParamInit {
+    bool normal;   // true: N(0, value) samples; false: every element = value
+    float value;
+};
+inline ParamInit param_init(const GPT2Config& c, int t) {
+    switch (t) {
+        case P_WTE: case P_WPE: case P_QKVW: case P_FCW: return {true, 0.02f};
+        case P_ATTPROJW: case P_FCPROJW: return {true, 0.02f / sqrtf(2.0f * c.num_layers)};
+        case P_LN1W: case P_LN2W: case P_LNFW: return {false, 1.0f};
+        default: return {false, 0.0f};   // the biases
+    }
+}
+// The random stream instance `layer` of tensor t draws from (init_normal, llmc/init.cuh): a
+// distinct id for every instance while L < 4096 (a model file allows at most 1024 layers).
+inline uint64_t param_init_stream(int t, size_t layer) { return (uint64_t)t * 4096 + layer; }
 
 // The layout of the flat parameter buffer (see the top of this file).
 struct ParamLayout {

@@ -1,5 +1,6 @@
-// Checks llmc/init.cuh, the weights' initialization (gpt2_init_random), which no other check or
-// test runs (test_gpt2cu loads its weights from a file):
+// Checks llmc/init.cuh, the two kernels the weights' initialization (gpt2_init_random) is made of,
+// which no other check or test runs (test_gpt2cu loads its weights from a file); which tensor gets
+// which of them, at what std or value, is param_init (llmc/model.h), tested in dev/unit/test_model.cpp:
 //   - init_normal: n = 2^20 + 3 samples at std 0.02 (GPT-2's), all finite; the sample mean within
 //     5 standard errors of 0; the sample std within 1 % of 0.02 (its standard error is 0.07 %: a
 //     wrong scale such as std/sqrt(2) or 2 std is off by 30 % or more); the kurtosis within 0.05

@@ -39,6 +39,36 @@ int main() {
     // MFU convention: 6N + 6LCT
     CHECK(std::abs(flops_per_token(c, 1024) - (6.0 * 124475904 + 6.0 * 12 * 768 * 1024)) < 1, "flops per token");
 
+    // GPT-2's initialization rule (param_init; gpt2_init_random carries it out): random exactly
+    // where weight decay applies (the 2-D tensors), the residual projections at 0.02/sqrt(2L),
+    // LayerNorm weights 1, every other tensor (the biases and LayerNorm shifts) 0
+    for (const char* d : {"d12", "d48"}) {
+        GPT2Config m; config_from_descriptor(d, &m);
+        bool rule = true;
+        std::string bad;
+        for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+            const ParamInit in = param_init(m, t);
+            const bool ln_weight = t == P_LN1W || t == P_LN2W || t == P_LNFW;
+            const bool residual = t == P_ATTPROJW || t == P_FCPROJW;
+            const float want = residual ? 0.02f / std::sqrt(2.0f * m.num_layers) : in.normal ? 0.02f : ln_weight ? 1.0f : 0.0f;
+            if (in.normal != param_tensor_decays(t) || std::fabs(in.value - want) > 1e-7f * std::fabs(want)) {
+                rule = false;
+                bad += std::string(" ") + param_tensor_name(t);
+            }
+        }
+        check_report(rule, std::string(d) + ": init rule per tensor (normal where decayed, 0.02, 0.02/sqrt(2L), 1, 0)", "wrong for" + bad);
+    }
+    CHECK(std::fabs(param_init(c, P_FCPROJW).value - 0.02f / std::sqrt(24.0f)) < 1e-9f, "d12 residual projection std 0.02/sqrt(24)");
+    // every tensor instance draws from its own random stream, up to the 1024 layers a model file allows
+    {
+        std::vector<uint64_t> ids;
+        GPT2Config m = c; m.num_layers = 1024;
+        for (int t = 0; t < NUM_PARAM_TENSORS; t++)
+            for (size_t l = 0; l < param_tensor_count(m, t); l++) ids.push_back(param_init_stream(t, l));
+        std::sort(ids.begin(), ids.end());
+        CHECK(std::adjacent_find(ids.begin(), ids.end()) == ids.end(), "init stream ids distinct for L = 1024");
+    }
+
     // model file roundtrip on a small config
     GPT2Config s; s.max_seq_len = 16; s.vocab_size = 100; s.padded_vocab_size = 128; s.num_layers = 2; s.num_heads = 2; s.channels = 8;
     const size_t n = param_layout(s).total;
