@@ -28,7 +28,11 @@ Metric: dev/cuda/check.cuh's check_close over the whole tensor: rel = ||x - ref|
   (check_close_or_abs), printed as "abs".
 Run: python3 dev/attention_numerics.py [--fp32] [--seed N] [--brief] [--seeds N]   (~10 s; --seeds 20: ~5 min)
 """
-import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_file import doc_parser  # first: one line where numpy is missing
 import numpy as np
 
 HS = 64
@@ -218,9 +222,9 @@ MODES = {"mma": "mma.sync kernels (non-Hopper model path)", "wgmma": "wgmma kern
          "cublas": "cuBLAS reference path (attention_reference_*; FP32 builds' model path)"}
 
 
-def run_case(label, q, k, v, do, X, mode):
+def run_case(label, q, k, v, do, X, mode, brief=True):
     """One line: the largest |score|, rows whose alpha underflowed to 0, then per tensor check_close's
-    rel (out8); for the flash kernels also dq, dk with delta from an unrounded (fp32) out."""
+    rel (out8); for the flash kernels, unless brief, also dq, dk with delta from an unrounded (fp32) out."""
     ref = reference(q, k, v, do)
     s = q.astype(np.float64) @ k.astype(np.float64).transpose(0, 2, 1) / 8
     smax = np.abs(np.where(causal_mask(q.shape[1]), s, 0)).max()
@@ -233,7 +237,7 @@ def run_case(label, q, k, v, do, X, mode):
     res = {n: metric(got[n], ref[n]) for n in names}
     cols = "  ".join("%s %s" % (n, fmt(res[n])) for n in names)
     extra = ""
-    if mode != "cublas" and not args.brief:  # how much of dq, dk is out's rounding: delta from the fp32 out
+    if mode != "cublas" and not brief:  # how much of dq, dk is out's rounding: delta from the fp32 out
         g2, _ = flash(q, k, v, do, X, wgmma=(mode == "wgmma"), delta_from_fp32_out=True)
         extra = "  | delta from fp32 out: dq %s dk %s" % (fmt(metric(g2["dq"], ref["dq"])), fmt(metric(g2["dk"], ref["dk"])))
     if label:
@@ -252,8 +256,7 @@ def cases(rng, X):
 
 
 def main():
-    global args
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = doc_parser(__doc__)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--fp32", action="store_true", help="the FP32 build (its model path: the cuBLAS one)")
     ap.add_argument("--brief", action="store_true", help="without the delta-from-fp32-out columns")
@@ -266,7 +269,7 @@ def main():
             print("== %s, %s" % (tname, MODES[mode]))
             if args.seeds == 0:
                 for label, inp in cases(np.random.default_rng(args.seed), X):
-                    run_case(label, *inp, X, mode)
+                    run_case(label, *inp, X, mode, brief=args.brief)
                 continue
             worst = {}
             for seed in range(args.seeds):
@@ -279,6 +282,5 @@ def main():
                 print("%-34s worst of %d seeds: %s" % (label, args.seeds, "  ".join("%s %.2e" % kv for kv in w.items())))
 
 
-args = None
 if __name__ == "__main__":
     main()

@@ -147,7 +147,7 @@ with tempfile.TemporaryDirectory() as tmp:
                          ("reference.py", []), ("train_reference.py", ["-e", model, "-i", shard]),
                          ("hellaswag_reference.py", [model, shard]), ("tokenizer_fixture.py", []),
                          ("torch_bench.py", []), ("precision_power.py", []), ("cuda/sdpa_check.py", ["--quick"]),
-                         ("cuda/sdpa_bench.py", [])):
+                         ("cuda/sdpa_bench.py", []), ("attention_numerics.py", ["--brief"])):
         rc, out, err = run(script, args, blocked="numpy,torch,transformers,tiktoken")
         check(one_line(rc, out, err, needs(script, "numpy", "numpy")), f"{script} without numpy: one line ({err.strip()[-300:]})")
     check(not os.path.exists(os.path.join(tmp, "exp")) and not os.path.exists(os.path.join(tmp, "c.bin")),
