@@ -71,6 +71,24 @@ static void test_numeric_options_reject_bad_values() {
     check_report(bad_ok == numeric, "every numeric option rejects a bad value (" + std::to_string(numeric) + " options)");
 }
 
+// The largest micro-batch the options accept, B*T tokens, must fit an int: the model code keeps it
+// in one (gpt2_step.cuh's `int BT = B * T`, the encoder's and LayerNorm's row counts, the token
+// buckets' positions, gpt2_set_batch), while every product with C, Vp or 4C is taken in size_t.
+// -b and -t together: 4096 * 65536 = 2^28. Raising either range past 2^31 tokens needs those ints
+// widened first; this check says so before a GPU run would.
+static void test_largest_micro_batch_fits_int() {
+    TrainConfig probe;
+    double max_b = 0, max_t = 0;
+    for (const Option& o : train_options(&probe)) {
+        if (o.target == &probe.B) max_b = o.max;
+        if (o.target == &probe.T) max_t = o.max;
+    }
+    CHECK(max_b * max_t <= (double)INT_MAX, "the largest -b times the largest -t fits an int (B*T tokens)");
+    TrainConfig c; std::string err;
+    const bool ok = parse({"-b", std::to_string((long long)max_b), "-t", std::to_string((long long)max_t)}, &c, &err);
+    CHECK(ok && c.total_batch == (long long)max_b * (long long)max_t, "the largest -b and -t parse; -d follows as B*T exactly");
+}
+
 // bad choices, a --resume without --out, a global batch or --debug-nan the GPU count refuses, an unknown option
 static void test_cross_option_checks() {
     TrainConfig c;
@@ -516,6 +534,7 @@ static void test_json() {
 int main() {
     test_defaults();
     test_numeric_options_reject_bad_values();
+    test_largest_micro_batch_fits_int();
     test_cross_option_checks();
     test_values_in_range_that_make_no_sense();
 
