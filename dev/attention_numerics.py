@@ -3,7 +3,8 @@
 
 What for: dev/cuda/attention.cu's tolerances. Its inputs are N(0,1), so scores stay small; this
 measures what the kernels' roundings give at large scores (nearly one-hot softmax rows, the online
-softmax's rescale factor underflowing, the log-sum-exp far from 0), without a GPU. The errors are
+softmax's rescale factor underflowing, the log-sum-exp far from 0), without a GPU; and, for
+information, dq's sensitivity to an offset common to every key (inputs_key_offset). The errors are
 those of the arithmetic below, not measurements of the kernels; a kernel defect would not show.
 
 Emulated (per head, all heads of a problem at once; hs = 64, causal; X = the build's 16-bit type):
@@ -210,6 +211,16 @@ def inputs_dominant(rng, H, T, X, a2=800.0):
             X(rng.standard_normal((H, T, HS)).astype(np.float32))]
 
 
+def inputs_key_offset(rng, H, T, X, offset):
+    """qkv, dout N(0, 1), then `offset` added to every element of every key: each score of a row
+    moves by the same q.offset/8, which the softmax ignores (a key bias does this). Exactly,
+    dq = sum_j dS_j k_j is unchanged, as a row's dS sums to 0; the 16-bit dS does not, so the
+    offset leaks into dq (not into dk, dv). Not a case of attention_check: every backward that
+    rounds dS to 16 bits has it (PyTorch's flash SDPA too)."""
+    q, k, v, do = (rng.standard_normal((H, T, HS)).astype(np.float32) for _ in range(4))
+    return [X(q), X(k + np.float32(offset)), X(v), X(do)]
+
+
 def fmt(mv):
     if mv[0] == "abs":
         return "abs %.1e" % mv[1]
@@ -246,13 +257,16 @@ def run_case(label, q, k, v, do, X, mode, brief=True):
 
 
 def cases(rng, X):
-    """(label, inputs) of every case: (a) the check's N(0,1) shapes; (b) large scores."""
+    """(label, inputs) of every case: (a) the check's N(0,1) shapes; (b) large scores; (c) a common
+    offset in the keys (last, so the cases before draw the same inputs as without it)."""
     for B, T, NH in [(2, 64, 4), (2, 100, 4), (2, 17, 3), (2, 129, 3), (8, 63, 50), (4, 129, 50)]:
         yield "N(0,1) B=%d T=%d NH=%d" % (B, T, NH), inputs_normal(rng, B * NH, T, X)
     # B=2 NH=4 T=256: two wgmma key tiles, four mma.sync ones
     for sigma2 in (10, 30, 100):
         yield "q,k ~ N(0,%d) B=2 T=256 NH=4" % sigma2, inputs_scaled(rng, 8, 256, X, sigma2)
     yield "own key dominates B=2 T=256 NH=4", inputs_dominant(rng, 8, 256, X)
+    for offset in (4, 16):
+        yield "keys + %d B=2 T=256 NH=4" % offset, inputs_key_offset(rng, 8, 256, X, offset)
 
 
 def main():
