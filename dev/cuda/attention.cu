@@ -48,6 +48,7 @@
 #include "attention_stress.cuh"  // --stress, --racecheck-probe, --memcheck-probe
 #include "attention_timing.cuh"  // the timings, --sweep, --lengths, --batches
 #include "attention_io.cuh"      // --io DIR
+#include "attention_reference.cuh"  // Problem: the float64 reference and the inputs it is solved for
 
 // The log-sum-exp the forward saves. The wgmma forward (sm_90a) sums each row's probabilities on
 // the tensor cores, as P rounded to floatX times a column of ones, so its sum carries P's
@@ -59,80 +60,6 @@ inline double lse_tol() {
 #else
     return 1e-5;
 #endif
-}
-
-// The float64 CPU reference for one problem: inputs (rounded to floatX) and every output.
-struct Problem {
-    int B, T, NH, hs, C;
-    std::vector<float> qkv, dout;
-    std::vector<double> out, lse, att, dqkv;  // lse (B,NH,T) natural log of the scaled scores
-    std::string label;                        // after the shape in every check's name ("" for N(0, 1) inputs)
-};
-
-// Fills P's outputs from its inputs P.qkv, P.dout (rounded to floatX here, in place).
-static Problem solve(Problem P) {
-    const int B = P.B, T = P.T, NH = P.NH, hs = P.hs, C = P.C;
-    round_to_floatX(P.qkv);
-    round_to_floatX(P.dout);
-    P.out.assign((size_t)B * T * C, 0.0); P.lse.assign((size_t)B * NH * T, 0.0);
-    P.att.assign((size_t)B * NH * T * T, 0.0); P.dqkv.assign((size_t)B * T * 3 * C, 0.0);
-    std::vector<double> p(T), dp(T);
-    const double scale = 1.0 / std::sqrt((double)hs);
-    auto at = [&](int b, int t, int part, int h) { return ((size_t)b * T + t) * 3 * C + (size_t)part * C + (size_t)h * hs; };
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int t = 0; t < T; t++) {
-                const float* q = &P.qkv[at(b, t, 0, h)];
-                double mx = -1e300, sum = 0;
-                for (int j = 0; j <= t; j++) {
-                    const float* k = &P.qkv[at(b, j, 1, h)];
-                    double s = 0;
-                    for (int d = 0; d < hs; d++) s += (double)q[d] * k[d];
-                    p[j] = s * scale;
-                    mx = std::max(mx, p[j]);
-                }
-                for (int j = 0; j <= t; j++) { p[j] = std::exp(p[j] - mx); sum += p[j]; }
-                for (int j = 0; j <= t; j++) p[j] /= sum;
-                P.lse[((size_t)b * NH + h) * T + t] = mx + std::log(sum);
-                // forward: y[t] = sum_j p[j] v[j]; backward: dp[j] = dy[t].v[j], dv[j] += p[j] dy[t]
-                const float* dy = &P.dout[((size_t)b * T + t) * C + (size_t)h * hs];
-                double dot = 0;
-                for (int j = 0; j <= t; j++) {
-                    P.att[(((size_t)b * NH + h) * T + t) * T + j] = p[j];
-                    const float* v = &P.qkv[at(b, j, 2, h)];
-                    double s = 0;
-                    for (int d = 0; d < hs; d++) {
-                        P.out[((size_t)b * T + t) * C + (size_t)h * hs + d] += p[j] * v[d];
-                        s += (double)dy[d] * v[d];
-                        P.dqkv[at(b, j, 2, h) + d] += p[j] * dy[d];
-                    }
-                    dp[j] = s;
-                    dot += p[j] * s;
-                }
-                // ds[j] = p[j] (dp[j] - dot); dq[t] += scale ds[j] k[j]; dk[j] += scale ds[j] q[t]
-                for (int j = 0; j <= t; j++) {
-                    const double ds = p[j] * (dp[j] - dot) * scale;
-                    const float* k = &P.qkv[at(b, j, 1, h)];
-                    for (int d = 0; d < hs; d++) {
-                        P.dqkv[at(b, t, 0, h) + d] += ds * k[d];
-                        P.dqkv[at(b, j, 1, h) + d] += ds * q[d];
-                    }
-                }
-            }
-    return P;
-}
-
-// The reference for qkv, dout ~ N(0, 1).
-static Problem reference(int B, int T, int NH, int hs) {
-    Problem P{B, T, NH, hs, NH * hs};
-    P.qkv = randn((size_t)B * T * 3 * P.C);
-    P.dout = randn((size_t)B * T * P.C);
-    return solve(std::move(P));
-}
-
-// " B=.. T=.. NH=..", the shape in every check's name
-static std::string shape_tag(const Problem& P) {
-    return " B=" + std::to_string(P.B) + " T=" + std::to_string(P.T) + " NH=" + std::to_string(P.NH) + P.label;
 }
 
 // The tolerances of the float64 checks of out and of dq, dk, dv (the saved state's are fixed:
@@ -531,36 +458,6 @@ static Tols large_score_tols() {
     Tols t;
     t.grads = tol_for(2.5e-5, 5e-3, 3e-2);
     return t;
-}
-
-// LARGE (see above): qkv, dout ~ N(0, 1), then q and k (columns 0 .. 2C of each row) times sqrt(sigma2).
-static Problem reference_large_scores(int B, int T, int NH, float sigma2) {
-    Problem P{B, T, NH, 64, NH * 64};
-    P.qkv = randn((size_t)B * T * 3 * P.C);
-    P.dout = randn((size_t)B * T * P.C);
-    const float g = std::sqrt(sigma2);
-    for (size_t r = 0; r < (size_t)B * T; r++)
-        for (int c = 0; c < 2 * P.C; c++) P.qkv[r * 3 * P.C + c] *= g;
-    char label[64];
-    snprintf(label, sizeof label, " large scores (q,k ~ N(0,%g))", sigma2);
-    P.label = label;
-    return solve(std::move(P));
-}
-
-// DOMINANT (see above): qkv, dout ~ N(0, 1), then q = 10 q and k = q (each query's own key wins by
-// hundreds).
-static Problem reference_own_key_dominates(int B, int T, int NH) {
-    Problem P{B, T, NH, 64, NH * 64};
-    P.qkv = randn((size_t)B * T * 3 * P.C);
-    P.dout = randn((size_t)B * T * P.C);
-    for (size_t r = 0; r < (size_t)B * T; r++)
-        for (int c = 0; c < P.C; c++) {
-            float* row = &P.qkv[r * 3 * P.C];
-            row[c] *= 10.0f;
-            row[P.C + c] = row[c];
-        }
-    P.label = " own key dominates (q = k = 10 N(0,1))";
-    return solve(std::move(P));
 }
 
 // The model's path and (sm_90a fp16/bf16) the mma.sync kernels on one large-score problem.
