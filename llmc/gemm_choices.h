@@ -4,7 +4,8 @@
 //   line 1:   a header naming what the choices are valid for (cuBLASLt's version and the GPU:
 //             another one ranks its algorithms differently), written and compared as a whole;
 //   line 2..: one matmul shape per line, MatmulKey's 15 fields, then the choice: an index into
-//             cuBLASLt's ranking of algorithms for that shape, in [0, max_choice).
+//             the shape's candidate algorithms (matmul_candidates: cuBLASLt's ranking, then its
+//             single pick when the ranking lacks it), in [0, max_choice).
 #pragma once
 #include <climits>
 #include <cstdio>

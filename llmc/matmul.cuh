@@ -9,6 +9,8 @@
 // buffer is column-major (C, BT), so B = it with op N. Each launcher below spells out its m, n, k.
 #pragma once
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -163,15 +165,15 @@ struct MatmulPlan {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d;
     cublasLtMatmulAlgo_t algo;
-    int choice = 0;        // index of `algo` in cuBLASLt's own ranking for this shape (0: its first)
+    int choice = 0;        // index of `algo` in matmul_candidates for this shape
     bool untimed = false;  // created while tuning: its first call times the candidates (matmul_tune)
 };
 // Algorithm choice. cuBLASLt ranks candidate algorithms by a model of the GPU, and its first is
 // not always the fastest: on an H200, for GPT-2 124M's shapes, the best of its first 16 is up to
 // 20 % faster for a few GEMMs (the lm head, dinp of qkv, dW of qkv), 7 % of all GEMM time in a
 // step (dev/cuda/matmul_check --algorithms). With --gemm-tune the trainer times them once, in a
-// throwaway forward+backward at startup, and keeps each shape's choice (an index into that
-// ranking). Timed in short bursts (1) that gains little in a step (d12 B=64: +0.1 %, -0.8 %): the
+// throwaway forward+backward at startup, and keeps each shape's choice (an index into
+// matmul_candidates). Timed in short bursts (1) that gains little in a step (d12 B=64: +0.1 %, -0.8 %): the
 // GPU runs at its 700 W power limit during a step, where a GEMM that is faster alone at full clock
 // mostly lowers the clock instead. Timed at that limit (2, matmul_tune) it gains 0.1-2.5 %
 // (README). Off by default: it costs startup time and timed choices can differ between runs.
@@ -182,7 +184,9 @@ struct MatmulPlanCache {
     std::map<MatmulKey, int> pinned;  // choices to take when a plan is created (--gemm-algos: every rank; <out>/gemm_algos.txt: rank 0)
 };
 constexpr int MATMUL_CANDIDATES = 16;         // how far down cuBLASLt's ranking tuning looks
-constexpr float MATMUL_TUNE_TOLERANCE = 0.03f;  // near-ties keep cuBLASLt's order (see matmul_tune)
+constexpr int MATMUL_MAX_CHOICES = MATMUL_CANDIDATES + 1;  // that ranking + cuBLASLt's single pick (matmul_candidates)
+constexpr int MATMUL_UNTUNED = -1;            // a choice meaning "what cuBLASLt picks when asked for one algorithm"
+constexpr float MATMUL_TUNE_TOLERANCE = 0.03f;  // near-ties keep the untuned algorithm (see matmul_tune)
 
 // The largest power of two (up to 256) that divides every pointer: cuBLASLt's heuristic assumes
 // 256-byte alignment unless told otherwise, and an algorithm chosen for it can fault on less.
@@ -193,35 +197,91 @@ inline int pointer_alignment(std::initializer_list<const void*> ptrs) {
     return align;
 }
 
+// Whether an epilogue reads or writes the descriptor's bias pointer (the BIAS bit; the bias
+// gradient variants) and its aux pointer (bit 128: the GELU/ReLU input or mask).
+inline bool epilogue_uses_bias(int e) {
+    return (e & CUBLASLT_EPILOGUE_BIAS) || e == CUBLASLT_EPILOGUE_DGELU_BGRAD || e == CUBLASLT_EPILOGUE_DRELU_BGRAD ||
+           e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB;
+}
+inline bool epilogue_uses_aux(int e) { return (e & 128) != 0; }
+
 // cuBLASLt's best `want` algorithms (its own ranking, first = what it expects to be fastest) for
-// the plan's descriptors, with our workspace and the operands' alignment; returns how many it gave.
-inline int matmul_heuristics(Context* ctx, const MatmulPlan& p, int align_bytes, int want, cublasLtMatmulHeuristicResult_t* results) {
+// the plan's descriptors, with our workspace and the key's alignment; returns how many it gave.
+// The heuristic also reads the bias and aux pointers on the descriptor (never dereferenced) to
+// infer their alignment, and the descriptor holds whatever it was last given: nothing when the
+// plan is created, the last call's pointers later. An element-aligned bias is ranked differently
+// from none (seen on an H200: 8 candidates against 2), so a choice made at one moment could name
+// another algorithm at the next. The query therefore sees stand-ins of exactly the key's alignment
+// (addresses inside our workspace, never touched) and the descriptor gets its own pointers back:
+// one key, one ranking, whenever it is asked.
+inline int matmul_heuristics(Context* ctx, const MatmulPlan& p, const MatmulKey& key, int want,
+                             cublasLtMatmulHeuristicResult_t* results) {
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                      &ctx->lt_workspace_size, sizeof(ctx->lt_workspace_size)));
-    uint32_t align = align_bytes;
+    uint32_t align = key.align;
     for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
         cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
+    const cublasLtMatmulDescAttributes_t ptr_attrs[2] = {CUBLASLT_MATMUL_DESC_BIAS_POINTER, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER};
+    const bool uses[2] = {epilogue_uses_bias(key.epilogue), epilogue_uses_aux(key.epilogue)};
+    const void* saved[2] = {nullptr, nullptr};
+    const void* stand_in = (const char*)ctx->lt_workspace + key.align;  // the workspace is 256-aligned
+    for (int i = 0; i < 2; i++) {
+        if (!uses[i]) continue;
+        size_t written = 0;
+        cublasCheck(cublasLtMatmulDescGetAttribute(p.desc, ptr_attrs[i], &saved[i], sizeof(saved[i]), &written));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, ptr_attrs[i], &stand_in, sizeof(stand_in)));
+    }
     int found = 0;
     cublasCheck(cublasLtMatmulAlgoGetHeuristic(ctx->lt, p.desc, p.a, p.b, p.d, p.d, pref, want, results, &found));
+    for (int i = 0; i < 2; i++)
+        if (uses[i]) cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, ptr_attrs[i], &saved[i], sizeof(saved[i])));
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     return found;
 }
 
-// Sets the plan's algorithm to the `choice`-th of cuBLASLt's ranking (the last one it has when
-// it has fewer, which only a different cuBLASLt or GPU than the choice was made on can cause).
+inline bool same_algo(const cublasLtMatmulAlgo_t& a, const cublasLtMatmulAlgo_t& b) { return memcmp(&a, &b, sizeof(a)) == 0; }
+
+// The algorithms a choice indexes: cuBLASLt's ranking of MATMUL_CANDIDATES, and then, when it is
+// not among them, the one algorithm it gives when asked for one. Both queries are needed because
+// cuBLASLt's answer depends on how many algorithms it is asked for (seen on an H200 in all three
+// precisions: a query for k < 16 is not always the first k of the query for 16; for d12's dinp
+// fcproj +DGELU in FP16/BF16 the single pick is not the ranking's first). The single pick is what
+// the trainer runs untuned, measured as such for every figure in the README; the ranking is what
+// tuning times. One list for both means a choice index names the same algorithm when it is timed,
+// written to a file, read back, or adopted by another rank.
+struct MatmulCandidates {
+    cublasLtMatmulHeuristicResult_t res[MATMUL_MAX_CHOICES];
+    int found = 0;    // how many of res are filled
+    int untuned = 0;  // the index of the single pick in res
+};
+inline MatmulCandidates matmul_candidates(Context* ctx, const MatmulPlan& p, const MatmulKey& key) {
+    MatmulCandidates c;
+    c.found = matmul_heuristics(ctx, p, key, MATMUL_CANDIDATES, c.res);
+    cublasLtMatmulHeuristicResult_t one;
+    if (matmul_heuristics(ctx, p, key, 1, &one) == 1) {
+        c.untuned = c.found;
+        for (int i = 0; i < c.found; i++)
+            if (same_algo(c.res[i].algo, one.algo)) { c.untuned = i; break; }
+        if (c.untuned == c.found) c.res[c.found++] = one;
+    }
+    return c;
+}
+
+// Sets the plan's algorithm to the `choice`-th of matmul_candidates (MATMUL_UNTUNED: its single
+// pick; the last one when it has fewer, which only a different cuBLASLt or GPU than the choice was
+// made on can cause).
 inline void matmul_choose(Context* ctx, MatmulPlan& p, const MatmulKey& key, int choice) {
-    cublasLtMatmulHeuristicResult_t res[MATMUL_CANDIDATES];
-    const int found = matmul_heuristics(ctx, p, key.align, std::min(choice + 1, MATMUL_CANDIDATES), res);
-    if (found == 0) {
+    const MatmulCandidates c = matmul_candidates(ctx, p, key);
+    if (c.found == 0) {
         fprintf(stderr, "cuBLASLt has no algorithm for m=%d n=%d k=%d transa=%d transb=%d epilogue=%d batch=%d align=%d\n",
                 key.m, key.n, key.k, key.trans_a, key.trans_b, key.epilogue, key.batch, key.align);
         exit(EXIT_FAILURE);
     }
-    p.choice = std::min(choice, found - 1);
-    p.algo = res[p.choice].algo;
+    p.choice = choice == MATMUL_UNTUNED ? c.untuned : std::min(choice, c.found - 1);
+    p.algo = c.res[p.choice].algo;
 }
 
 inline MatmulPlan& matmul_plan(Context* ctx, const MatmulKey& key) {
@@ -256,7 +316,7 @@ inline MatmulPlan& matmul_plan(Context* ctx, const MatmulKey& key) {
     }
     const auto pin = ctx->plans->pinned.find(key);
     const bool pinned = pin != ctx->plans->pinned.end();
-    matmul_choose(ctx, p, key, pinned ? pin->second : 0);
+    matmul_choose(ctx, p, key, pinned ? pin->second : MATMUL_UNTUNED);
     p.untimed = ctx->plans->tuning && !pinned;
     return ctx->plans->plans.emplace(key, p).first->second;
 }
@@ -299,10 +359,12 @@ inline cublasStatus_t matmul_launch(Context* ctx, const MatmulPlan& p, const Mat
     return cublasLtMatmul(ctx->lt, p.desc, &c.alpha, c.a, p.a, c.b, p.b, &c.beta, c.c_or_d(), p.d, c.d, p.d,
                           &algo, ctx->lt_workspace, ctx->lt_workspace_size, ctx->stream);
 }
-// Times cuBLASLt's first MATMUL_CANDIDATES algorithms on this call's own buffers and keeps the
-// first-ranked one within MATMUL_TUNE_TOLERANCE of the fastest: a near-tie goes to cuBLASLt's order
-// rather than to timing noise, so runs on the same machine choose alike. With beta != 0
-// (accumulation) the output is garbage afterwards, which is why tuning happens only in a throwaway
+// Times every algorithm of matmul_candidates on this call's own buffers and keeps the untuned one
+// (cuBLASLt's single pick) unless another is more than MATMUL_TUNE_TOLERANCE faster, then the
+// first-ranked one within that tolerance of the fastest: a near-tie goes to the untuned algorithm
+// and cuBLASLt's order rather than to timing noise, so runs on the same machine choose alike and
+// tuning changes an algorithm only where the timing says it gains. With beta != 0 (accumulation)
+// the output is garbage afterwards, which is why tuning happens only in a throwaway
 // pass (gpt2_tune_gemms). Two ways to time (ctx->plans->tuning):
 //   1 (burst): median of 5 runs after 2 warm-up runs, each alone on the stream: the time at
 //     whatever clock the work before left the GPU at, up to its highest (too few runs to meet
@@ -337,8 +399,10 @@ inline float time_sustained_ms(Context* ctx, F&& run, float burst_ms) {
 inline void matmul_tune(Context* ctx, MatmulPlan& p, const MatmulCall& c) {
     p.untimed = false;
     const int mode = ctx->plans->tuning;
-    cublasLtMatmulHeuristicResult_t res[MATMUL_CANDIDATES];
-    const int found = matmul_heuristics(ctx, p, matmul_key(c).align, MATMUL_CANDIDATES, res);
+    const MatmulKey key = matmul_key(c);
+    const MatmulCandidates cand = matmul_candidates(ctx, p, key);
+    const int found = cand.found;
+    const cublasLtMatmulHeuristicResult_t* res = cand.res;
     if (found == 0) return;
     cudaEvent_t t0, t1;
     cudaCheck(cudaEventCreate(&t0));
@@ -363,14 +427,18 @@ inline void matmul_tune(Context* ctx, MatmulPlan& p, const MatmulCall& c) {
     cudaCheck(cudaEventDestroy(t1));
     const std::vector<float>& t = mode == 2 ? sustained : burst;
     const float best = *std::min_element(t.begin(), t.end());
-    for (int i = 0; i < found; i++)
-        if (t[i] <= best * (1.0f + MATMUL_TUNE_TOLERANCE)) { p.choice = i; p.algo = res[i].algo; break; }
+    if (!std::isfinite(best)) return;  // none could run here: keep the untuned algorithm
+    const float near = best * (1.0f + MATMUL_TUNE_TOLERANCE);
+    int chosen = cand.untuned;
+    if (!(t[chosen] <= near))
+        for (chosen = 0; !(t[chosen] <= near); chosen++) {}
+    p.choice = chosen;
+    p.algo = res[chosen].algo;
     if (ctx->plans->report) {
-        const MatmulKey k = matmul_key(c);
-        const int f = 0, b = p.choice;
-        printf("gemm-tune m=%d n=%d k=%d ta=%d tb=%d epilogue=%d: first (#0) %.4f ms burst, %.4f sustained; "
-               "chosen #%d %.4f burst, %.4f sustained (%+.1f %% sustained)\n", k.m, k.n, k.k, k.trans_a, k.trans_b,
-               k.epilogue, burst[f], sustained[f], b, burst[b], sustained[b], 100.0 * (sustained[b] - sustained[f]) / sustained[f]);
+        const int u = cand.untuned, b = p.choice;
+        printf("gemm-tune m=%d n=%d k=%d ta=%d tb=%d epilogue=%d: untuned (#%d of %d) %.4f ms burst, %.4f sustained; "
+               "chosen #%d %.4f burst, %.4f sustained (%+.1f %% sustained)\n", key.m, key.n, key.k, key.trans_a, key.trans_b,
+               key.epilogue, u, found, burst[u], sustained[u], b, burst[b], sustained[b], 100.0 * (sustained[b] - sustained[u]) / sustained[u]);
     }
 }
 
@@ -412,7 +480,7 @@ inline std::string matmul_choices_text(const Context* ctx) {
 // The choices in `text` (matmul_choices_text's format) into *pinned; false + the reason when it
 // is not that format or was written for another cuBLASLt or GPU (whose rankings differ).
 inline bool matmul_choices_parse(const Context* ctx, const std::string& text, std::map<MatmulKey, int>* pinned, std::string* why) {
-    return gemm_choices_parse(matmul_choices_header(ctx), text, MATMUL_CANDIDATES, pinned, why);
+    return gemm_choices_parse(matmul_choices_header(ctx), text, MATMUL_MAX_CHOICES, pinned, why);
 }
 
 // Row-major view: C (M,N) = alpha * opX(X) @ opY(Y) + beta * C, opX(X) (M,K), opY(Y) (K,N), each

@@ -14,13 +14,17 @@
 //   - matmul_rowmajor, batched with padded strides, for the four transpose combinations (beta=0
 //     onto a NaN-poisoned C) and once with beta != 0;
 //   - bias_backward is bitwise reproducible (two runs from the same inputs);
+//   - the GEMM algorithm choice (check_algorithm_choice): one list of candidates per shape, whatever
+//     pointers the plan's descriptor holds and however often asked; a choice index, the untuned
+//     pick and a tuned choice each name the algorithm they should; every candidate computes the
+//     product;
 //   - timing of matmul_forward (+GELU) and matmul_backward at N=B*T=16384, C=768, OC=3072;
 //   - timing of bias_backward at N=65536 for GPT-2 124M's four bias widths (2304, 768, 3072, 768),
 //     the llmc kernels against the previous ones (kept below for that only), and of the
 //     alternatives of fusing the bias gradient into a GEMM's epilogue (cuBLASLt's BGRADB on the
 //     dweight GEMM, DGELU_BGRAD on the dinp GEMM after a GELU).
 //   - with --algorithms or --search, only: the algorithm studies of dev/cuda/matmul_algos.cuh
-//     (every GEMM of a d12 B=64 step: cuBLASLt's first algorithm vs the best of its first 16; the
+//     (every GEMM of a d12 B=64 step: the untuned algorithm vs the first and best of the candidates; the
 //     same timed sustained, at the power limit, over candidates beyond cuBLASLt's ranking);
 //   - with --ones-column, only: the linear layers' backward and forward with a dense input against
 //     an input with the ones column (study_ones_column);
@@ -271,6 +275,105 @@ static void check_gelu_forward(Context* ctx) {
                 std::vector<double>(fused.begin(), fused.end()), tol_default());
 }
 
+// The algorithm choice (llmc/matmul.cuh: matmul_candidates, matmul_choose, matmul_tune), on the
+// +bias forward of L with the bias 256-byte aligned and aligned to one element only:
+//   - the candidates are the same whatever bias pointer the plan's descriptor holds (none, a
+//     256-aligned one, the call's), and the query leaves the call's pointer on the descriptor;
+//   - asked again, the same candidates in the same order, so a choice index names one algorithm;
+//     matmul_choose(k) takes the k-th, MATMUL_UNTUNED the single pick (a query for one);
+//   - element-aligned: every candidate cuBLASLt accepts computes the product (tuning may keep any);
+// then a tuned choice (--gemm-tune 1 on a fresh shape), looked up again as a file or another rank
+// would, names the algorithm the tuner kept; and INFO lines: for each GEMM of a d12 step, where the
+// single pick stands among the candidates.
+static bool same_candidates(const MatmulCandidates& a, const MatmulCandidates& b) {
+    if (a.found != b.found || a.untuned != b.untuned) return false;
+    for (int i = 0; i < a.found; i++)
+        if (!same_algo(a.res[i].algo, b.res[i].algo)) return false;
+    return true;
+}
+static const void* desc_bias(const MatmulPlan& p) {
+    const void* v = nullptr;
+    size_t written = 0;
+    cublasCheck(cublasLtMatmulDescGetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &v, sizeof(v), &written));
+    return v;
+}
+static void set_desc_bias(const MatmulPlan& p, const void* v) {
+    cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &v, sizeof(v)));
+}
+static std::string describe(const MatmulCandidates& c) {
+    return std::to_string(c.found) + " candidates, single pick #" + std::to_string(c.untuned);
+}
+
+static void check_algorithm_choice(Context* ctx, const LinearCase& L) {
+    const int N = L.N, C = L.C, OC = L.OC;
+    floatX* bias_buf = dalloc<floatX>((size_t)OC + 1);  // the bias one element in: aligned to the element only
+    cudaCheck(cudaMemcpy(bias_buf + 1, L.d_bias, (size_t)OC * sizeof(floatX), cudaMemcpyDeviceToDevice));
+    for (int aligned = 1; aligned >= 0; aligned--) {
+        MatmulCall c{L.d_out, L.d_w, L.d_inp, OC, N, C, true, false};
+        c.bias = aligned ? L.d_bias : bias_buf + 1;
+        c.epilogue = CUBLASLT_EPILOGUE_BIAS;
+        const MatmulKey key = matmul_key(c);
+        const std::string tag = aligned ? " (bias 256-byte aligned)" : " (bias element-aligned: align " + std::to_string(key.align) + ")";
+        MatmulPlan& p = matmul_prepare(ctx, c);
+        const MatmulCandidates with_call = matmul_candidates(ctx, p, key);
+        const bool restored = desc_bias(p) == (const void*)c.bias;
+        set_desc_bias(p, nullptr);
+        const MatmulCandidates with_none = matmul_candidates(ctx, p, key);
+        set_desc_bias(p, L.d_bias);
+        const MatmulCandidates with_256 = matmul_candidates(ctx, p, key);
+        check_true("candidates independent of the bias pointer the descriptor holds" + tag,
+                   same_candidates(with_call, with_none) && same_candidates(with_call, with_256),
+                   "call's: " + describe(with_call) + "; none: " + describe(with_none) + "; 256-aligned: " + describe(with_256));
+        check_true("the candidate query leaves the call's bias pointer on the descriptor" + tag, restored, restored ? "kept" : "changed");
+        const MatmulCandidates again = matmul_candidates(ctx, p, key);
+        check_true("the same candidates when asked again" + tag, same_candidates(with_call, again), describe(again));
+        bool picks = with_call.found > 0;
+        for (int k = 0; k < with_call.found; k++) {
+            matmul_choose(ctx, p, key, k);
+            picks = picks && p.choice == k && same_algo(p.algo, with_call.res[k].algo);
+        }
+        cublasLtMatmulHeuristicResult_t one;
+        const int n_one = matmul_heuristics(ctx, p, key, 1, &one);
+        matmul_choose(ctx, p, key, MATMUL_UNTUNED);
+        picks = picks && n_one == 1 && p.choice == with_call.untuned && same_algo(p.algo, one.algo);
+        check_true("matmul_choose(k) takes the k-th candidate, MATMUL_UNTUNED the single pick" + tag, picks, describe(with_call));
+        if (aligned) continue;
+        matmul_prepare(ctx, c);  // the call's own bias back on the descriptor
+        for (int k = 0; k < with_call.found; k++) {
+            poison(L.d_out, (size_t)N * OC);
+            const std::string name = "candidate #" + std::to_string(k) + " of " + std::to_string(with_call.found) + ": matmul +bias" + tag;
+            if (matmul_launch(ctx, p, c, with_call.res[k].algo) != CUBLAS_STATUS_SUCCESS) {
+                printf("INFO %s: refused by cuBLASLt (tuning skips it)\n", name.c_str());
+                continue;
+            }
+            check_close(name, from_device(L.d_out, (size_t)N * OC), L.ref, tol_default());
+        }
+    }
+    cudaCheck(cudaFree(bias_buf));
+
+    // a tuned choice, looked up again: a shape no plan has yet (OC = C), timed in bursts
+    MatmulCall t{L.d_out, L.d_w, L.d_inp, C, N, C, true, false};
+    t.bias = L.d_bias;
+    t.epilogue = CUBLASLT_EPILOGUE_BIAS;
+    ctx->plans->tuning = 1;
+    matmul(ctx, t);
+    ctx->plans->tuning = 0;
+    MatmulPlan& tp = matmul_prepare(ctx, t);
+    const cublasLtMatmulAlgo_t timed = tp.algo;
+    const int choice = tp.choice;
+    matmul_choose(ctx, tp, matmul_key(t), choice);
+    check_true("a tuned choice, looked up again, names the algorithm the tuner kept", tp.choice == choice && same_algo(tp.algo, timed),
+               "choice #" + std::to_string(choice));
+
+    // where the single pick stands at d12 (no timing: the ranking only)
+    for (const StepCase& k : step_cases(ctx)) {
+        const MatmulPlan& p = matmul_prepare(ctx, k.c);
+        const MatmulCandidates cand = matmul_candidates(ctx, p, matmul_key(k.c));
+        printf("INFO d12 %-36s: the single pick (untuned) is #%d of %d candidates%s\n", k.name, cand.untuned, cand.found,
+               cand.untuned == 0 ? " (the ranking's first)" : cand.untuned == MATMUL_CANDIDATES ? " (not in the ranking of 16)" : "");
+    }
+}
+
 static void check_linear(Context* ctx) {
     LinearCase L = make_linear_case(256, 384, 1152);
     check_linear_forward(ctx, L);
@@ -279,6 +382,7 @@ static void check_linear(Context* ctx) {
     check_linear_ones_column(ctx, L);
     check_lm_head_chunked(ctx);
     check_gelu_forward(ctx);
+    check_algorithm_choice(ctx, L);
 }
 
 static void check_bias_backward(Context* ctx) {

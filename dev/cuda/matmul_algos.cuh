@@ -1,6 +1,7 @@
 // The cuBLASLt algorithm studies of dev/cuda/matmul_check (its --algorithms and --search modes),
 // apart from its correctness checks: which algorithm each GEMM of a GPT-2 124M step should run.
-//   sweep_algorithms:  cuBLASLt's first choice against the best of its first 16, timed in bursts;
+//   sweep_algorithms:  the untuned algorithm (cuBLASLt's single pick) against the first and the
+//                      best of matmul_candidates, timed in bursts;
 //   search_algorithms: the same GEMMs timed sustained (at the power limit), over candidates beyond
 //                      cuBLASLt's best-fit ranking.
 // Included by dev/cuda/matmul.cu (after check.cuh).
@@ -60,35 +61,40 @@ static std::vector<StepCase> step_cases(Context* ctx) {
 }
 
 // cuBLASLt algorithm choice for every GEMM of the step: the time of the algorithm the trainer
-// takes (cuBLASLt's first heuristic) against the best of its first 16, each timed on the same
-// buffers; and the step total both ways. Says whether timing the candidates at startup would pay.
+// runs untuned (cuBLASLt's single pick, matmul_candidates) against the first of its ranking of 16
+// and the best of all candidates, each timed on the same buffers; and the step totals. Says whether
+// timing the candidates at startup would pay, and what taking the ranking's first instead of the
+// single pick would change.
 static void sweep_algorithms(Context* ctx) {
-    double step_first = 0, step_best = 0;
+    double step_untuned = 0, step_first = 0, step_best = 0;
     for (const StepCase& k : step_cases(ctx)) {
         const MatmulPlan& p = matmul_prepare(ctx, k.c);
-        cublasLtMatmulHeuristicResult_t res[16];
-        const int found = matmul_heuristics(ctx, p, matmul_key(k.c).align, 16, res);
+        const MatmulCandidates cand = matmul_candidates(ctx, p, matmul_key(k.c));
         const double flops = 2.0 * k.c.m * k.c.n * k.c.k;
-        float first = 0, best = 1e30f;
+        std::vector<float> ms(cand.found);
         int best_i = 0;
-        for (int i = 0; i < found; i++) {
-            const float ms = median_ms(ctx, [&] { matmul(ctx, k.c, &res[i].algo); }, 15);
-            if (i == 0) first = ms;
-            if (ms < best) { best = ms; best_i = i; }
+        for (int i = 0; i < cand.found; i++) {
+            ms[i] = median_ms(ctx, [&] { matmul(ctx, k.c, &cand.res[i].algo); }, 15);
+            if (ms[i] < ms[best_i]) best_i = i;
         }
+        const float untuned = ms[cand.untuned], first = ms[0], best = ms[best_i];
+        step_untuned += k.count * untuned;
         step_first += k.count * first;
         step_best += k.count * best;
-        printf("ALGO %-36s m=%5d n=%5d k=%5d: first %.4f ms (%5.1f TFLOP/s), best #%-2d of %2d %.4f ms (%5.1f TFLOP/s), %+5.1f %%\n",
-               k.name, k.c.m, k.c.n, k.c.k, first, flops / first / 1e9, best_i, found, best, flops / best / 1e9, 100.0 * (first - best) / first);
+        printf("ALGO %-36s m=%5d n=%5d k=%5d: untuned #%-2d %.4f ms (%5.1f TFLOP/s), first %+5.1f %%, best #%-2d of %2d %.4f ms (%5.1f TFLOP/s), %+5.1f %%\n",
+               k.name, k.c.m, k.c.n, k.c.k, cand.untuned, untuned, flops / untuned / 1e9, 100.0 * (first - untuned) / untuned,
+               best_i, cand.found, best, flops / best / 1e9, 100.0 * (best - untuned) / untuned);
     }
-    printf("SUMMARY cuBLASLt GEMMs of one d12 B=64 step: first heuristic %.2f ms, best of 16 %.2f ms (%.1f %% less)\n",
-           step_first, step_best, 100.0 * (step_first - step_best) / step_first);
+    printf("SUMMARY cuBLASLt GEMMs of one d12 B=64 step: untuned %.2f ms, the ranking's first %.2f ms (%+.1f %%), best %.2f ms (%+.1f %%)\n",
+           step_untuned, step_first, 100.0 * (step_first - step_untuned) / step_untuned, step_best,
+           100.0 * (step_best - step_untuned) / step_untuned);
 }
 
 // ----------------------------------------------------------------------------------------------
 // --search: is there an algorithm outside cuBLASLt's best-fit ranking that does more per joule?
 // For each GEMM of the step, three sources of candidates:
-//   BF: the best-fit ranking's first 16 (what --gemm-tune 2 chooses among);
+//   BF: matmul_candidates, the best-fit ranking's first 16 and the single pick (what --gemm-tune 2
+//       chooses among);
 //   ID: for every algorithm id cuBLASLt has for these types, its ranking limited to that id
 //       (CUBLASLT_SEARCH_LIMITED_BY_ALGO_ID, up to 16 each);
 //   EN: every configuration we can build by hand for each id (tile x stages x cluster shape x CTA
@@ -208,14 +214,13 @@ static void search_algorithms(Context* ctx) {
     printf("SEARCH %d algorithm ids:", n_ids);
     for (int i = 0; i < n_ids; i++) printf(" %d", ids[i]);
     printf("\n");
-    double tot_first = 0, tot_bf = 0, tot_all = 0;
+    double tot_untuned = 0, tot_bf = 0, tot_all = 0;
     for (const StepCase& k : step_cases(ctx)) {
         if (k.count == 0) continue;
         MatmulPlan& p = matmul_prepare(ctx, k.c);
         std::vector<SearchCandidate> cands;
-        cublasLtMatmulHeuristicResult_t res[16];
-        const int found = matmul_heuristics(ctx, p, matmul_key(k.c).align, 16, res);
-        for (int i = 0; i < found; i++) cands.push_back({res[i].algo, 'B'});
+        const MatmulCandidates bf = matmul_candidates(ctx, p, matmul_key(k.c));
+        for (int i = 0; i < bf.found; i++) cands.push_back({bf.res[i].algo, 'B'});
         const int n_bf = (int)cands.size();
         int n_id = 0;
         std::vector<SearchCandidate> enumerated;
@@ -233,16 +238,17 @@ static void search_algorithms(Context* ctx) {
             if (i < n_bf && cands[i].sustained < cands[bf_best].sustained) bf_best = i;
             if (cands[i].sustained < cands[all_best].sustained) all_best = i;
         }
-        const float first = cands[0].sustained, bf = cands[bf_best].sustained, all = cands[all_best].sustained;
-        tot_first += k.count * first; tot_bf += k.count * bf; tot_all += k.count * all;
-        printf("SEARCH %-36s m=%5d n=%5d k=%5d: %d BF, %d ID, %d EN valid (%zu timed); sustained ms: first %.4f, BF best #%d %.4f (%+.1f %%), "
-               "best %c %.4f (%+.1f %% vs first, %+.1f %% vs BF best) burst %.4f [%s]\n",
-               k.name, k.c.m, k.c.n, k.c.k, n_bf, n_id, n_en_valid, enumerated.size(), first, bf_best, bf, 100.0 * (bf - first) / first,
-               cands[all_best].src, all, 100.0 * (all - first) / first, 100.0 * (all - bf) / bf, cands[all_best].burst,
+        const int u = bf.untuned;
+        const float untuned = cands[u].sustained, bf_ms = cands[bf_best].sustained, all = cands[all_best].sustained;
+        tot_untuned += k.count * untuned; tot_bf += k.count * bf_ms; tot_all += k.count * all;
+        printf("SEARCH %-36s m=%5d n=%5d k=%5d: %d BF, %d ID, %d EN valid (%zu timed); sustained ms: untuned #%d %.4f, BF best #%d %.4f (%+.1f %%), "
+               "best %c %.4f (%+.1f %% vs untuned, %+.1f %% vs BF best) burst %.4f [%s]\n",
+               k.name, k.c.m, k.c.n, k.c.k, n_bf, n_id, n_en_valid, enumerated.size(), u, untuned, bf_best, bf_ms, 100.0 * (bf_ms - untuned) / untuned,
+               cands[all_best].src, all, 100.0 * (all - untuned) / untuned, 100.0 * (all - bf_ms) / bf_ms, cands[all_best].burst,
                algo_describe(cands[all_best].algo).c_str());
-        printf("SEARCH   first [%s]; BF best [%s]\n", algo_describe(cands[0].algo).c_str(), algo_describe(cands[bf_best].algo).c_str());
+        printf("SEARCH   untuned [%s]; BF best [%s]\n", algo_describe(cands[u].algo).c_str(), algo_describe(cands[bf_best].algo).c_str());
         fflush(stdout);
     }
-    printf("SUMMARY sustained GEMM ms of one d12 B=64 step: cuBLASLt's first %.2f, best of its first 16 %.2f (%+.1f %%), best found %.2f (%+.1f %%)\n",
-           tot_first, tot_bf, 100.0 * (tot_bf - tot_first) / tot_first, tot_all, 100.0 * (tot_all - tot_first) / tot_first);
+    printf("SUMMARY sustained GEMM ms of one d12 B=64 step: cuBLASLt's single pick (untuned) %.2f, best of its candidates %.2f (%+.1f %%), best found %.2f (%+.1f %%)\n",
+           tot_untuned, tot_bf, 100.0 * (tot_bf - tot_untuned) / tot_untuned, tot_all, 100.0 * (tot_all - tot_untuned) / tot_untuned);
 }
