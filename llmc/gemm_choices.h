@@ -8,11 +8,13 @@
 //             single pick when the ranking lacks it), in [0, max_choice).
 #pragma once
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <vector>
 #include "options.h"   // printable
 
 // One distinct matmul call shape (column-major, as cuBLASLt sees it), the pointers' alignment,
@@ -71,4 +73,21 @@ inline bool gemm_choices_parse(const std::string& header, const std::string& tex
         (*choices)[k] = choice;
     }
     return true;
+}
+
+// Which timed candidate tuning keeps (llmc/matmul.cuh, matmul_tune): ms[i] is candidate i's time in
+// cuBLASLt's order, INFINITY where it could not run; `untuned` indexes the algorithm that runs
+// without tuning. That one when it is within `tolerance` (a fraction) of the fastest, else the
+// first within it: a near-tie is timing noise, and resolving it this way means tuning changes an
+// algorithm only where the timing says it gains, and alike on every run of one machine. -1 when
+// none ran.
+inline int gemm_tune_pick(const std::vector<float>& ms, int untuned, float tolerance) {
+    float best = INFINITY;
+    for (float t : ms) best = t < best ? t : best;
+    if (!(best < INFINITY)) return -1;
+    const float near = best * (1.0f + tolerance);
+    if (untuned >= 0 && untuned < (int)ms.size() && ms[untuned] <= near) return untuned;
+    for (int i = 0; i < (int)ms.size(); i++)
+        if (ms[i] <= near) return i;
+    return -1;  // not reached: the fastest is within its own tolerance
 }

@@ -426,12 +426,8 @@ inline void matmul_tune(Context* ctx, MatmulPlan& p, const MatmulCall& c) {
     cudaCheck(cudaEventDestroy(t0));
     cudaCheck(cudaEventDestroy(t1));
     const std::vector<float>& t = mode == 2 ? sustained : burst;
-    const float best = *std::min_element(t.begin(), t.end());
-    if (!std::isfinite(best)) return;  // none could run here: keep the untuned algorithm
-    const float near = best * (1.0f + MATMUL_TUNE_TOLERANCE);
-    int chosen = cand.untuned;
-    if (!(t[chosen] <= near))
-        for (chosen = 0; !(t[chosen] <= near); chosen++) {}
+    const int chosen = gemm_tune_pick(t, cand.untuned, MATMUL_TUNE_TOLERANCE);
+    if (chosen < 0) return;  // none could run here: keep the untuned algorithm
     p.choice = chosen;
     p.algo = res[chosen].algo;
     if (ctx->plans->report) {

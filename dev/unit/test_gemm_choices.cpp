@@ -1,6 +1,7 @@
 // The GEMM algorithm choices file (llmc/gemm_choices.h): what --gemm-tune 1 writes and
 // --gemm-algos / --resume read. Round trip, and one line naming what is wrong for a file of
-// another cuBLASLt/GPU, a malformed line, a choice out of range, trailing text.
+// another cuBLASLt/GPU, a malformed line, a choice out of range, trailing text; and which timed
+// candidate tuning keeps (gemm_tune_pick).
 #include "llmc/gemm_choices.h"
 #include "dev/unit/check.h"
 
@@ -45,5 +46,20 @@ int main() {
     CHECK(gemm_choices_parse(header, header + "\n1 2 3 4 5 6 7 8 9223372036854775807 10 11 12 13 14 15 2\n", 16, &wide, &why) &&
               wide.size() == 1 && wide.begin()->first.stride_a == 9223372036854775807LL && wide.begin()->second == 2,
           "a stride at the top of 64 bits, read exactly");
+    // a choice may index the single pick appended after the ranking of 16 (max_choice 17)
+    std::map<MatmulKey, int> appended;
+    CHECK(gemm_choices_parse(header, header + "\n1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n", 17, &appended, &why) &&
+              appended.begin()->second == 16, "choice 16 read where 17 candidates are allowed");
+
+    // which timed candidate tuning keeps
+    const float inf = INFINITY;
+    CHECK(gemm_tune_pick({1.00f, 0.90f, 0.80f}, 0, 0.03f) == 2, "the fastest when nothing is near it");
+    CHECK(gemm_tune_pick({1.00f, 0.81f, 0.80f}, 0, 0.03f) == 1, "the first within the tolerance, in cuBLASLt's order");
+    CHECK(gemm_tune_pick({1.00f, 0.81f, 0.80f, 0.82f}, 3, 0.03f) == 3, "the untuned one when it is within the tolerance");
+    CHECK(gemm_tune_pick({1.00f, 0.81f, 0.80f, 0.90f}, 3, 0.03f) == 1, "not the untuned one when it is slower than that");
+    CHECK(gemm_tune_pick({inf, 0.81f, inf}, 0, 0.03f) == 1, "candidates that could not run are never kept");
+    CHECK(gemm_tune_pick({inf, inf}, 1, 0.03f) == -1, "-1 when none ran");
+    CHECK(gemm_tune_pick({}, 0, 0.03f) == -1, "-1 for no candidates");
+    CHECK(gemm_tune_pick({0.5f, 0.5f}, 7, 0.03f) == 0, "an untuned index outside the list is ignored");
     return check_finish();
 }
