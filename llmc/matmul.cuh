@@ -253,14 +253,14 @@ inline bool same_algo(const cublasLtMatmulAlgo_t& a, const cublasLtMatmulAlgo_t&
 // tuning times. One list for both means a choice index names the same algorithm when it is timed,
 // written to a file, read back, or adopted by another rank.
 struct MatmulCandidates {
-    cublasLtMatmulHeuristicResult_t res[MATMUL_MAX_CHOICES];
+    cublasLtMatmulHeuristicResult_t res[MATMUL_MAX_CHOICES] = {};  // zeroed: same_algo compares every byte
     int found = 0;    // how many of res are filled
     int untuned = 0;  // the index of the single pick in res
 };
 inline MatmulCandidates matmul_candidates(Context* ctx, const MatmulPlan& p, const MatmulKey& key) {
     MatmulCandidates c;
     c.found = matmul_heuristics(ctx, p, key, MATMUL_CANDIDATES, c.res);
-    cublasLtMatmulHeuristicResult_t one;
+    cublasLtMatmulHeuristicResult_t one = {};
     if (matmul_heuristics(ctx, p, key, 1, &one) == 1) {
         c.untuned = c.found;
         for (int i = 0; i < c.found; i++)

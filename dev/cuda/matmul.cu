@@ -332,7 +332,7 @@ static void check_algorithm_choice(Context* ctx, const LinearCase& L) {
             matmul_choose(ctx, p, key, k);
             picks = picks && p.choice == k && same_algo(p.algo, with_call.res[k].algo);
         }
-        cublasLtMatmulHeuristicResult_t one;
+        cublasLtMatmulHeuristicResult_t one = {};
         const int n_one = matmul_heuristics(ctx, p, key, 1, &one);
         matmul_choose(ctx, p, key, MATMUL_UNTUNED);
         picks = picks && n_one == 1 && p.choice == with_call.untuned && same_algo(p.algo, one.algo);
