@@ -205,6 +205,18 @@ inline bool epilogue_uses_bias(int e) {
 }
 inline bool epilogue_uses_aux(int e) { return (e & 128) != 0; }
 
+// The bias or aux pointer a plan's descriptor holds (attr: CUBLASLT_MATMUL_DESC_BIAS_POINTER or
+// CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER), and setting it.
+inline const void* matmul_desc_pointer(const MatmulPlan& p, cublasLtMatmulDescAttributes_t attr) {
+    const void* v = nullptr;
+    size_t written = 0;
+    cublasCheck(cublasLtMatmulDescGetAttribute(p.desc, attr, &v, sizeof(v), &written));
+    return v;
+}
+inline void matmul_set_desc_pointer(const MatmulPlan& p, cublasLtMatmulDescAttributes_t attr, const void* v) {
+    cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, attr, &v, sizeof(v)));
+}
+
 // cuBLASLt's best `want` algorithms (its own ranking, first = what it expects to be fastest) for
 // the plan's descriptors, with our workspace and the key's alignment; returns how many it gave.
 // The heuristic also reads the bias and aux pointers on the descriptor (never dereferenced) to
@@ -228,16 +240,12 @@ inline int matmul_heuristics(Context* ctx, const MatmulPlan& p, const MatmulKey&
     const bool uses[2] = {epilogue_uses_bias(key.epilogue), epilogue_uses_aux(key.epilogue)};
     const void* saved[2] = {nullptr, nullptr};
     const void* stand_in = (const char*)ctx->lt_workspace + key.align;  // the workspace is 256-aligned
-    for (int i = 0; i < 2; i++) {
-        if (!uses[i]) continue;
-        size_t written = 0;
-        cublasCheck(cublasLtMatmulDescGetAttribute(p.desc, ptr_attrs[i], &saved[i], sizeof(saved[i]), &written));
-        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, ptr_attrs[i], &stand_in, sizeof(stand_in)));
-    }
+    for (int i = 0; i < 2; i++)
+        if (uses[i]) { saved[i] = matmul_desc_pointer(p, ptr_attrs[i]); matmul_set_desc_pointer(p, ptr_attrs[i], stand_in); }
     int found = 0;
     cublasCheck(cublasLtMatmulAlgoGetHeuristic(ctx->lt, p.desc, p.a, p.b, p.d, p.d, pref, want, results, &found));
     for (int i = 0; i < 2; i++)
-        if (uses[i]) cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, ptr_attrs[i], &saved[i], sizeof(saved[i])));
+        if (uses[i]) matmul_set_desc_pointer(p, ptr_attrs[i], saved[i]);
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     return found;
 }
@@ -295,7 +303,7 @@ inline MatmulPlan& matmul_plan(Context* ctx, const MatmulKey& key) {
     cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
     cublasLtEpilogue_t epi = (cublasLtEpilogue_t)key.epilogue;
     cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-    if (epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epi == CUBLASLT_EPILOGUE_GELU_AUX || epi == CUBLASLT_EPILOGUE_DGELU) {
+    if (epilogue_uses_aux(epi)) {
         int64_t ld = key.m;  // the aux (pre-GELU) matrix has D's shape
         cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
     }
@@ -349,8 +357,8 @@ inline MatmulKey matmul_key(const MatmulCall& c) {
 // The plan for the call, with this call's bias and aux pointers set on its descriptor.
 inline MatmulPlan& matmul_prepare(Context* ctx, const MatmulCall& c) {
     MatmulPlan& p = matmul_plan(ctx, matmul_key(c));
-    if (c.bias) cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias, sizeof(c.bias)));
-    if (c.aux) cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c.aux, sizeof(c.aux)));
+    if (c.bias) matmul_set_desc_pointer(p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, c.bias);
+    if (c.aux) matmul_set_desc_pointer(p, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, c.aux);
     return p;
 }
 // One launch of the call with the given algorithm on the prepared plan; cuBLASLt's status (an

@@ -291,15 +291,6 @@ static bool same_candidates(const MatmulCandidates& a, const MatmulCandidates& b
         if (!same_algo(a.res[i].algo, b.res[i].algo)) return false;
     return true;
 }
-static const void* desc_bias(const MatmulPlan& p) {
-    const void* v = nullptr;
-    size_t written = 0;
-    cublasCheck(cublasLtMatmulDescGetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &v, sizeof(v), &written));
-    return v;
-}
-static void set_desc_bias(const MatmulPlan& p, const void* v) {
-    cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &v, sizeof(v)));
-}
 static std::string describe(const MatmulCandidates& c) {
     return std::to_string(c.found) + " candidates, single pick #" + std::to_string(c.untuned);
 }
@@ -316,10 +307,10 @@ static void check_algorithm_choice(Context* ctx, const LinearCase& L) {
         const std::string tag = aligned ? " (bias 256-byte aligned)" : " (bias element-aligned: align " + std::to_string(key.align) + ")";
         MatmulPlan& p = matmul_prepare(ctx, c);
         const MatmulCandidates with_call = matmul_candidates(ctx, p, key);
-        const bool restored = desc_bias(p) == (const void*)c.bias;
-        set_desc_bias(p, nullptr);
+        const bool restored = matmul_desc_pointer(p, CUBLASLT_MATMUL_DESC_BIAS_POINTER) == (const void*)c.bias;
+        matmul_set_desc_pointer(p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, nullptr);
         const MatmulCandidates with_none = matmul_candidates(ctx, p, key);
-        set_desc_bias(p, L.d_bias);
+        matmul_set_desc_pointer(p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, L.d_bias);
         const MatmulCandidates with_256 = matmul_candidates(ctx, p, key);
         check_true("candidates independent of the bias pointer the descriptor holds" + tag,
                    same_candidates(with_call, with_none) && same_candidates(with_call, with_256),
