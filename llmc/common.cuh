@@ -216,13 +216,13 @@ struct Context {
     cublasLtHandle_t lt = nullptr;
     void* lt_workspace = nullptr;         // cuBLASLt scratch; 32 MiB is what Hopper kernels ask for
     size_t lt_workspace_size = 0;
-    struct MatmulPlanCache* plans = nullptr;  // algorithm choices per matmul shape (matmul.cuh)
+    struct MatmulPlanCache* plans = nullptr;  // algorithm choices per matmul shape (matmul_plans.cuh)
     float* scratch = nullptr;             // fp32 partial sums of the deterministic reductions
     size_t scratch_elems = 0;
     void* tensor_map_encode = nullptr;    // the driver's cuTensorMapEncodeTiled (sm_90a attention's TMA), looked up on first use
 };
 
-// context_create / context_destroy live in matmul.cuh: the context is mostly cuBLASLt state.
+// context_create / context_destroy live in matmul_plans.cuh: the context is mostly cuBLASLt state.
 
 // The launches that `launches` makes on ctx->stream, recorded (stream capture: nothing runs) and
 // instantiated as an executable CUDA graph, which cudaGraphLaunch then replays as one launch.

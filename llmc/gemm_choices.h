@@ -1,5 +1,5 @@
 // The GEMM algorithm choices as text: what `--gemm-tune 1` or `2` keeps in <out>/gemm_algos.txt and
-// `--gemm-algos FILE` reads (llmc/matmul.cuh makes and applies the choices). Host-only, unit-tested
+// `--gemm-algos FILE` reads (llmc/matmul_plans.cuh makes and applies the choices). Host-only, unit-tested
 // (dev/unit/test_gemm_choices.cpp).
 //   line 1:   a header naming what the choices are valid for (cuBLASLt's version and the GPU:
 //             another one ranks its algorithms differently), written and compared as a whole;
@@ -75,7 +75,7 @@ inline bool gemm_choices_parse(const std::string& header, const std::string& tex
     return true;
 }
 
-// Which timed candidate tuning keeps (llmc/matmul.cuh, matmul_tune): ms[i] is candidate i's time in
+// Which timed candidate tuning keeps (llmc/matmul_plans.cuh, matmul_tune): ms[i] is candidate i's time in
 // cuBLASLt's order, INFINITY where it could not run; `untuned` indexes the algorithm that runs
 // without tuning. That one when it is within `tolerance` (a fraction) of the fastest, else the
 // first within it: a near-tie is timing noise, and resolving it this way means tuning changes an

@@ -257,7 +257,7 @@ StepResult gpt2_train_step(GPT2* m, Context* ctx, int accum, const std::function
     return r;
 }
 
-// GEMM algorithm tuning (matmul.cuh): one forward+backward at the model's own shapes on random
+// GEMM algorithm tuning (matmul_plans.cuh): one forward+backward at the model's own shapes on random
 // tokens, in which every matmul plan created times cuBLASLt's candidate algorithms on its first
 // call (mode 1 or 2, matmul_tune's; with 0 it only creates the plans). A throwaway pass: it leaves garbage in the
 // activations and gradients (a step zeroes the gradients first) and touches neither the weights

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 #include "../../llmc/common.cuh"
-#include "../../llmc/matmul.cuh"  // context_create / context_destroy
+#include "../../llmc/matmul.cuh"  // the GEMM launchers; context_create / context_destroy (matmul_plans.cuh)
 
 // ----------------------------------------------------------------------------------------------
 // Tolerances (relative, ||out - ref|| / ||ref||), picked by the build's precision.

@@ -1,4 +1,4 @@
-// Checks llmc/matmul.cuh against float64 CPU references:
+// Checks llmc/matmul.cuh (and the plans under it, llmc/matmul_plans.cuh) against float64 CPU references:
 //   - matmul_forward with bias; with the GELU epilogue (pre_gelu and the tanh-GELU output); with
 //     the residual added in the epilogue (and the residual left unchanged);
 //   - matmul_backward: dinp, dweight accumulated onto non-zero, dbias accumulated; and with
@@ -275,7 +275,7 @@ static void check_gelu_forward(Context* ctx) {
                 std::vector<double>(fused.begin(), fused.end()), tol_default());
 }
 
-// The algorithm choice (llmc/matmul.cuh: matmul_candidates, matmul_choose, matmul_tune), on the
+// The algorithm choice (llmc/matmul_plans.cuh: matmul_candidates, matmul_choose, matmul_tune), on the
 // +bias forward of L with the bias 256-byte aligned and aligned to one element only:
 //   - the candidates are the same whatever bias pointer the plan's descriptor holds (none, a
 //     256-aligned one, the call's), and the query leaves the call's pointer on the descriptor;
