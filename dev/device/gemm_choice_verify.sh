@@ -8,9 +8,9 @@
 #   call2: `matmul_check --algorithms` in BF16 and FP16 (untuned against the ranking's first and
 #          best, burst); the d12 bench, binaries before the change against after, alternating
 #          (trainer_ab.sh, ROUNDS=2), BF16 and FP16
-# Needs, built HERE and carried (with dev_data): build/{fp32,fp16,bf16} (dev/device/build.sh FP16
-# BF16 FP32) and build/before_{bf16,fp16}/train_gpt2cu, the trainer from the commit before the
-# change (git worktree add /tmp/before 8184cc3; make CI=true PRECISION=X train_gpt2cu there).
+# Needs, built HERE and carried: build/{fp32,fp16,bf16} (dev/device/build.sh FP16 BF16 FP32),
+# build/before_{bf16,fp16}/train_gpt2cu, the trainer from the commit before the change (8184cc3),
+# and dev_data: `dev/device/prepare.sh gemm` builds and packs them and prints the call.
 #   dev/device/gemm_choice_verify.sh call1|call2
 set -uo pipefail
 cd "$(dirname "$0")/../.."

@@ -9,7 +9,7 @@
 # level,lm-head chunk] entries (the default below); each reference is removed after its tests.
 # BUILDS: the build/ subdirectories that test and checks run (default "fp32 fp16 bf16"); a name's
 # precision is its part before any "_" (BUILDS="bf16 bf16_all" checks a branch's build beside main's).
-# tok: needs .devdata/, a copy of ../shared/data (tinyshakespeare.txt, gpt2/) made before the call.
+# tok: needs build/devdata/ (dev/device/prepare.sh) or .devdata/: a copy of ../shared/data made before the call.
 # algos: the GEMM algorithm choices file: a tuned run writes <out>/gemm_algos.txt; a second run
 # given it (--gemm-algos) reports it and repeats the losses bit for bit (log.jsonl); a missing or foreign file
 # is one line and a non-zero exit.
@@ -105,13 +105,15 @@ if has algos; then
     cp runs/ga1/log.jsonl "$OUT/algos_1.jsonl" 2>/dev/null; cp runs/ga2/log.jsonl "$OUT/algos_2.jsonl" 2>/dev/null
     rm -rf runs/ga1 runs/ga2
 fi
-if has tok && [ ! -f .devdata/tinyshakespeare.txt ]; then
-    summary+=("tokenizer vs tiktoken: not run: no .devdata/ (cp -r ../shared/data .devdata before the device call)")
+# ../shared does not travel to the device machine: the data comes as a copy of ../shared/data, in
+# build/devdata (dev/device/prepare.sh packs it) or in .devdata (git neither tracks nor ignores it,
+# so the working tree's copy carries it)
+devdata=build/devdata; [ -f $devdata/tinyshakespeare.txt ] || devdata=.devdata
+if has tok && [ ! -f $devdata/tinyshakespeare.txt ]; then
+    summary+=("tokenizer vs tiktoken: not run: no build/devdata/ or .devdata/ (dev/device/prepare.sh, or cp -r ../shared/data .devdata, before the device call)")
 elif has tok; then
-    # ../shared does not travel to the device machine: the data comes in .devdata, a copy of
-    # ../shared/data that git neither tracks nor ignores, so the working tree's copy carries it
-    cp build/tokenize data/tokenize && GPT2_VOCAB_DIR=.devdata/gpt2 python3 dev/tokenizer_fixture.py --compare \
-        .devdata/tinyshakespeare.txt dev/unit/fixtures/tokenizer_text.txt > "$OUT/tokenizer.log" 2>&1
+    cp build/tokenize data/tokenize && GPT2_VOCAB_DIR=$devdata/gpt2 python3 dev/tokenizer_fixture.py --compare \
+        $devdata/tinyshakespeare.txt dev/unit/fixtures/tokenizer_text.txt > "$OUT/tokenizer.log" 2>&1
     summary+=("tokenizer vs tiktoken: $(tail -n 2 "$OUT/tokenizer.log" | tr '\n' ' ')")
 fi
 if has bench; then

@@ -11,9 +11,9 @@
 #          (one rank per GPU); then multi_gpu.sh peers (torch.compile DDP side by side) with what
 #          time is left.
 #   dev/device/x2_verify.sh call1|call2      (~400 s each, from the parts' own timings)
-# Needs, made before the call (no GPU needed): dev/device/build.sh NOMPI FP16 BF16 FP32 (carry the
-# binaries, not the checks: 64 MiB), build/interconnect, build/tokenize, dev_data/ (make data),
-# and for hellaswag build/devdata (cp -r ../shared/data build/devdata). NCCL_P2P_DISABLE must not be
+# Needs, made before the call (no GPU needed): `dev/device/prepare.sh x2` builds and packs it all
+# (build.sh NOMPI FP16 BF16 FP32, build/interconnect, build/tokenize, dev_data/ from make data, and
+# for hellaswag build/devdata, a copy of ../shared/data) and prints the call. NCCL_P2P_DISABLE must not be
 # set by the caller (the scripts set it for the runs that want it); NVLink multicast stays off.
 # Each part writes under $OUT/<part>/ and prints its summary; the lines of every summary come last.
 set -uo pipefail

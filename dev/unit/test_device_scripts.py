@@ -20,7 +20,8 @@ the multi-rank scripts: test_rank_scripts.py):
   sanitize.sh: each run's verdict line (the tool's summary, the kernels its reports name, counted),
       a run stopped at LIMIT_S, runs past BUDGET_S not started, a missing binary, no tool at all;
   host_sanitize.sh: every run's exit status against the expected one (the inf/nan stop's 2, the
-      signal stop's 4), a sanitizer report's first lines, a missing binary or --hellaswag file."""
+      signal stop's 4), a sanitizer report's first lines, a missing binary or --hellaswag file;
+  prepare.sh: a plan's binaries, tools and data in one pack, what it lacks named, the call printed."""
 import os
 import re
 import shutil
@@ -557,8 +558,38 @@ rc, out, err = sh(root, "hellaswag_set.sh", [log])
 check(rc == 0 and open(log).read() == "fixture\nwrote 400 examples\n", "hellaswag_set.sh: both steps' output in LOG, exit 0")
 rc, out, err = sh(root, "hellaswag_set.sh", [log], env={"STANDIN_FAIL": "1"})
 check(rc == 3 and open(log).read() == "fixture\n", "hellaswag_set.sh: a failed fixture is the exit status; the tokenizer does not run")
+# ---------------------------------------------------------------------------------------------
+# prepare.sh with NO_BUILD=1: it packs what build/ and dev_data hold (stand-in files) with a copy of
+# SHARED, names what a plan lacks, and prints the device call
+import tarfile  # noqa: E402
+root = tree("prepare.sh")
+shared = os.path.join(root, "shared")
+for rel in ("tinyshakespeare.txt", "gpt2/encoder.json", "gpt2/vocab.bpe"):
+    write(os.path.join(shared, rel), "stand-in " + rel)
+for rel in ("build/fp32/train_gpt2cu", "build/fp16/train_gpt2cu", "build/bf16/train_gpt2cu", "build/tokenize",
+            "build/interconnect", "build/power_probe", "dev_data/tinyshakespeare_train.bin", "dev_data/tinyshakespeare_val.bin",
+            "dev_data/gpt2_tokenizer.bin"):
+    write(os.path.join(root, rel), "stand-in", exe=True)
+env = {"NO_BUILD": "1", "SHARED": shared}
+rc, out, err = sh(root, "prepare.sh", ["x2"], env=env)
+check(rc == 2 and err.strip() == "prepare.sh: build/nompi is missing (run without NO_BUILD=1)" and not os.path.exists(
+      os.path.join(root, "device_pack.tar.xz")), "prepare.sh x2 without build/nompi: one line naming it, exit 2, no pack", out + err)
+write(os.path.join(root, "build/nompi/train_gpt2cu"), "stand-in", exe=True)
+rc, out, err = sh(root, "prepare.sh", ["x2"], env=env)
+names = set(tarfile.open(os.path.join(root, "device_pack.tar.xz")).getnames()) if rc == 0 else set()
+check(rc == 0 and {"build/nompi/train_gpt2cu", "build/bf16/train_gpt2cu", "build/tokenize", "build/devdata/gpt2/vocab.bpe",
+                   "build/devdata/tinyshakespeare.txt", "dev_data/tinyshakespeare_val.bin", "dev_data/gpt2_tokenizer.bin"} <= names,
+      "prepare.sh x2: the plan's binaries, the tools, a copy of SHARED as build/devdata and dev_data in one pack", out + err)
+check("tar xJf device_pack.tar.xz && export LD_LIBRARY_PATH=$PWD/build/lib && dev/device/x2_verify.sh call1" in out,
+      "prepare.sh x2: prints the device call", out + err)
+rc, out, err = sh(root, "prepare.sh", ["gemm"], env=env)
+check(rc == 2 and err.strip() == "prepare.sh: build/before_bf16 is missing (run without NO_BUILD=1)",
+      "prepare.sh gemm without the before-binaries: one line naming them, exit 2", out + err)
+rc, out, err = sh(root, "prepare.sh", ["one"], env=dict(env, SHARED=os.path.join(root, "nowhere")))
+check(rc == 2 and len(err.strip().splitlines()) == 1 and "nowhere/tinyshakespeare.txt is missing" in err,
+      "prepare.sh without the shared data: one line naming the file, exit 2", out + err)
 # the usage errors of the scripts above: one line on stderr, a non-zero exit, nothing run
-for script, args in (("same_output.sh", ["only_one"]), ("hellaswag_set.sh", [])):
+for script, args in (("same_output.sh", ["only_one"]), ("hellaswag_set.sh", []), ("prepare.sh", []), ("prepare.sh", ["all"])):
     root = tree(script)
     rc, out, err = sh(root, script, args)
     check(rc != 0 and len(err.strip().splitlines()) == 1 and "usage" in err and out == "",
