@@ -4,6 +4,7 @@ the script run there (no GPU, no third-party packages)."""
 import atexit
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -46,13 +47,23 @@ def tree(*scripts):
     return root
 
 
+def _default_interrupts():
+    """In the child before exec: SIGINT and SIGQUIT back to their defaults. A shell without job
+    control starts its background commands (`make test &` in a script) with both ignored, children
+    inherit that, and a shell cannot trap a signal it was started ignoring: the scripts' SIGINT
+    handling (stop_signal.sh's tests) would then be tested against a signal that never arrives."""
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def sh(root, script, args=(), env=None, timeout=120, where="dev/device"):
-    """Runs <root>/<where>/<script> from root, OUT=<root>/out; returns (exit code, stdout, stderr)."""
+    """Runs <root>/<where>/<script> from root, OUT=<root>/out, with SIGINT and SIGQUIT at their
+    defaults (_default_interrupts); returns (exit code, stdout, stderr)."""
     e = dict(os.environ, OUT=os.path.join(root, "out"))
     e.pop("CUDA_VISIBLE_DEVICES", None)   # the stand-in nvidia-smi's GPUs, unless `env` hides some
     e.update(env or {})
     p = subprocess.run(["bash", f"{where}/{script}"] + list(args), cwd=root, env=e, capture_output=True, text=True,
-                       timeout=timeout)
+                       timeout=timeout, preexec_fn=_default_interrupts)
     return p.returncode, p.stdout, p.stderr
 
 
