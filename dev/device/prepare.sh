@@ -73,3 +73,4 @@ case $plan in
     x2) script="dev/device/x2_verify.sh call1" ;;
 esac
 echo "device call: carry [\"$pack\"], command: tar xJf $pack && export LD_LIBRARY_PATH=\$PWD/build/lib && $script"
+[ "$plan" = one ] || echo "then the same with call2 (carry the pack again: a machine that was given back starts bare)"
