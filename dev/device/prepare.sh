@@ -72,5 +72,5 @@ case $plan in
     gemm) script="dev/device/gemm_choice_verify.sh call1" ;;
     x2) script="dev/device/x2_verify.sh call1" ;;
 esac
-echo "device call: carry [\"$pack\"], command: tar xJf $pack && export LD_LIBRARY_PATH=\$PWD/build/lib && $script"
+echo "device call: carry [\"$pack\"], command: tar xJf $pack && $script"
 [ "$plan" = one ] || echo "then the same with call2 (carry the pack again: a machine that was given back starts bare)"

@@ -19,6 +19,8 @@ for b in ${BUILDS:-}; do  # before anything is written
     [ -d "build/$b" ] || { echo "$0: BUILDS names build/$b, which does not exist (dev/device/build.sh)" >&2; exit 2; }
 done
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+# libpcre2 for build/tokenize, where prepare.sh packed it (the device machine has none)
+[ -d build/lib ] && export LD_LIBRARY_PATH=$PWD/build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 sections=${*:-ref test checks algos tok bench}
 summary=()
 has() { [[ " $sections " == *" $1 "* ]]; }

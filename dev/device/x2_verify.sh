@@ -19,6 +19,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+# libpcre2 for build/tokenize, where prepare.sh packed it (the device machine has none)
+[ -d build/lib ] && export LD_LIBRARY_PATH=$PWD/build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 case ${1:-} in
     call1|call2) ;;
     *) echo "x2_verify.sh: name the call: call1 or call2 (got '${1:-}')" >&2; exit 2 ;;
