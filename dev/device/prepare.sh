@@ -33,15 +33,15 @@ if [ "${NO_BUILD:-0}" != 1 ]; then
         before=${BEFORE:-8184cc3}
         wt=$(mktemp -d /tmp/prepare_before.XXXXXX)
         git worktree add -q --detach "$wt" "$before"
+        trap 'git worktree remove --force "$wt" 2>/dev/null' EXIT  # also when a build fails
         for p in BF16 FP16; do
             d=build/before_$(echo "$p" | tr A-Z a-z)
             mkdir -p "$d"
             make -C "$wt" -B -j"$(nproc)" CI=true PRECISION="$p" train_gpt2cu >/dev/null
             mv "$wt/train_gpt2cu" "$d/" && strip "$d/train_gpt2cu"
         done
-        git worktree remove --force "$wt"
     fi
-    make -j"$(nproc)" data >/dev/null
+    GPT2_VOCAB_DIR="$SHARED/gpt2" make -j"$(nproc)" data TINYSHAKESPEARE="$SHARED/tinyshakespeare.txt" >/dev/null
 fi
 dirs="fp32 fp16 bf16"
 case $plan in gemm) dirs+=" before_bf16 before_fp16" ;; x2) dirs+=" nompi" ;; esac
