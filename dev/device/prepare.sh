@@ -15,10 +15,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 plan=${1:-}
+# per plan: build.sh's arguments, the build/ folders beyond fp32/fp16/bf16, the script it is for
 case $plan in
-    one) builds="FP16 BF16 FP32" ;;
-    gemm) builds="FP16 BF16 FP32" ;;
-    x2) builds="NOMPI FP16 BF16 FP32" ;;
+    one) builds="FP16 BF16 FP32" extra="" script="dev/device/run.sh" ;;
+    gemm) builds="FP16 BF16 FP32" extra="before_bf16 before_fp16" script="dev/device/gemm_choice_verify.sh call1" ;;
+    x2) builds="NOMPI FP16 BF16 FP32" extra="nompi" script="dev/device/x2_verify.sh call1" ;;
     *) echo "prepare.sh: usage: dev/device/prepare.sh one|gemm|x2 (got '$plan')" >&2; exit 2 ;;
 esac
 SHARED=${SHARED:-../shared/data}
@@ -43,10 +44,8 @@ if [ "${NO_BUILD:-0}" != 1 ]; then
     fi
     GPT2_VOCAB_DIR="$SHARED/gpt2" make -j"$(nproc)" data TINYSHAKESPEARE="$SHARED/tinyshakespeare.txt" >/dev/null
 fi
-dirs="fp32 fp16 bf16"
-case $plan in gemm) dirs+=" before_bf16 before_fp16" ;; x2) dirs+=" nompi" ;; esac
 paths=()
-for d in $dirs; do
+for d in fp32 fp16 bf16 $extra; do
     [ -d "build/$d" ] || { echo "prepare.sh: build/$d is missing (run without NO_BUILD=1)" >&2; exit 2; }
     paths+=("build/$d")
 done
@@ -67,10 +66,5 @@ echo "$pack: ${size} MiB (${paths[*]})"
 if [ "$size" -gt "$limit_mib" ]; then
     echo "prepare.sh: $pack is ${size} MiB, over the ${limit_mib} MiB a carry can take with room to spare" >&2; exit 1
 fi
-case $plan in
-    one) script="dev/device/run.sh" ;;
-    gemm) script="dev/device/gemm_choice_verify.sh call1" ;;
-    x2) script="dev/device/x2_verify.sh call1" ;;
-esac
 echo "device call: carry [\"$pack\"], command: tar xJf $pack && $script"
 [ "$plan" = one ] || echo "then the same with call2 (carry the pack again: a machine that was given back starts bare)"
