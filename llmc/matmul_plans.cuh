@@ -1,6 +1,6 @@
 // The cuBLASLt plumbing under llmc/matmul.cuh's layers: one cached plan (descriptors + chosen
 // algorithm) per distinct call shape; the algorithms a shape can run (cuBLASLt's ranking and its
-// single pick, asked with stand-in pointers so one shape gets one answer) and the choice among them,
+// single pick, asked once per shape, with stand-in pointers, and kept) and the choice among them,
 // untuned or timed (--gemm-tune); the choices as text (--gemm-algos, <out>/gemm_algos.txt) and for
 // the other ranks; MatmulCall, the one entry point (`matmul`); and the Context's create/destroy,
 // since the context is mostly cuBLASLt state.
@@ -17,32 +17,38 @@
 
 // ----------------------------------------------------------------------------------------------
 // cuBLASLt plumbing: one cached plan (descriptors + chosen algorithm) per distinct call shape.
-struct MatmulPlan {
-    cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t a, b, d;
-    cublasLtMatmulAlgo_t algo;
-    int choice = 0;        // index of `algo` in matmul_candidates for this shape
-    bool untimed = false;  // created while tuning: its first call times the candidates (matmul_tune)
-};
 // Algorithm choice. cuBLASLt ranks candidate algorithms by a model of the GPU, and its first is
 // not always the fastest: on an H200, for GPT-2 124M's shapes, the best of its first 16 is up to
 // 20 % faster for a few GEMMs (the lm head, dinp of qkv, dW of qkv), 7 % of all GEMM time in a
 // step (dev/cuda/matmul_check --algorithms). With --gemm-tune the trainer times them once, in a
-// throwaway forward+backward at startup, and keeps each shape's choice (an index into
-// matmul_candidates). Timed in short bursts (1) that gains little in a step (d12 B=64: +0.1 %, -0.8 %): the
+// throwaway forward+backward at startup, and keeps each shape's choice (an index into the plan's
+// candidates). Timed in short bursts (1) that gains little in a step (d12 B=64: +0.1 %, -0.8 %): the
 // GPU runs at its 700 W power limit during a step, where a GEMM that is faster alone at full clock
 // mostly lowers the clock instead. Timed at that limit (2, matmul_tune) it gains 0.1-2.5 %
 // (README). Off by default: it costs startup time and timed choices can differ between runs.
+constexpr int MATMUL_CANDIDATES = 16;         // how far down cuBLASLt's ranking tuning looks
+constexpr int MATMUL_MAX_CHOICES = MATMUL_CANDIDATES + 1;  // that ranking + cuBLASLt's single pick (matmul_candidates)
+constexpr int MATMUL_UNTUNED = -1;            // a choice meaning "what cuBLASLt picks when asked for one algorithm"
+constexpr float MATMUL_TUNE_TOLERANCE = 0.03f;  // near-ties keep the untuned algorithm (see matmul_tune)
+struct MatmulCandidates {
+    cublasLtMatmulHeuristicResult_t res[MATMUL_MAX_CHOICES] = {};  // zeroed: same_algo compares every byte
+    int found = 0;    // how many of res are filled
+    int untuned = 0;  // the index of the single pick in res
+};
+struct MatmulPlan {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, d;
+    MatmulCandidates cand;  // asked once, when the plan is created (matmul_candidates): what a choice indexes
+    cublasLtMatmulAlgo_t algo;
+    int choice = 0;         // index of `algo` in cand
+    bool untimed = false;   // created while tuning: its first call times the candidates (matmul_tune)
+};
 struct MatmulPlanCache {
     std::map<MatmulKey, MatmulPlan> plans;
     int tuning = 0;                   // != 0: plans created now are timed on their first call (the mode, matmul_tune)
     bool report = false;              // matmul_tune prints each shape's timings (rank 0 of a sustained tuning)
     std::map<MatmulKey, int> pinned;  // choices to take when a plan is created (--gemm-algos: every rank; <out>/gemm_algos.txt: rank 0)
 };
-constexpr int MATMUL_CANDIDATES = 16;         // how far down cuBLASLt's ranking tuning looks
-constexpr int MATMUL_MAX_CHOICES = MATMUL_CANDIDATES + 1;  // that ranking + cuBLASLt's single pick (matmul_candidates)
-constexpr int MATMUL_UNTUNED = -1;            // a choice meaning "what cuBLASLt picks when asked for one algorithm"
-constexpr float MATMUL_TUNE_TOLERANCE = 0.03f;  // near-ties keep the untuned algorithm (see matmul_tune)
 
 // The largest power of two (up to 256) that divides every pointer: cuBLASLt's heuristic assumes
 // 256-byte alignment unless told otherwise, and an algorithm chosen for it can fault on less.
@@ -76,12 +82,11 @@ inline void matmul_set_desc_pointer(const MatmulPlan& p, cublasLtMatmulDescAttri
 // cuBLASLt's best `want` algorithms (its own ranking, first = what it expects to be fastest) for
 // the plan's descriptors, with our workspace and the key's alignment; returns how many it gave.
 // The heuristic also reads the bias and aux pointers on the descriptor (never dereferenced) to
-// infer their alignment, and the descriptor holds whatever it was last given: nothing when the
-// plan is created, the last call's pointers later. An element-aligned bias is ranked differently
-// from none (seen on an H200: 8 candidates against 2), so a choice made at one moment could name
-// another algorithm at the next. The query therefore sees stand-ins of exactly the key's alignment
-// (addresses inside our workspace, never touched) and the descriptor gets its own pointers back:
-// one key, one ranking, whenever it is asked.
+// infer their alignment. When a plan is created its descriptor holds none, and an element-aligned
+// bias is ranked differently from none (seen on an H200: 8 candidates against 2), so the answer
+// could include algorithms that assume more alignment than the calls will have. The query
+// therefore sees stand-ins of exactly the key's alignment (addresses inside our workspace, never
+// touched), and the descriptor gets its own pointers back.
 inline int matmul_heuristics(Context* ctx, const MatmulPlan& p, const MatmulKey& key, int want,
                              cublasLtMatmulHeuristicResult_t* results) {
     cublasLtMatmulPreference_t pref;
@@ -110,17 +115,15 @@ inline bool same_algo(const cublasLtMatmulAlgo_t& a, const cublasLtMatmulAlgo_t&
 
 // The algorithms a choice indexes: cuBLASLt's ranking of MATMUL_CANDIDATES, and then, when it is
 // not among them, the one algorithm it gives when asked for one. Both queries are needed because
-// cuBLASLt's answer depends on how many algorithms it is asked for (seen on an H200 in all three
-// precisions: a query for k < 16 is not always the first k of the query for 16; for d12's dinp
-// fcproj +DGELU in FP16/BF16 the single pick is not the ranking's first). The single pick is what
-// the trainer runs untuned, measured as such for every figure in the README; the ranking is what
-// tuning times. One list for both means a choice index names the same algorithm when it is timed,
-// written to a file, read back, or adopted by another rank.
-struct MatmulCandidates {
-    cublasLtMatmulHeuristicResult_t res[MATMUL_MAX_CHOICES] = {};  // zeroed: same_algo compares every byte
-    int found = 0;    // how many of res are filled
-    int untuned = 0;  // the index of the single pick in res
-};
+// cuBLASLt's answer depends on how many algorithms it is asked for (a query for k < 16 is not
+// always the first k of the query for 16). The single pick is what the trainer runs untuned,
+// measured as such for every figure in the README; the ranking is what tuning times. Asked ONCE
+// per shape, when its plan is created (matmul_plan), and kept in the plan: cuBLASLt does not always
+// give the same answer to the same question twice (seen on an H100: asked again, the single pick
+// was another algorithm), so only a kept list lets a choice index name the same algorithm when it
+// is timed, chosen again, or written out. A file read back, or another rank, asks the same
+// questions in the same order (plans are created on the first forward+backward); dev/device/run.sh
+// algos checks that a run with a tuned run's file repeats its losses to the bit.
 inline MatmulCandidates matmul_candidates(Context* ctx, const MatmulPlan& p, const MatmulKey& key) {
     MatmulCandidates c;
     c.found = matmul_heuristics(ctx, p, key, MATMUL_CANDIDATES, c.res);
@@ -134,18 +137,12 @@ inline MatmulCandidates matmul_candidates(Context* ctx, const MatmulPlan& p, con
     return c;
 }
 
-// Sets the plan's algorithm to the `choice`-th of matmul_candidates (MATMUL_UNTUNED: its single
+// Sets the plan's algorithm to the `choice`-th of its candidates (MATMUL_UNTUNED: the single
 // pick; the last one when it has fewer, which only a different cuBLASLt or GPU than the choice was
 // made on can cause).
-inline void matmul_choose(Context* ctx, MatmulPlan& p, const MatmulKey& key, int choice) {
-    const MatmulCandidates c = matmul_candidates(ctx, p, key);
-    if (c.found == 0) {
-        fprintf(stderr, "cuBLASLt has no algorithm for m=%d n=%d k=%d transa=%d transb=%d epilogue=%d batch=%d align=%d\n",
-                key.m, key.n, key.k, key.trans_a, key.trans_b, key.epilogue, key.batch, key.align);
-        exit(EXIT_FAILURE);
-    }
-    p.choice = choice == MATMUL_UNTUNED ? c.untuned : std::min(choice, c.found - 1);
-    p.algo = c.res[p.choice].algo;
+inline void matmul_choose(MatmulPlan& p, int choice) {
+    p.choice = choice == MATMUL_UNTUNED ? p.cand.untuned : std::min(choice, p.cand.found - 1);
+    p.algo = p.cand.res[p.choice].algo;
 }
 
 inline MatmulPlan& matmul_plan(Context* ctx, const MatmulKey& key) {
@@ -178,9 +175,15 @@ inline MatmulPlan& matmul_plan(Context* ctx, const MatmulKey& key) {
             cublasCheck(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &s, sizeof(s)));
         }
     }
+    p.cand = matmul_candidates(ctx, p, key);
+    if (p.cand.found == 0) {
+        fprintf(stderr, "cuBLASLt has no algorithm for m=%d n=%d k=%d transa=%d transb=%d epilogue=%d batch=%d align=%d\n",
+                key.m, key.n, key.k, key.trans_a, key.trans_b, key.epilogue, key.batch, key.align);
+        exit(EXIT_FAILURE);
+    }
     const auto pin = ctx->plans->pinned.find(key);
     const bool pinned = pin != ctx->plans->pinned.end();
-    matmul_choose(ctx, p, key, pinned ? pin->second : MATMUL_UNTUNED);
+    matmul_choose(p, pinned ? pin->second : MATMUL_UNTUNED);
     p.untimed = ctx->plans->tuning && !pinned;
     return ctx->plans->plans.emplace(key, p).first->second;
 }
@@ -223,7 +226,7 @@ inline cublasStatus_t matmul_launch(Context* ctx, const MatmulPlan& p, const Mat
     return cublasLtMatmul(ctx->lt, p.desc, &c.alpha, c.a, p.a, c.b, p.b, &c.beta, c.c_or_d(), p.d, c.d, p.d,
                           &algo, ctx->lt_workspace, ctx->lt_workspace_size, ctx->stream);
 }
-// Times every algorithm of matmul_candidates on this call's own buffers and keeps the untuned one
+// Times every algorithm of the plan's candidates on this call's own buffers and keeps the untuned one
 // (cuBLASLt's single pick) unless another is more than MATMUL_TUNE_TOLERANCE faster, then the
 // first-ranked one within that tolerance of the fastest: a near-tie goes to the untuned algorithm
 // and cuBLASLt's order rather than to timing noise, so runs on the same machine choose alike and
@@ -264,7 +267,7 @@ inline void matmul_tune(Context* ctx, MatmulPlan& p, const MatmulCall& c) {
     p.untimed = false;
     const int mode = ctx->plans->tuning;
     const MatmulKey key = matmul_key(c);
-    const MatmulCandidates cand = matmul_candidates(ctx, p, key);
+    const MatmulCandidates& cand = p.cand;
     const int found = cand.found;
     const cublasLtMatmulHeuristicResult_t* res = cand.res;
     if (found == 0) return;
@@ -322,7 +325,7 @@ inline void matmul_set_choices(Context* ctx, const std::vector<int>& choices) {
     for (auto& [key, p] : ctx->plans->plans) {
         if (i == choices.size()) break;
         const int choice = choices[i++];
-        if (choice != p.choice) matmul_choose(ctx, p, key, choice);
+        if (choice != p.choice) matmul_choose(p, choice);
     }
 }
 // Text form (llmc/gemm_choices.h): a header naming what the choices are valid for (cuBLASLt's

@@ -14,10 +14,9 @@
 //   - matmul_rowmajor, batched with padded strides, for the four transpose combinations (beta=0
 //     onto a NaN-poisoned C) and once with beta != 0;
 //   - bias_backward is bitwise reproducible (two runs from the same inputs);
-//   - the GEMM algorithm choice (check_algorithm_choice): one list of candidates per shape, whatever
-//     pointers the plan's descriptor holds and however often asked; a choice index, the untuned
-//     pick and a tuned choice each name the algorithm they should; every candidate computes the
-//     product;
+//   - the GEMM algorithm choice (check_algorithm_choice): a plan keeps the candidates it was created
+//     with; a choice index, the untuned pick and a tuned choice (pinned in another context) each
+//     name the algorithm they should; every candidate computes the product;
 //   - timing of matmul_forward (+GELU) and matmul_backward at N=B*T=16384, C=768, OC=3072;
 //   - timing of bias_backward at N=65536 for GPT-2 124M's four bias widths (2304, 768, 3072, 768),
 //     the llmc kernels against the previous ones (kept below for that only), and of the
@@ -275,22 +274,18 @@ static void check_gelu_forward(Context* ctx) {
                 std::vector<double>(fused.begin(), fused.end()), tol_default());
 }
 
-// The algorithm choice (llmc/matmul_plans.cuh: matmul_candidates, matmul_choose, matmul_tune), on the
-// +bias forward of L with the bias 256-byte aligned and aligned to one element only:
-//   - the candidates are the same whatever bias pointer the plan's descriptor holds (none, a
-//     256-aligned one, the call's), and the query leaves the call's pointer on the descriptor;
-//   - asked again, the same candidates in the same order, so a choice index names one algorithm;
-//     matmul_choose(k) takes the k-th, MATMUL_UNTUNED the single pick (a query for one);
+// The algorithm choice (llmc/matmul_plans.cuh: the plan's candidates, matmul_choose, matmul_tune),
+// on the +bias forward of L with the bias 256-byte aligned and aligned to one element only:
+//   - the plan holds the candidates asked for when it was created, the single pick among them;
+//     matmul_choose(k) takes the k-th, MATMUL_UNTUNED the single pick;
+//   - a query (matmul_heuristics, which shows cuBLASLt a stand-in bias of the key's alignment)
+//     leaves the call's bias pointer on the descriptor;
+//   - INFO: whether cuBLASLt, asked again, gives the same candidates (it need not, which is why
+//     the plan keeps the ones it was created with);
 //   - element-aligned: every candidate cuBLASLt accepts computes the product (tuning may keep any);
-// then a tuned choice (--gemm-tune 1 on a fresh shape), looked up again as a file or another rank
-// would, names the algorithm the tuner kept; and INFO lines: for each GEMM of a d12 step, where the
-// single pick stands among the candidates.
-static bool same_candidates(const MatmulCandidates& a, const MatmulCandidates& b) {
-    if (a.found != b.found || a.untuned != b.untuned) return false;
-    for (int i = 0; i < a.found; i++)
-        if (!same_algo(a.res[i].algo, b.res[i].algo)) return false;
-    return true;
-}
+// then a tuned choice (--gemm-tune 1 on a fresh shape), pinned in a second context as a
+// --gemm-algos file or another rank would pin it, names the algorithm the tuner kept; and INFO
+// lines: for each GEMM of a d12 step, where the single pick stands among the candidates.
 static std::string describe(const MatmulCandidates& c) {
     return std::to_string(c.found) + " candidates, single pick #" + std::to_string(c.untuned);
 }
@@ -306,60 +301,56 @@ static void check_algorithm_choice(Context* ctx, const LinearCase& L) {
         const MatmulKey key = matmul_key(c);
         const std::string tag = aligned ? " (bias 256-byte aligned)" : " (bias element-aligned: align " + std::to_string(key.align) + ")";
         MatmulPlan& p = matmul_prepare(ctx, c);
-        const MatmulCandidates with_call = matmul_candidates(ctx, p, key);
-        const bool restored = matmul_desc_pointer(p, CUBLASLT_MATMUL_DESC_BIAS_POINTER) == (const void*)c.bias;
-        matmul_set_desc_pointer(p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, nullptr);
-        const MatmulCandidates with_none = matmul_candidates(ctx, p, key);
-        matmul_set_desc_pointer(p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, L.d_bias);
-        const MatmulCandidates with_256 = matmul_candidates(ctx, p, key);
-        check_true("candidates independent of the bias pointer the descriptor holds" + tag,
-                   same_candidates(with_call, with_none) && same_candidates(with_call, with_256),
-                   "call's: " + describe(with_call) + "; none: " + describe(with_none) + "; 256-aligned: " + describe(with_256));
-        check_true("the candidate query leaves the call's bias pointer on the descriptor" + tag, restored, restored ? "kept" : "changed");
-        const MatmulCandidates again = matmul_candidates(ctx, p, key);
-        check_true("the same candidates when asked again" + tag, same_candidates(with_call, again), describe(again));
-        bool picks = with_call.found > 0;
-        for (int k = 0; k < with_call.found; k++) {
-            matmul_choose(ctx, p, key, k);
-            picks = picks && p.choice == k && same_algo(p.algo, with_call.res[k].algo);
+        const MatmulCandidates cand = p.cand;
+        bool picks = cand.found > 0 && cand.untuned < cand.found;
+        for (int k = 0; k < cand.found; k++) {
+            matmul_choose(p, k);
+            picks = picks && p.choice == k && same_algo(p.algo, cand.res[k].algo);
         }
-        cublasLtMatmulHeuristicResult_t one = {};
-        const int n_one = matmul_heuristics(ctx, p, key, 1, &one);
-        matmul_choose(ctx, p, key, MATMUL_UNTUNED);
-        picks = picks && n_one == 1 && p.choice == with_call.untuned && same_algo(p.algo, one.algo);
-        check_true("matmul_choose(k) takes the k-th candidate, MATMUL_UNTUNED the single pick" + tag, picks, describe(with_call));
+        matmul_choose(p, MATMUL_UNTUNED);
+        picks = picks && p.choice == cand.untuned && same_algo(p.algo, cand.res[cand.untuned].algo);
+        check_true("matmul_choose(k) takes the plan's k-th candidate, MATMUL_UNTUNED the single pick" + tag, picks, describe(cand));
+        const MatmulCandidates again = matmul_candidates(ctx, p, key);
+        const bool restored = matmul_desc_pointer(p, CUBLASLT_MATMUL_DESC_BIAS_POINTER) == (const void*)c.bias;
+        check_true("a candidate query leaves the call's bias pointer on the descriptor" + tag, restored, restored ? "kept" : "changed");
+        int same = again.found == cand.found && again.untuned == cand.untuned;
+        for (int k = 0; same && k < cand.found; k++) same = same_algo(again.res[k].algo, cand.res[k].algo);
+        printf("INFO cuBLASLt asked again%s: %s (plan: %s; again: %s)\n", tag.c_str(),
+               same ? "the same candidates" : "OTHER candidates", describe(cand).c_str(), describe(again).c_str());
         if (aligned) continue;
-        matmul_prepare(ctx, c);  // the call's own bias back on the descriptor
-        for (int k = 0; k < with_call.found; k++) {
+        for (int k = 0; k < cand.found; k++) {
             poison(L.d_out, (size_t)N * OC);
-            const std::string name = "candidate #" + std::to_string(k) + " of " + std::to_string(with_call.found) + ": matmul +bias" + tag;
-            if (matmul_launch(ctx, p, c, with_call.res[k].algo) != CUBLAS_STATUS_SUCCESS) {
+            const std::string name = "candidate #" + std::to_string(k) + " of " + std::to_string(cand.found) + ": matmul +bias" + tag;
+            if (matmul_launch(ctx, p, c, cand.res[k].algo) != CUBLAS_STATUS_SUCCESS) {
                 printf("INFO %s: refused by cuBLASLt (tuning skips it)\n", name.c_str());
                 continue;
             }
             check_close(name, from_device(L.d_out, (size_t)N * OC), L.ref, tol_default());
         }
     }
-    cudaCheck(cudaFree(bias_buf));
 
-    // a tuned choice, looked up again: a shape no plan has yet (OC = C), timed in bursts
+    // a tuned choice on a shape no plan has yet (OC = C), timed in bursts, then pinned in a second
+    // context (its own cuBLASLt handle and plans)
     MatmulCall t{L.d_out, L.d_w, L.d_inp, C, N, C, true, false};
     t.bias = L.d_bias;
     t.epilogue = CUBLASLT_EPILOGUE_BIAS;
     ctx->plans->tuning = 1;
     matmul(ctx, t);
     ctx->plans->tuning = 0;
-    MatmulPlan& tp = matmul_prepare(ctx, t);
-    const cublasLtMatmulAlgo_t timed = tp.algo;
-    const int choice = tp.choice;
-    matmul_choose(ctx, tp, matmul_key(t), choice);
-    check_true("a tuned choice, looked up again, names the algorithm the tuner kept", tp.choice == choice && same_algo(tp.algo, timed),
-               "choice #" + std::to_string(choice));
+    const MatmulPlan& tp = matmul_prepare(ctx, t);
+    Context other;
+    context_create(&other, 0);
+    other.plans->pinned[matmul_key(t)] = tp.choice;
+    const MatmulPlan& op = matmul_prepare(&other, t);
+    check_true("a tuned choice, pinned in another context, names the algorithm the tuner kept",
+               op.choice == tp.choice && same_algo(op.algo, tp.algo),
+               "choice #" + std::to_string(tp.choice) + " of " + std::to_string(tp.cand.found) + ", there #" +
+               std::to_string(op.choice) + " of " + std::to_string(op.cand.found));
+    context_destroy(&other);
 
     // where the single pick stands at d12 (no timing: the ranking only)
     for (const StepCase& k : step_cases(ctx)) {
-        const MatmulPlan& p = matmul_prepare(ctx, k.c);
-        const MatmulCandidates cand = matmul_candidates(ctx, p, matmul_key(k.c));
+        const MatmulCandidates& cand = matmul_prepare(ctx, k.c).cand;
         printf("INFO d12 %-36s: the single pick (untuned) is #%d of %d candidates%s\n", k.name, cand.untuned, cand.found,
                cand.untuned == 0 ? " (the ranking's first)" : cand.untuned == MATMUL_CANDIDATES ? " (not in the ranking of 16)" : "");
     }
@@ -480,9 +471,9 @@ static void time_linear(Context* ctx) {
 
 int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
-    if (argc > 2 || (argc == 2 && mode != "--algorithms" && mode != "--search" && mode != "--ones-column" && mode != "--initcheck-probe")) {
+    if (argc > 2 || (argc == 2 && mode != "--algorithms" && mode != "--search" && mode != "--ones-column" && mode != "--initcheck-probe" && mode != "--heuristics")) {
         // (before any GPU work)
-        fprintf(stderr, "usage: %s [--algorithms | --search | --ones-column | --initcheck-probe]   (no argument: the checks)\n", argv[0]);
+        fprintf(stderr, "usage: %s [--algorithms | --search | --ones-column | --initcheck-probe | --heuristics]   (no argument: the checks)\n", argv[0]);
         return 2;
     }
     Context ctx;
@@ -496,6 +487,7 @@ int main(int argc, char** argv) {
     if (!mode.empty()) {  // an algorithm study only (matmul_algos.cuh)
         if (mode == "--algorithms") sweep_algorithms(&ctx);
         else if (mode == "--ones-column") study_ones_column(&ctx);
+        else if (mode == "--heuristics") study_heuristic_repeats(&ctx);
         else search_algorithms(&ctx);
         context_destroy(&ctx);
         return 0;

@@ -1,7 +1,7 @@
 // The cuBLASLt algorithm studies of dev/cuda/matmul_check (its --algorithms and --search modes),
 // apart from its correctness checks: which algorithm each GEMM of a GPT-2 124M step should run.
 //   sweep_algorithms:  the untuned algorithm (cuBLASLt's single pick) against the first and the
-//                      best of matmul_candidates, timed in bursts;
+//                      best of the plan's candidates, timed in bursts;
 //   search_algorithms: the same GEMMs timed sustained (at the power limit), over candidates beyond
 //                      cuBLASLt's best-fit ranking.
 // Included by dev/cuda/matmul.cu (after check.cuh).
@@ -61,7 +61,7 @@ static std::vector<StepCase> step_cases(Context* ctx) {
 }
 
 // cuBLASLt algorithm choice for every GEMM of the step: the time of the algorithm the trainer
-// runs untuned (cuBLASLt's single pick, matmul_candidates) against the first of its ranking of 16
+// runs untuned (cuBLASLt's single pick, in the plan's candidates) against the first of its ranking of 16
 // and the best of all candidates, each timed on the same buffers; and the step totals. Says whether
 // timing the candidates at startup would pay, and what taking the ranking's first instead of the
 // single pick would change.
@@ -69,7 +69,7 @@ static void sweep_algorithms(Context* ctx) {
     double step_untuned = 0, step_first = 0, step_best = 0;
     for (const StepCase& k : step_cases(ctx)) {
         const MatmulPlan& p = matmul_prepare(ctx, k.c);
-        const MatmulCandidates cand = matmul_candidates(ctx, p, matmul_key(k.c));
+        const MatmulCandidates& cand = p.cand;
         const double flops = 2.0 * k.c.m * k.c.n * k.c.k;
         std::vector<float> ms(cand.found);
         int best_i = 0;
@@ -93,7 +93,7 @@ static void sweep_algorithms(Context* ctx) {
 // ----------------------------------------------------------------------------------------------
 // --search: is there an algorithm outside cuBLASLt's best-fit ranking that does more per joule?
 // For each GEMM of the step, three sources of candidates:
-//   BF: matmul_candidates, the best-fit ranking's first 16 and the single pick (what --gemm-tune 2
+//   BF: the plan's candidates, the best-fit ranking's first 16 and the single pick (what --gemm-tune 2
 //       chooses among);
 //   ID: for every algorithm id cuBLASLt has for these types, its ranking limited to that id
 //       (CUBLASLT_SEARCH_LIMITED_BY_ALGO_ID, up to 16 each);
@@ -219,7 +219,7 @@ static void search_algorithms(Context* ctx) {
         if (k.count == 0) continue;
         MatmulPlan& p = matmul_prepare(ctx, k.c);
         std::vector<SearchCandidate> cands;
-        const MatmulCandidates bf = matmul_candidates(ctx, p, matmul_key(k.c));
+        const MatmulCandidates& bf = p.cand;
         for (int i = 0; i < bf.found; i++) cands.push_back({bf.res[i].algo, 'B'});
         const int n_bf = (int)cands.size();
         int n_id = 0;
@@ -251,4 +251,78 @@ static void search_algorithms(Context* ctx) {
     }
     printf("SUMMARY sustained GEMM ms of one d12 B=64 step: cuBLASLt's single pick (untuned) %.2f, best of its candidates %.2f (%+.1f %%), best found %.2f (%+.1f %%)\n",
            tot_untuned, tot_bf, 100.0 * (tot_bf - tot_untuned) / tot_untuned, tot_all, 100.0 * (tot_all - tot_untuned) / tot_untuned);
+}
+
+// ----------------------------------------------------------------------------------------------
+// --heuristics: does cuBLASLt give the same algorithms when asked the same question again? For a
+// few shapes, each on a fresh plan, four rounds of the two queries matmul_candidates makes (its
+// ranking of MATMUL_CANDIDATES, then a query for one), printed as each algorithm's configuration;
+// then the same on fresh shapes with cuBLASLt's heuristics cache turned off.
+static std::string algo_config(const cublasLtMatmulAlgo_t& a) {
+    const std::pair<cublasLtMatmulAlgoConfigAttributes_t, size_t> attrs[] = {
+        {CUBLASLT_ALGO_CONFIG_ID, 4}, {CUBLASLT_ALGO_CONFIG_TILE_ID, 4}, {CUBLASLT_ALGO_CONFIG_STAGES_ID, 4},
+        {CUBLASLT_ALGO_CONFIG_SPLITK_NUM, 4}, {CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, 4}, {CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, 4},
+        {CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, 4}, {CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, 2}, {CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, 2}};
+    std::string s;
+    for (const auto& [attr, size] : attrs) {
+        uint32_t v = 0;
+        size_t written = 0;
+        const bool ok = cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, size, &written) == CUBLAS_STATUS_SUCCESS;
+        s += (s.empty() ? "" : "/") + (ok ? std::to_string(v) : std::string("?"));
+    }
+    return s;
+}
+static void study_heuristic_repeats(Context* ctx) {
+    const int C = 768;
+    floatX* inp = random_device<floatX>(ctx, (size_t)8192 * 4 * C, -1, 1);
+    floatX* w = random_device<floatX>(ctx, (size_t)4 * C * C, -0.05f, 0.05f);
+    floatX* bias = random_device<floatX>(ctx, 4 * C + 1, -0.1f, 0.1f);
+    floatX* aux = random_device<floatX>(ctx, (size_t)8192 * 4 * C, -1, 1);
+    floatX* out = dalloc<floatX>((size_t)8192 * 4 * C);
+    for (int cache = 1; cache >= 0; cache--) {
+        if (!cache) cublasCheck(cublasLtHeuristicsCacheSetCapacity(0));
+        const int N = cache ? 8192 : 4096;  // fresh shapes for the second pass
+        MatmulCall fwd_bias{out, w, inp, 4 * C, N, C, true, false};
+        fwd_bias.bias = bias;
+        fwd_bias.epilogue = CUBLASLT_EPILOGUE_BIAS;
+        MatmulCall fwd_bias_odd = fwd_bias;
+        fwd_bias_odd.bias = bias + 1;  // aligned to one element only
+        MatmulCall dinp_dgelu{out, w, inp, C, N, 4 * C, false, false};
+        dinp_dgelu.aux = aux;
+        dinp_dgelu.epilogue = CUBLASLT_EPILOGUE_DGELU;
+        const std::pair<const char*, MatmulCall> cases[] = {
+            {"fwd +bias", fwd_bias}, {"fwd +bias (bias element-aligned)", fwd_bias_odd}, {"dinp +DGELU", dinp_dgelu}};
+        for (const auto& [name, c] : cases) {
+            const MatmulKey key = matmul_key(c);
+            MatmulPlan& p = matmul_prepare(ctx, c);
+            printf("HEUR %s N=%d align=%d heuristics cache %s: at plan creation choice #%d %s\n", name, N, key.align,
+                   cache ? "on" : "off", p.choice, algo_config(p.algo).c_str());
+            std::vector<cublasLtMatmulHeuristicResult_t> first;
+            for (int r = 0; r < 4; r++) {
+                cublasLtMatmulHeuristicResult_t res[MATMUL_CANDIDATES] = {}, one = {};
+                const int found = matmul_heuristics(ctx, p, key, MATMUL_CANDIDATES, res);
+                const int n_one = matmul_heuristics(ctx, p, key, 1, &one);
+                if (r == 0) first.assign(res, res + found);
+                std::string ranking;
+                int differ = found == (int)first.size() ? 0 : -1, bytes_only = 0;
+                for (int i = 0; i < found; i++) {
+                    ranking += " " + algo_config(res[i].algo);
+                    if (differ >= 0 && !same_algo(res[i].algo, first[i].algo)) {
+                        differ++;
+                        if (algo_config(res[i].algo) == algo_config(first[i].algo)) bytes_only++;
+                    }
+                }
+                int at = -1, at_config = -1;
+                for (int i = 0; i < found; i++) {
+                    if (at < 0 && same_algo(res[i].algo, one.algo)) at = i;
+                    if (at_config < 0 && algo_config(res[i].algo) == algo_config(one.algo)) at_config = i;
+                }
+                printf("HEUR   round %d: ranking %d (vs round 0: %d differ, %d in bytes only; ws %zu..)%s\n", r, found, differ,
+                       bytes_only, found ? res[0].workspaceSize : (size_t)0, r == 0 ? ranking.c_str() : "");
+                printf("HEUR   round %d: single pick (%d) %s: same bytes as ranking #%d, same configuration as #%d\n", r, n_one,
+                       algo_config(one.algo).c_str(), at, at_config);
+            }
+        }
+    }
+    cublasCheck(cublasLtHeuristicsCacheSetCapacity(8192));
 }
