@@ -6,6 +6,7 @@
 // since the context is mostly cuBLASLt state.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -31,7 +32,7 @@ constexpr int MATMUL_MAX_CHOICES = MATMUL_CANDIDATES + 1;  // that ranking + cuB
 constexpr int MATMUL_UNTUNED = -1;            // a choice meaning "what cuBLASLt picks when asked for one algorithm"
 constexpr float MATMUL_TUNE_TOLERANCE = 0.03f;  // near-ties keep the untuned algorithm (see matmul_tune)
 struct MatmulCandidates {
-    cublasLtMatmulHeuristicResult_t res[MATMUL_MAX_CHOICES] = {};  // zeroed: same_algo compares every byte
+    cublasLtMatmulHeuristicResult_t res[MATMUL_MAX_CHOICES] = {};
     int found = 0;    // how many of res are filled
     int untuned = 0;  // the index of the single pick in res
 };
@@ -111,7 +112,24 @@ inline int matmul_heuristics(Context* ctx, const MatmulPlan& p, const MatmulKey&
     return found;
 }
 
-inline bool same_algo(const cublasLtMatmulAlgo_t& a, const cublasLtMatmulAlgo_t& b) { return memcmp(&a, &b, sizeof(a)) == 0; }
+// An algorithm's configuration: its nine CUBLASLT_ALGO_CONFIG_* attributes in enum order (algorithm
+// id, tile, split-K, reduction scheme, CTA swizzling, custom option, stages, inner shape, cluster
+// shape), which is what cuBLASLt runs. Two algorithms are the same when these are: the opaque
+// struct holds more bytes than that, and an answer from cuBLASLt's heuristics cache (from the
+// third time the same question is asked, seen on an H100) has other values in them for the very
+// same configuration (dev/cuda/matmul_check --heuristics), so comparing bytes calls it another one.
+using MatmulAlgoConfig = std::array<uint32_t, 9>;
+inline MatmulAlgoConfig algo_config(const cublasLtMatmulAlgo_t& a) {
+    MatmulAlgoConfig v{};
+    for (int i = 0; i < (int)v.size(); i++) {
+        const auto attr = (cublasLtMatmulAlgoConfigAttributes_t)i;
+        const bool u16 = attr == CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID || attr == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID;
+        size_t written = 0;
+        cublasCheck(cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v[i], u16 ? 2 : 4, &written));
+    }
+    return v;
+}
+inline bool same_algo(const cublasLtMatmulAlgo_t& a, const cublasLtMatmulAlgo_t& b) { return algo_config(a) == algo_config(b); }
 
 // The algorithms a choice indexes: cuBLASLt's ranking of MATMUL_CANDIDATES, and then, when it is
 // not among them, the one algorithm it gives when asked for one. Both queries are needed because

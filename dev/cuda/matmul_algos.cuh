@@ -256,20 +256,14 @@ static void search_algorithms(Context* ctx) {
 // ----------------------------------------------------------------------------------------------
 // --heuristics: does cuBLASLt give the same algorithms when asked the same question again? For a
 // few shapes, each on a fresh plan, four rounds of the two queries matmul_candidates makes (its
-// ranking of MATMUL_CANDIDATES, then a query for one), printed as each algorithm's configuration;
-// then the same on fresh shapes with cuBLASLt's heuristics cache turned off.
-static std::string algo_config(const cublasLtMatmulAlgo_t& a) {
-    const std::pair<cublasLtMatmulAlgoConfigAttributes_t, size_t> attrs[] = {
-        {CUBLASLT_ALGO_CONFIG_ID, 4}, {CUBLASLT_ALGO_CONFIG_TILE_ID, 4}, {CUBLASLT_ALGO_CONFIG_STAGES_ID, 4},
-        {CUBLASLT_ALGO_CONFIG_SPLITK_NUM, 4}, {CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, 4}, {CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, 4},
-        {CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, 4}, {CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, 2}, {CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, 2}};
+// ranking of MATMUL_CANDIDATES, then a query for one), printed as each algorithm's configuration
+// (algo_config: id/tile/split-K/reduction/swizzling/custom/stages/inner shape/cluster shape), and
+// how many differ from round 0 in bytes and in configuration; then the same on fresh shapes with
+// cuBLASLt's heuristics cache turned off. Seen on an H100 (2026-12-05): with the cache on, from
+// round 1 (the third asking) every algorithm differs in bytes, none in configuration; off, none.
+static std::string algo_config_text(const cublasLtMatmulAlgo_t& a) {
     std::string s;
-    for (const auto& [attr, size] : attrs) {
-        uint32_t v = 0;
-        size_t written = 0;
-        const bool ok = cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, size, &written) == CUBLAS_STATUS_SUCCESS;
-        s += (s.empty() ? "" : "/") + (ok ? std::to_string(v) : std::string("?"));
-    }
+    for (uint32_t v : algo_config(a)) s += (s.empty() ? "" : "/") + std::to_string(v);
     return s;
 }
 static void study_heuristic_repeats(Context* ctx) {
@@ -279,6 +273,8 @@ static void study_heuristic_repeats(Context* ctx) {
     floatX* bias = random_device<floatX>(ctx, 4 * C + 1, -0.1f, 0.1f);
     floatX* aux = random_device<floatX>(ctx, (size_t)8192 * 4 * C, -1, 1);
     floatX* out = dalloc<floatX>((size_t)8192 * 4 * C);
+    size_t capacity = 0;
+    cublasCheck(cublasLtHeuristicsCacheGetCapacity(&capacity));
     for (int cache = 1; cache >= 0; cache--) {
         if (!cache) cublasCheck(cublasLtHeuristicsCacheSetCapacity(0));
         const int N = cache ? 8192 : 4096;  // fresh shapes for the second pass
@@ -296,7 +292,7 @@ static void study_heuristic_repeats(Context* ctx) {
             const MatmulKey key = matmul_key(c);
             MatmulPlan& p = matmul_prepare(ctx, c);
             printf("HEUR %s N=%d align=%d heuristics cache %s: at plan creation choice #%d %s\n", name, N, key.align,
-                   cache ? "on" : "off", p.choice, algo_config(p.algo).c_str());
+                   cache ? "on" : "off", p.choice, algo_config_text(p.algo).c_str());
             std::vector<cublasLtMatmulHeuristicResult_t> first;
             for (int r = 0; r < 4; r++) {
                 cublasLtMatmulHeuristicResult_t res[MATMUL_CANDIDATES] = {}, one = {};
@@ -304,25 +300,24 @@ static void study_heuristic_repeats(Context* ctx) {
                 const int n_one = matmul_heuristics(ctx, p, key, 1, &one);
                 if (r == 0) first.assign(res, res + found);
                 std::string ranking;
-                int differ = found == (int)first.size() ? 0 : -1, bytes_only = 0;
+                int bytes = found == (int)first.size() ? 0 : -1, config = bytes;
                 for (int i = 0; i < found; i++) {
-                    ranking += " " + algo_config(res[i].algo);
-                    if (differ >= 0 && !same_algo(res[i].algo, first[i].algo)) {
-                        differ++;
-                        if (algo_config(res[i].algo) == algo_config(first[i].algo)) bytes_only++;
-                    }
+                    ranking += " " + algo_config_text(res[i].algo);
+                    if (bytes < 0) continue;
+                    bytes += memcmp(&res[i].algo, &first[i].algo, sizeof(res[i].algo)) != 0;
+                    config += !same_algo(res[i].algo, first[i].algo);
                 }
-                int at = -1, at_config = -1;
-                for (int i = 0; i < found; i++) {
-                    if (at < 0 && same_algo(res[i].algo, one.algo)) at = i;
-                    if (at_config < 0 && algo_config(res[i].algo) == algo_config(one.algo)) at_config = i;
+                int at_bytes = -1, at = -1;
+                for (int i = found - 1; i >= 0; i--) {
+                    if (memcmp(&res[i].algo, &one.algo, sizeof(one.algo)) == 0) at_bytes = i;
+                    if (same_algo(res[i].algo, one.algo)) at = i;
                 }
-                printf("HEUR   round %d: ranking %d (vs round 0: %d differ, %d in bytes only; ws %zu..)%s\n", r, found, differ,
-                       bytes_only, found ? res[0].workspaceSize : (size_t)0, r == 0 ? ranking.c_str() : "");
-                printf("HEUR   round %d: single pick (%d) %s: same bytes as ranking #%d, same configuration as #%d\n", r, n_one,
-                       algo_config(one.algo).c_str(), at, at_config);
+                printf("HEUR   round %d: ranking of %d (against round 0: %d differ in bytes, %d in configuration)%s\n", r, found,
+                       bytes, config, r == 0 ? ranking.c_str() : "");
+                printf("HEUR   round %d: single pick (%d) %s: the ranking's #%d by configuration, #%d by bytes\n", r, n_one,
+                       algo_config_text(one.algo).c_str(), at, at_bytes);
             }
         }
     }
-    cublasCheck(cublasLtHeuristicsCacheSetCapacity(8192));
+    cublasCheck(cublasLtHeuristicsCacheSetCapacity(capacity));
 }
