@@ -118,30 +118,37 @@ inline int matmul_heuristics(Context* ctx, const MatmulPlan& p, const MatmulKey&
 // struct holds more bytes than that, and an answer from cuBLASLt's heuristics cache (from the
 // third time the same question is asked, seen on an H100) has other values in them for the very
 // same configuration (dev/cuda/matmul_check --heuristics), so comparing bytes calls it another one.
+// (An attribute cuBLASLt does not report makes algo_config false, and same_algo compares bytes.)
 using MatmulAlgoConfig = std::array<uint32_t, 9>;
-inline MatmulAlgoConfig algo_config(const cublasLtMatmulAlgo_t& a) {
-    MatmulAlgoConfig v{};
-    for (int i = 0; i < (int)v.size(); i++) {
+inline bool algo_config(const cublasLtMatmulAlgo_t& a, MatmulAlgoConfig* v) {
+    bool ok = true;
+    for (int i = 0; i < (int)v->size(); i++) {
         const auto attr = (cublasLtMatmulAlgoConfigAttributes_t)i;
         const bool u16 = attr == CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID || attr == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID;
         size_t written = 0;
-        cublasCheck(cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v[i], u16 ? 2 : 4, &written));
+        (*v)[i] = 0;
+        ok = ok && cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &(*v)[i], u16 ? 2 : 4, &written) == CUBLAS_STATUS_SUCCESS;
     }
-    return v;
+    return ok;
 }
-inline bool same_algo(const cublasLtMatmulAlgo_t& a, const cublasLtMatmulAlgo_t& b) { return algo_config(a) == algo_config(b); }
+inline bool same_algo(const cublasLtMatmulAlgo_t& a, const cublasLtMatmulAlgo_t& b) {
+    MatmulAlgoConfig ca, cb;
+    if (algo_config(a, &ca) && algo_config(b, &cb)) return ca == cb;
+    return memcmp(&a, &b, sizeof(a)) == 0;
+}
 
 // The algorithms a choice indexes: cuBLASLt's ranking of MATMUL_CANDIDATES, and then, when it is
 // not among them, the one algorithm it gives when asked for one. Both queries are needed because
 // cuBLASLt's answer depends on how many algorithms it is asked for (a query for k < 16 is not
 // always the first k of the query for 16). The single pick is what the trainer runs untuned,
 // measured as such for every figure in the README; the ranking is what tuning times. Asked ONCE
-// per shape, when its plan is created (matmul_plan), and kept in the plan: cuBLASLt does not always
-// give the same answer to the same question twice (seen on an H100: asked again, the single pick
-// was another algorithm), so only a kept list lets a choice index name the same algorithm when it
-// is timed, chosen again, or written out. A file read back, or another rank, asks the same
-// questions in the same order (plans are created on the first forward+backward); dev/device/run.sh
-// algos checks that a run with a tuned run's file repeats its losses to the bit.
+// per shape, when its plan is created (matmul_plan), and kept in the plan, so a choice index names
+// the same algorithm when it is timed, chosen again, or written out, by construction: cuBLASLt
+// need not answer the same question alike twice (seen on an H100: from the third asking, answers
+// from its heuristics cache, with other bytes for the same configurations; see same_algo). A file
+// read back, or another rank, asks the same questions in the same order (plans are created on the
+// first forward+backward); dev/device/run.sh algos checks that a run with a tuned run's file
+// repeats its losses to the bit.
 inline MatmulCandidates matmul_candidates(Context* ctx, const MatmulPlan& p, const MatmulKey& key) {
     MatmulCandidates c;
     c.found = matmul_heuristics(ctx, p, key, MATMUL_CANDIDATES, c.res);

@@ -280,8 +280,8 @@ static void check_gelu_forward(Context* ctx) {
 //     matmul_choose(k) takes the k-th, MATMUL_UNTUNED the single pick;
 //   - a query (matmul_heuristics, which shows cuBLASLt a stand-in bias of the key's alignment)
 //     leaves the call's bias pointer on the descriptor;
-//   - INFO: whether cuBLASLt, asked again, gives the same candidates (it need not, which is why
-//     the plan keeps the ones it was created with);
+//   - INFO: whether cuBLASLt, asked again, gives the same candidates (same_algo: the same
+//     configurations; the plan keeps the ones it was created with either way);
 //   - element-aligned: every candidate cuBLASLt accepts computes the product (tuning may keep any);
 // then a tuned choice (--gemm-tune 1 on a fresh shape), pinned in a second context as a
 // --gemm-algos file or another rank would pin it, names the algorithm the tuner kept; and INFO

@@ -262,8 +262,10 @@ static void search_algorithms(Context* ctx) {
 // cuBLASLt's heuristics cache turned off. Seen on an H100 (2026-12-05): with the cache on, from
 // round 1 (the third asking) every algorithm differs in bytes, none in configuration; off, none.
 static std::string algo_config_text(const cublasLtMatmulAlgo_t& a) {
+    MatmulAlgoConfig config;
+    if (!algo_config(a, &config)) return "(configuration not reported)";
     std::string s;
-    for (uint32_t v : algo_config(a)) s += (s.empty() ? "" : "/") + std::to_string(v);
+    for (uint32_t v : config) s += (s.empty() ? "" : "/") + std::to_string(v);
     return s;
 }
 static void study_heuristic_repeats(Context* ctx) {
