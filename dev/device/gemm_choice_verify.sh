@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GEMM choice change of the fifty-third session (llmc/matmul_plans.cuh: matmul_candidates, stand-in
+# The GEMM choice (llmc/matmul_plans.cuh: the candidates a plan asks for once and keeps, stand-in
 # pointers in the heuristic query, the untuned single pick) on one GPU, in two calls that each fit
 # a device call's 10 minutes:
 #   call1: CHECK_NO_TIMING=1 matmul_check in FP32/FP16/BF16 (the algorithm-choice checks and the
