@@ -1,9 +1,11 @@
-// The cuBLASLt algorithm studies of dev/cuda/matmul_check (its --algorithms and --search modes),
-// apart from its correctness checks: which algorithm each GEMM of a GPT-2 124M step should run.
-//   sweep_algorithms:  the untuned algorithm (cuBLASLt's single pick) against the first and the
-//                      best of the plan's candidates, timed in bursts;
-//   search_algorithms: the same GEMMs timed sustained (at the power limit), over candidates beyond
-//                      cuBLASLt's best-fit ranking.
+// The cuBLASLt algorithm studies of dev/cuda/matmul_check (its --algorithms, --search and
+// --heuristics modes), apart from its correctness checks: which algorithm each GEMM of a GPT-2 124M
+// step should run, and how cuBLASLt answers.
+//   sweep_algorithms:        the untuned algorithm (cuBLASLt's single pick) against the first and
+//                            the best of the plan's candidates, timed in bursts;
+//   search_algorithms:       the same GEMMs timed sustained (at the power limit), over candidates
+//                            beyond cuBLASLt's best-fit ranking;
+//   study_heuristic_repeats: the same query asked again, with cuBLASLt's heuristics cache on and off.
 // Included by dev/cuda/matmul.cu (after check.cuh).
 #pragma once
 #include "check.cuh"
