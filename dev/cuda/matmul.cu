@@ -301,7 +301,7 @@ static void check_algorithm_choice(Context* ctx, const LinearCase& L) {
         const MatmulKey key = matmul_key(c);
         const std::string tag = aligned ? " (bias 256-byte aligned)" : " (bias element-aligned: align " + std::to_string(key.align) + ")";
         MatmulPlan& p = matmul_prepare(ctx, c);
-        const MatmulCandidates cand = p.cand;
+        const MatmulCandidates& cand = p.cand;  // matmul_choose changes the choice, not the list
         bool picks = cand.found > 0 && cand.untuned < cand.found;
         for (int k = 0; k < cand.found; k++) {
             matmul_choose(p, k);
