@@ -201,9 +201,10 @@ if [ -x "$chk" ]; then
 else
     echo "note: $chk not built (make cuda-checks): its --io checks skipped"
 fi
-# dev/cuda/matmul_check takes no argument or one of its three study modes, checked before GPU work
+# dev/cuda/matmul_check takes no argument or one of its modes, checked before GPU work
 if [ -x dev/cuda/matmul_check ]; then
     expect "matmul_check, unknown mode" "usage: " -- dev/cuda/matmul_check --serach
+    expect "matmul_check, unknown mode: the usage names --heuristics" "| --heuristics]" -- dev/cuda/matmul_check --heuristic
     expect "matmul_check, two modes" "usage: " -- dev/cuda/matmul_check --search --algorithms
 else
     echo "note: dev/cuda/matmul_check not built (make cuda-checks): its argument checks skipped"
