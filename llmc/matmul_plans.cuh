@@ -116,8 +116,9 @@ inline int matmul_heuristics(Context* ctx, const MatmulPlan& p, const MatmulKey&
 // id, tile, split-K, reduction scheme, CTA swizzling, custom option, stages, inner shape, cluster
 // shape), which is what cuBLASLt runs. Two algorithms are the same when these are: the opaque
 // struct holds more bytes than that, and an answer from cuBLASLt's heuristics cache (from the
-// third time the same question is asked, seen on an H100) has other values in them for the very
-// same configuration (dev/cuda/matmul_check --heuristics), so comparing bytes calls it another one.
+// third time the same question is asked, seen on an H100 and an H200) has other values in them for
+// the very same configuration (dev/cuda/matmul_check --heuristics), so comparing bytes calls it
+// another one.
 // (An attribute cuBLASLt does not report makes algo_config false, and same_algo compares bytes.)
 using MatmulAlgoConfig = std::array<uint32_t, 9>;
 inline bool algo_config(const cublasLtMatmulAlgo_t& a, MatmulAlgoConfig* v) {

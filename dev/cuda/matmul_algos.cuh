@@ -108,20 +108,15 @@ static void sweep_algorithms(Context* ctx) {
 constexpr int SEARCH_ENUM_MAX = 400, SEARCH_SUSTAINED_TOP = 10;
 struct SearchCandidate { cublasLtMatmulAlgo_t algo; char src; float burst = INFINITY, sustained = INFINITY; };
 
-template <class T>
-static T algo_config(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t attr) {
-    T v{};
-    size_t written = 0;
-    cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, sizeof(v), &written);
-    return v;
-}
+// An algorithm's configuration (llmc/matmul_plans.cuh's algo_config), labelled, for the SEARCH lines.
 static std::string algo_describe(const cublasLtMatmulAlgo_t& a) {
-    char s[128];
+    MatmulAlgoConfig c;
+    if (!algo_config(a, &c)) return "(configuration not reported)";
+    char s[160];
     snprintf(s, sizeof(s), "id=%d tile=%u stages=%u cluster=%u splitk=%d swizzle=%u custom=%u",
-             algo_config<int32_t>(a, CUBLASLT_ALGO_CONFIG_ID), algo_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_TILE_ID),
-             algo_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_STAGES_ID), (unsigned)algo_config<uint16_t>(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
-             algo_config<int32_t>(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM), algo_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
-             algo_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION));
+             (int)c[CUBLASLT_ALGO_CONFIG_ID], c[CUBLASLT_ALGO_CONFIG_TILE_ID], c[CUBLASLT_ALGO_CONFIG_STAGES_ID],
+             c[CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID], (int)c[CUBLASLT_ALGO_CONFIG_SPLITK_NUM],
+             c[CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING], c[CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION]);
     return s;
 }
 static std::vector<uint32_t> algo_cap_list(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoCapAttributes_t attr) {
@@ -263,6 +258,8 @@ static void search_algorithms(Context* ctx) {
 // how many differ from round 0 in bytes and in configuration; then the same on fresh shapes with
 // cuBLASLt's heuristics cache turned off. Seen on an H100 (2026-12-05): with the cache on, from
 // round 1 (the third asking) every algorithm differs in bytes, none in configuration; off, none.
+// On an H200 (same day) the same, except that one of the three questions (fwd +bias, 256-byte
+// aligned) kept its bytes too: which cached answers change bytes is not to be relied on either way.
 static std::string algo_config_text(const cublasLtMatmulAlgo_t& a) {
     MatmulAlgoConfig config;
     if (!algo_config(a, &config)) return "(configuration not reported)";
